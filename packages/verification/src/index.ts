@@ -1,2 +1,56 @@
-// @aleph/verification: not implemented yet (see its issue). This entry point is intentionally empty.
-export {};
+// @aleph/verification: the turn-level verifier chain, shell stop hooks and the goal gate.
+export {
+  buildStopHooksFromConfig,
+  parseStopHookEntries,
+  stopHookEntrySchema,
+  stopHooksSchema,
+} from './config.js';
+export type { StopHookEntry } from './config.js';
+export { VerificationError, type VerificationErrorCode } from './errors.js';
+export {
+  ExtensionStopHookVerifier,
+  HookEvent,
+  loadHooksFile,
+  type StopHookFunction,
+} from './extension-stop-gate.js';
+export {
+  DEFAULT_MAX_CONSECUTIVE_GATE_ERRORS,
+  effectiveGate,
+  gateVeto,
+  type GateState,
+  type GateVetoOptions,
+} from './goal-gate.js';
+export { DEFAULT_MAX_CONSECUTIVE_BLOCKS, type HookRunnerOptions } from './internal/hook-runner.js';
+export { KILL_GRACE_MS, OUTPUT_CAP_BYTES } from './internal/run-process.js';
+export { MutationEvidenceVerifier } from './mutation-evidence-verifier.js';
+export { DEFAULT_MAX_REMINDERS, ScratchpadGoalVerifier } from './scratchpad-goal-verifier.js';
+export { StopHookVerifier } from './stop-hook-verifier.js';
+export {
+  DEFAULT_HOOK_TIMEOUT_MS,
+  hookInput,
+  isShellSafe,
+  ShellStopHook,
+  type ShellStopHookOptions,
+  type StopHookContext,
+  type StopHookHandler,
+  type StopHookVerdict,
+} from './stop-hooks.js';
+export {
+  DEFAULT_HALT_THRESHOLD,
+  DEFAULT_REPEAT_THRESHOLD,
+  ToolLoopVerifier,
+  type ToolLoopVerifierOptions,
+} from './tool-loop-verifier.js';
+export {
+  CONTINUE,
+  hashToolArgs,
+  TOOL_HISTORY_WINDOW,
+  type RobustnessProfile,
+  type ScratchpadRow,
+  type ToolCallSummary,
+  type TurnVerifier,
+  type TurnVerifyContext,
+  type VerifierVerdict,
+} from './turn-verifier.js';
+export { parseVerdict, type SelfVerdict } from './verdict.js';
+export { VerifierChain, VerifierChainBuilder, type VerifierErrorListener } from './verifier-chain.js';

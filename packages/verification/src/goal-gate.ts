@@ -1,0 +1,78 @@
+// The goal gate: the fail-closed dual of StopHookVerifier. Same ShellStopHook underneath, but a
+// broken gate cannot certify completion — an `error` vetoes the stop instead of letting it pass.
+import { ShellStopHook, type StopHookContext, type StopHookHandler } from './stop-hooks.js';
+import { CONTINUE, type VerifierVerdict } from './turn-verifier.js';
+
+export const DEFAULT_MAX_CONSECUTIVE_GATE_ERRORS = 3;
+
+/** Carries the consecutive-error count across stop attempts; keep one per run. */
+export interface GateState {
+  consecutiveErrors: number;
+}
+
+export interface GateVetoOptions {
+  readonly state?: GateState;
+  readonly maxConsecutiveErrors?: number;
+}
+
+export async function gateVeto(
+  gates: readonly StopHookHandler[],
+  ctx: StopHookContext,
+  signal: AbortSignal,
+  options: GateVetoOptions = {},
+): Promise<VerifierVerdict> {
+  const state = options.state ?? { consecutiveErrors: 0 };
+  const maxErrors = options.maxConsecutiveErrors ?? DEFAULT_MAX_CONSECUTIVE_GATE_ERRORS;
+  for (const gate of gates) {
+    const verdict = await gate.evaluate(ctx, signal);
+    signal.throwIfAborted();
+    switch (verdict.kind) {
+      case 'allow':
+        continue;
+      case 'block':
+      case 'halt':
+        state.consecutiveErrors = 0;
+        return {
+          kind: 'veto',
+          reason: `goal gate "${gate.name}" did not pass`,
+          feedback: `The goal gate \`${gate.name}\` did not pass: ${verdict.reason}`,
+        };
+      case 'error': {
+        state.consecutiveErrors += 1;
+        if (state.consecutiveErrors >= maxErrors) {
+          return {
+            kind: 'halt',
+            reason: `goal gate "${gate.name}" failed ${state.consecutiveErrors} times in a row (${verdict.message}); completion cannot be verified`,
+          };
+        }
+        return {
+          kind: 'veto',
+          reason: `goal gate "${gate.name}" errored: completion cannot be verified`,
+          feedback: `The goal gate \`${gate.name}\` could not run (${verdict.message}), so completion cannot be claimed. Fix the gate command or the cause.`,
+        };
+      }
+      default: {
+        const unreachable: never = verdict;
+        return unreachable;
+      }
+    }
+  }
+  state.consecutiveErrors = 0;
+  return CONTINUE;
+}
+
+/** The global gate and the goal's own command, each a shell-safe hook (metacharacters → error). */
+export function effectiveGate(
+  globalGate: string | undefined,
+  goalGateCommand: string | undefined,
+  options: { readonly cwd?: string; readonly timeoutMs?: number } = {},
+): StopHookHandler[] {
+  const gates: StopHookHandler[] = [];
+  const add = (name: string, command: string | undefined): void => {
+    if (command === undefined) return;
+    gates.push(ShellStopHook.shellSafe({ name, command, cwd: options.cwd, timeoutMs: options.timeoutMs }));
+  };
+  add('global_gate', globalGate);
+  add('goal_gate', goalGateCommand);
+  return gates;
+}
