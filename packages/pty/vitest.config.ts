@@ -1,3 +1,3 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'pty', passWithNoTests: true } });
+export default defineProject({ test: { name: 'pty' } });

@@ -12,7 +12,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 4 },
-  pty: { lines: 10, files: 1 },
+  pty: { lines: 600, files: 6 },
   verification: { lines: 1100, files: 15 },
   harness: { lines: 10, files: 12 },
   gateway: { lines: 10, files: 2 },

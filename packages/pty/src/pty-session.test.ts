@@ -1,0 +1,160 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PtyError, PtySession } from './index.js';
+import { alive, collect, until } from '../test/support.js';
+
+const sessions: PtySession[] = [];
+const spawn = (options: Partial<Parameters<typeof PtySession.spawn>[0]> = {}) => {
+  const session = PtySession.spawn({
+    command: '/bin/bash',
+    args: ['--norc', '--noprofile'],
+    cols: 80,
+    rows: 24,
+    ...options,
+  });
+  sessions.push(session);
+  return session;
+};
+afterEach(async () => {
+  await Promise.all(sessions.splice(0).map((session) => session.close()));
+});
+
+describe('PtySession', () => {
+  it('runs a shell: input in, raw output out', async () => {
+    const session = spawn();
+    const output = collect(session);
+    session.write('echo hi\r');
+    await output.waitFor(/[\r\n]hi\r\n/);
+    expect(session.pid).toBeGreaterThan(0);
+  });
+
+  it('passes bytes through undecoded, including invalid UTF-8', async () => {
+    const session = spawn({ command: '/bin/sh', args: ['-c', "printf '\\303\\251\\377\\376'; sleep 0.2"] });
+    const output = collect(session);
+    const info = await session.exited;
+    expect(info).toEqual({ exitCode: 0, signal: null, reason: 'exited' });
+    expect([...output.bytes()]).toEqual([0xc3, 0xa9, 0xff, 0xfe]);
+  });
+
+  it('reports exit only after the last output was delivered', async () => {
+    const session = spawn({
+      command: '/bin/sh',
+      args: ['-c', 'head -c 300000 /dev/zero | tr "\\0" a; exit 7'],
+    });
+    const output = collect(session);
+    let bytesAtExit = -1;
+    session.onExit(() => (bytesAtExit = output.bytes().length));
+    expect(await session.exited).toEqual({ exitCode: 7, signal: null, reason: 'exited' });
+    expect(bytesAtExit).toBe(300_000);
+    expect(session.scrollback.end).toBe(300_000);
+  });
+
+  it('resizes: stty size sees the new size', async () => {
+    const session = spawn();
+    const output = collect(session);
+    session.resize(132, 43);
+    session.write('stty size\r');
+    await output.waitFor(/[\r\n]43 132\r\n/);
+    expect([session.cols, session.rows]).toEqual([132, 43]);
+  });
+
+  it('rejects a bad size with a clear error', () => {
+    expect(() => spawn({ cols: 0 })).toThrow(
+      new PtyError('invalid_size', 'cols must be an integer from 1 to 10000, got 0'),
+    );
+    const session = spawn();
+    expect(() => session.resize(80, 1.5)).toThrow(/rows must be an integer/);
+  });
+
+  it('close ends the whole tree, a background job included, and says closed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-'));
+    const session = spawn();
+    const output = collect(session);
+    session.write(`sleep 1000 & echo $! > ${dir}/bg; trap '' HUP; echo ready\r`);
+    await output.waitFor(/[\r\n]ready\r\n/);
+    const background = Number(readFileSync(join(dir, 'bg'), 'utf8'));
+    expect(alive(background)).toBe(true);
+    const info = await session.close();
+    expect(info.reason).toBe('closed');
+    await until(() => !alive(background) && !alive(session.pid), 'the tree to end');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a program that ignores HUP and TERM is killed after the deadline', async () => {
+    const session = spawn({
+      command: '/bin/sh',
+      args: ['-c', "trap '' HUP TERM; echo armed; while :; do sleep 0.05; done"],
+      killStepMs: 150,
+    });
+    const output = collect(session);
+    await output.waitFor(/armed/);
+    expect(await session.close()).toEqual({ exitCode: null, signal: 'SIGKILL', reason: 'closed' });
+    expect(alive(session.pid)).toBe(false);
+  });
+
+  it('leaves nothing behind when the program exits on its own', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-'));
+    const session = spawn({ command: '/bin/sh', args: ['-c', `sleep 1000 & echo $! > ${dir}/bg; exit 0`] });
+    await session.exited;
+    const background = Number(readFileSync(join(dir, 'bg'), 'utf8'));
+    await until(() => !alive(background), 'the orphaned background job to be ended');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('pause stops reading (the program blocks), resume continues', async () => {
+    const session = spawn({ command: '/bin/sh', args: ['-c', 'head -c 5000000 /dev/zero | tr "\\0" b'] });
+    const output = collect(session);
+    await until(() => output.bytes().length > 0, 'first output');
+    session.pause();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const atPause = output.bytes().length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(output.bytes().length).toBe(atPause);
+    expect(atPause).toBeLessThan(5_000_000);
+    session.resume();
+    await session.exited;
+    expect(output.bytes().length).toBe(5_000_000);
+  });
+
+  it('keeps the tail of a program that exits while output is paused', async () => {
+    const session = spawn({
+      command: '/bin/sh',
+      args: ['-c', 'sleep 0.2; head -c 3000 /dev/zero | tr "\\0" c'],
+    });
+    const output = collect(session);
+    session.pause();
+    await session.exited;
+    expect(output.bytes().length).toBe(3000);
+  });
+
+  it('never loses the last output of a fast producer (node-pty EOF race)', async () => {
+    for (let round = 0; round < 5; round += 1) {
+      const session = spawn({ command: '/bin/sh', args: ['-c', 'head -c 2000000 /dev/zero | tr "\\0" d'] });
+      const output = collect(session);
+      await session.exited;
+      expect(output.bytes().length).toBe(2_000_000);
+    }
+  });
+
+  it('replays from an offset out of the scrollback', async () => {
+    const session = spawn({ command: '/bin/sh', args: ['-c', 'printf 0123456789'], scrollbackBytes: 4 });
+    await session.exited;
+    expect(session.replay(0)).toEqual({ offset: 6, data: Buffer.from('6789') });
+    expect(session.replay(8)).toEqual({ offset: 8, data: Buffer.from('89') });
+  });
+
+  it('counts input the program has not read yet', async () => {
+    const session = spawn({ command: '/bin/sh', args: ['-c', 'sleep 1000'] });
+    session.write(Buffer.alloc(256 * 1024, 0x61));
+    await until(() => session.pendingInputBytes > 0, 'input to back up');
+    expect(session.pendingInputBytes).toBeLessThanOrEqual(256 * 1024);
+  });
+
+  it('refuses writes after close', async () => {
+    const session = spawn();
+    await session.close();
+    expect(() => session.write('x')).toThrow(PtyError);
+  });
+});
