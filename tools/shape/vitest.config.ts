@@ -1,3 +1,3 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'shape' } });
+export default defineProject({ test: { name: 'shape', testTimeout: 30_000, hookTimeout: 30_000 } });

@@ -1,1 +1,258 @@
-export {};
+// The typed client for @aleph/gateway (Node, over `ws`). Method params and results are inferred
+// from the protocol's zod schemas; output arrives as raw bytes with its offset and is acknowledged
+// automatically once your handler returns, which is what drives the server's flow control.
+import { WebSocket } from 'ws';
+import { GatewayError } from './errors.js';
+import { rawText } from './internal/raw-data.js';
+import {
+  ErrorCodes,
+  PROTOCOL_VERSION,
+  type ErrorCodeName,
+  type MethodName,
+  type MethodParams,
+  type MethodResult,
+  type PtyExitEvent,
+  type RpcErrorObject,
+} from './protocol.js';
+
+export interface PtyOutput {
+  readonly sessionId: string;
+  readonly offset: number;
+  readonly data: Buffer;
+}
+
+export interface ConnectOptions {
+  readonly token: string;
+  /** Acknowledge output automatically after `onOutput` handlers ran (default true). */
+  readonly autoAck?: boolean;
+  readonly headers?: Record<string, string>;
+}
+
+type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
+
+export class GatewayClient {
+  readonly socket: WebSocket;
+  readonly #pending = new Map<number, Pending>();
+  readonly #outputListeners = new Set<(output: PtyOutput) => void>();
+  readonly #exitListeners = new Set<(exit: PtyExitEvent) => void>();
+  readonly #eventListeners = new Set<(topic: string, params: unknown) => void>();
+  readonly #autoAck: boolean;
+  readonly #ackDue = new Map<string, number>();
+  #ackScheduled = false;
+  #nextId = 1;
+  readonly closed: Promise<{ code: number; reason: string }>;
+
+  constructor(socket: WebSocket, options: { autoAck?: boolean } = {}) {
+    this.socket = socket;
+    this.#autoAck = options.autoAck ?? true;
+    socket.on('message', (raw, isBinary) => {
+      if (!isBinary) this.#onMessage(rawText(raw));
+    });
+    this.closed = new Promise((resolve) => {
+      socket.on('close', (code, reason) => {
+        const error = new GatewayError('internal_error', `connection closed (${code})`);
+        for (const pending of this.#pending.values()) pending.reject(error);
+        this.#pending.clear();
+        resolve({ code, reason: reason.toString() });
+      });
+    });
+  }
+
+  /** Calls any method — including ones a server registered beside pty.* — and resolves its result. */
+  request<R = unknown>(method: string, params?: unknown): Promise<R> {
+    if (this.socket.readyState !== WebSocket.OPEN) {
+      return Promise.reject(new GatewayError('internal_error', 'connection is not open'));
+    }
+    const id = this.#nextId++;
+    return new Promise<R>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.socket.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    });
+  }
+
+  call<M extends MethodName>(method: M, params: MethodParams<M>): Promise<MethodResult<M>> {
+    return this.request<MethodResult<M>>(method, params);
+  }
+
+  spawn(params: MethodParams<'pty.spawn'>): Promise<MethodResult<'pty.spawn'>> {
+    return this.call('pty.spawn', params);
+  }
+
+  input(sessionId: string, data: string | Uint8Array): Promise<MethodResult<'pty.input'>> {
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    return this.call('pty.input', { sessionId, data: bytes.toString('base64') });
+  }
+
+  resize(sessionId: string, cols: number, rows: number): Promise<MethodResult<'pty.resize'>> {
+    return this.call('pty.resize', { sessionId, cols, rows });
+  }
+
+  closeSession(sessionId: string): Promise<MethodResult<'pty.close'>> {
+    return this.call('pty.close', { sessionId });
+  }
+
+  list(): Promise<MethodResult<'pty.list'>> {
+    return this.call('pty.list', {});
+  }
+
+  async replay(sessionId: string, fromOffset: number): Promise<{ offset: number; data: Buffer }> {
+    const result = await this.call('pty.replay', { sessionId, fromOffset });
+    return { offset: result.offset, data: Buffer.from(result.data, 'base64') };
+  }
+
+  ack(sessionId: string, offset: number): Promise<MethodResult<'pty.ack'>> {
+    return this.call('pty.ack', { sessionId, offset });
+  }
+
+  subscribe(topics: string[]): Promise<MethodResult<'events.subscribe'>> {
+    return this.call('events.subscribe', { topics });
+  }
+
+  unsubscribe(topics: string[]): Promise<MethodResult<'events.unsubscribe'>> {
+    return this.call('events.unsubscribe', { topics });
+  }
+
+  onOutput(listener: (output: PtyOutput) => void): () => void {
+    this.#outputListeners.add(listener);
+    return () => this.#outputListeners.delete(listener);
+  }
+
+  onExit(listener: (exit: PtyExitEvent) => void): () => void {
+    this.#exitListeners.add(listener);
+    return () => this.#exitListeners.delete(listener);
+  }
+
+  /** Every notification, by topic (agent.* events included). */
+  onEvent(listener: (topic: string, params: unknown) => void): () => void {
+    this.#eventListeners.add(listener);
+    return () => this.#eventListeners.delete(listener);
+  }
+
+  /**
+   * Follows one session from `fromOffset`: replays what the scrollback still holds, then live
+   * output, each byte exactly once. Subscribe to `pty.*` before calling.
+   */
+  async follow(
+    sessionId: string,
+    fromOffset: number,
+    onData: (data: Buffer, offset: number) => void,
+  ): Promise<() => void> {
+    let next = fromOffset;
+    const early: PtyOutput[] = [];
+    let replayed = false;
+    const deliver = (data: Buffer, offset: number): void => {
+      const end = offset + data.length;
+      if (end <= next) return;
+      const fresh = offset < next ? data.subarray(next - offset) : data;
+      onData(fresh, Math.max(offset, next));
+      next = end;
+    };
+    const off = this.onOutput((output) => {
+      if (output.sessionId !== sessionId) return;
+      if (replayed) deliver(output.data, output.offset);
+      else early.push(output);
+    });
+    const replay = await this.replay(sessionId, fromOffset);
+    deliver(replay.data, replay.offset);
+    replayed = true;
+    for (const output of early) deliver(output.data, output.offset);
+    return off;
+  }
+
+  close(): Promise<void> {
+    if (this.socket.readyState === WebSocket.CLOSED) return Promise.resolve();
+    this.socket.close(1000);
+    return this.closed.then(() => undefined);
+  }
+
+  #onMessage(text: string): void {
+    let message: { id?: number; result?: unknown; error?: RpcErrorObject; method?: string; params?: unknown };
+    try {
+      message = JSON.parse(text) as typeof message;
+    } catch {
+      return;
+    }
+    if (message.method !== undefined) {
+      this.#onNotification(message.method, message.params);
+      return;
+    }
+    if (typeof message.id !== 'number') return;
+    const pending = this.#pending.get(message.id);
+    if (pending === undefined) return;
+    this.#pending.delete(message.id);
+    if (message.error !== undefined) {
+      const name = (message.error.data?.code ?? 'internal_error') as ErrorCodeName;
+      pending.reject(
+        new GatewayError(name in ErrorCodes ? name : 'internal_error', message.error.message, {
+          data: message.error.data,
+        }),
+      );
+    } else {
+      pending.resolve(message.result);
+    }
+  }
+
+  #onNotification(topic: string, params: unknown): void {
+    for (const listener of this.#eventListeners) listener(topic, params);
+    if (topic === 'pty.output') {
+      const event = params as { sessionId: string; offset: number; data: string };
+      const output: PtyOutput = {
+        sessionId: event.sessionId,
+        offset: event.offset,
+        data: Buffer.from(event.data, 'base64'),
+      };
+      for (const listener of this.#outputListeners) listener(output);
+      if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
+    } else if (topic === 'pty.exit') {
+      for (const listener of this.#exitListeners) listener(params as PtyExitEvent);
+    }
+  }
+
+  /** One ack per session per tick, for the newest offset handled. */
+  #scheduleAck(sessionId: string, offset: number): void {
+    this.#ackDue.set(sessionId, Math.max(offset, this.#ackDue.get(sessionId) ?? 0));
+    if (this.#ackScheduled) return;
+    this.#ackScheduled = true;
+    setImmediate(() => {
+      this.#ackScheduled = false;
+      for (const [id, due] of this.#ackDue) {
+        this.socket.send(
+          JSON.stringify({ jsonrpc: '2.0', method: 'pty.ack', params: { sessionId: id, offset: due } }),
+        );
+      }
+      this.#ackDue.clear();
+    });
+  }
+}
+
+export function connectGateway(url: string, options: ConnectOptions): Promise<GatewayClient> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, [PROTOCOL_VERSION], {
+      headers: { ...options.headers, authorization: `Bearer ${options.token}` },
+      perMessageDeflate: false,
+    });
+    const onError = (error: Error): void => reject(error);
+    socket.once('unexpected-response', (_request, response) => {
+      socket.off('error', onError);
+      reject(
+        new GatewayError(
+          'internal_error',
+          `upgrade refused: ${response.statusCode} ${response.statusMessage ?? ''}`.trim(),
+          {
+            data: { status: response.statusCode },
+          },
+        ),
+      );
+      response.resume();
+    });
+    socket.once('error', onError);
+    socket.once('open', () => {
+      socket.off('error', onError);
+      socket.on('error', () => {}); // surfaced through `closed`
+      resolve(new GatewayClient(socket, { autoAck: options.autoAck ?? true }));
+    });
+  });
+}
+
+export { GatewayError } from './errors.js';
+export * from './protocol.js';

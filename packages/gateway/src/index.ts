@@ -1,2 +1,14 @@
-// @aleph/gateway: not implemented yet (see its issue). This entry point is intentionally empty.
-export {};
+// @aleph/gateway: pseudo-terminals over one WebSocket, with auth, flow control and replay.
+export {
+  createGateway,
+  DEFAULT_FLOW,
+  type Gateway,
+  type GatewayLogger,
+  type GatewayOptions,
+  type MethodHandler,
+  type RequestContext,
+} from './gateway.js';
+export { GatewayError } from './errors.js';
+export { tokenSubprotocol } from './internal/auth.js';
+export { SLOW_CONSUMER_CLOSE_CODE, type FlowLimits } from './internal/output-pump.js';
+export * from './protocol.js';

@@ -1,0 +1,490 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { z } from 'zod';
+import { connectGateway, GatewayError, type GatewayClient } from './client.js';
+import { createGateway, ErrorCodes, PROTOCOL_VERSION, tokenSubprotocol } from './index.js';
+import { alive, outputOf, startGateway, TOKEN, until, type Harness } from '../test/support.js';
+
+let h: Harness;
+let dir: string;
+beforeEach(async () => {
+  h = await startGateway();
+  dir = mkdtempSync(join(tmpdir(), 'aleph-gw-'));
+});
+afterEach(async () => {
+  const pids = h.manager.list().map((session) => session.pid);
+  await h.dispose();
+  expect(pids.filter(alive)).toEqual([]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const bash = { command: '/bin/bash', args: ['--norc', '--noprofile'], cols: 80, rows: 24 };
+
+describe('terminals over the socket', () => {
+  it('spawns a shell, streams its output and takes input', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const { sessionId, pid } = await client.spawn(bash);
+    expect(pid).toBeGreaterThan(0);
+    const output = outputOf(client, sessionId);
+    await client.input(sessionId, 'echo hi\r');
+    await output.waitFor(/[\r\n]hi\r\n/);
+    // Offsets increase without gaps.
+    let expected = output.chunks[0]!.offset;
+    for (const chunk of output.chunks) {
+      expect(chunk.offset).toBe(expected);
+      expected += chunk.data.length;
+    }
+  });
+
+  it('carries UTF-8 intact across frames: 5000 × é and emoji', async () => {
+    const text = 'é'.repeat(5000) + '😀🚀'.repeat(3000) + 'end';
+    writeFileSync(join(dir, 'utf8.txt'), text);
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const exited = new Promise((resolve) => client.onExit(resolve));
+    const { sessionId } = await client.spawn({
+      command: '/bin/cat',
+      args: [join(dir, 'utf8.txt')],
+      cols: 80,
+      rows: 24,
+    });
+    const output = outputOf(client, sessionId);
+    await exited;
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    const decoded =
+      output.chunks.map((chunk) => decoder.decode(chunk.data, { stream: true })).join('') + decoder.decode();
+    expect(decoded).toBe(text);
+    expect(output.chunks.length).toBeGreaterThan(1);
+  });
+
+  it('resizes: stty size sees it', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const { sessionId } = await client.spawn(bash);
+    const output = outputOf(client, sessionId);
+    await client.resize(sessionId, 101, 37);
+    await client.input(sessionId, 'stty size\r');
+    await output.waitFor(/[\r\n]37 101\r\n/);
+  });
+
+  it('pty.close ends the process group, a background job included', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const { sessionId, pid } = await client.spawn(bash);
+    const output = outputOf(client, sessionId);
+    await client.input(sessionId, 'sleep 1000 & echo "bg=$!"\r');
+    await output.waitFor(/bg=(\d+)/);
+    const background = Number(/bg=(\d+)/.exec(output.text())![1]);
+    const exit = new Promise((resolve) => client.onExit(resolve));
+    expect(await client.closeSession(sessionId)).toMatchObject({ reason: 'closed' });
+    expect(await exit).toMatchObject({ sessionId, reason: 'closed' });
+    await until(() => !alive(background) && !alive(pid), 'the process group to end');
+  });
+
+  it('lists sessions', async () => {
+    const client = await h.connect();
+    const { sessionId, pid } = await client.spawn({ ...bash, cols: 90, rows: 30 });
+    expect(await client.list()).toEqual([
+      expect.objectContaining({
+        sessionId,
+        pid,
+        command: '/bin/bash --norc --noprofile',
+        cols: 90,
+        rows: 30,
+      }),
+    ]);
+  });
+
+  it('vim -u NONE opens and quits with :q', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const exit = new Promise((resolve) => client.onExit(resolve));
+    const { sessionId } = await client.spawn({
+      command: 'vim',
+      args: ['-u', 'NONE', '-N'],
+      cols: 80,
+      rows: 24,
+    });
+    const output = outputOf(client, sessionId);
+    await output.waitFor(/\x1b\[\?1049h|~/); // alternate screen or the empty-line tildes
+    await client.input(sessionId, '\x1b:q\r');
+    expect(await exit).toMatchObject({ sessionId, exitCode: 0, reason: 'exited' });
+  });
+});
+
+describe('caps', () => {
+  it('65 spawns → the first is evicted and its subscribers get pty.exit with evicted', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const exits: unknown[] = [];
+    client.onExit((exit) => exits.push(exit));
+    const sleeper = { command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 };
+    const first = await client.spawn(sleeper);
+    for (let i = 0; i < 64; i += 1) await client.spawn(sleeper);
+    await until(() => exits.length === 1, 'the eviction exit');
+    expect(exits[0]).toMatchObject({ sessionId: first.sessionId, reason: 'evicted' });
+    expect((await client.list()).length).toBe(64);
+    await until(() => !alive(first.pid), 'the evicted process to end');
+  });
+
+  it('100 concurrent spawns from 4 connections never exceed the cap', async () => {
+    const clients = await Promise.all([h.connect(), h.connect(), h.connect(), h.connect()]);
+    let peak = 0;
+    h.manager.on('spawn', () => (peak = Math.max(peak, h.manager.size)));
+    const sleeper = { command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 };
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => clients[i % 4]!.spawn(sleeper)));
+    expect(results).toHaveLength(100);
+    expect(peak).toBeLessThanOrEqual(64);
+    expect((await clients[0].list()).length).toBe(64);
+  });
+});
+
+describe('bad input gets a stable error and the connection stays usable', () => {
+  const raw = async (): Promise<{ ws: WebSocket; next: () => Promise<any> }> => {
+    const ws = new WebSocket(h.gateway.url, [PROTOCOL_VERSION], {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const queue: any[] = [];
+    const waiters: ((value: any) => void)[] = [];
+    ws.on('message', (data) => {
+      const parsed = JSON.parse(data.toString());
+      const waiter = waiters.shift();
+      if (waiter) waiter(parsed);
+      else queue.push(parsed);
+    });
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    return {
+      ws,
+      next: () =>
+        queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve) => waiters.push(resolve)),
+    };
+  };
+
+  it.each([
+    ['not JSON', '{"jsonrpc": "2.0", "id": 1, ', ErrorCodes.parse_error, 'parse_error', /^not JSON/],
+    [
+      'not JSON-RPC',
+      JSON.stringify({ id: 2, method: 'pty.list' }),
+      ErrorCodes.invalid_request,
+      'invalid_request',
+      /jsonrpc must be "2.0"/,
+    ],
+    [
+      'a batch',
+      JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'pty.list' }]),
+      ErrorCodes.invalid_request,
+      'invalid_request',
+      /batch/,
+    ],
+    [
+      'unknown method',
+      JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'pty.explode' }),
+      ErrorCodes.method_not_found,
+      'method_not_found',
+      /unknown method "pty.explode"/,
+    ],
+    [
+      'missing params',
+      JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'pty.resize', params: { sessionId: 'x', rows: 5 } }),
+      ErrorCodes.invalid_params,
+      'invalid_params',
+      /^params\.cols: /,
+    ],
+    [
+      'mistyped params',
+      JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'pty.spawn', params: { cols: '80', rows: 24 } }),
+      ErrorCodes.invalid_params,
+      'invalid_params',
+      /^params\.cols: must be an integer/,
+    ],
+    [
+      'an unknown param',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 6,
+        method: 'pty.spawn',
+        params: { cols: 80, rows: 24, shell: 'zsh' },
+      }),
+      ErrorCodes.invalid_params,
+      'invalid_params',
+      /unknown key\(s\) shell/,
+    ],
+    [
+      'unknown session',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'pty.input',
+        params: { sessionId: 'nope', data: 'aGk=' },
+      }),
+      ErrorCodes.unknown_session,
+      'unknown_session',
+      /unknown session nope/,
+    ],
+    [
+      'bad base64',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 8,
+        method: 'pty.input',
+        params: { sessionId: 'nope', data: '%%%' },
+      }),
+      ErrorCodes.invalid_params,
+      'invalid_params',
+      /^params\.data: must be base64/,
+    ],
+  ])('%s', async (_label, frame, code, name, message) => {
+    const { ws, next } = await raw();
+    ws.send(frame);
+    const response = await next();
+    expect(response.error).toMatchObject({ code, data: { code: name } });
+    expect(response.error.message).toMatch(message);
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'pty.list' }));
+    expect(await next()).toEqual({ jsonrpc: '2.0', id: 99, result: [] });
+    ws.close();
+  });
+
+  it('a binary frame', async () => {
+    const { ws, next } = await raw();
+    ws.send(Buffer.from([1, 2, 3]), { binary: true });
+    expect((await next()).error).toMatchObject({
+      code: ErrorCodes.invalid_request,
+      message: expect.stringMatching(/binary frames/),
+    });
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'pty.list' }));
+    expect((await next()).result).toEqual([]);
+    ws.close();
+  });
+
+  it('a frame over maxPayload closes only that connection, with 1009', async () => {
+    const other = await h.connect();
+    const { ws } = await raw();
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    ws.send('x'.repeat(2 * 1024 * 1024));
+    expect(await closed).toBe(1009);
+    expect(await other.list()).toEqual([]);
+  });
+
+  it('pty.input over 64 KiB → frame_too_large, and nothing is written', async () => {
+    const client = await h.connect();
+    const { sessionId } = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+    const error = await client.input(sessionId, Buffer.alloc(64 * 1024 + 1)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GatewayError);
+    expect(error).toMatchObject({ code: 'frame_too_large' });
+    expect(h.manager.get(sessionId)!.pendingInputBytes).toBe(0);
+    expect(await client.input(sessionId, Buffer.alloc(64 * 1024, 0x61))).toEqual({ bytes: 65536 });
+  });
+
+  it('a full input queue refuses the newest frame at once with busy; accepted input is all kept', async () => {
+    const client = await h.connect();
+    // A program that never reads its input.
+    const { sessionId } = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+    let accepted = 0;
+    let busy: unknown;
+    for (let i = 0; i < 40 && busy === undefined; i += 1) {
+      try {
+        accepted += (await client.input(sessionId, Buffer.alloc(32 * 1024, 0x62))).bytes;
+      } catch (error) {
+        busy = error;
+      }
+    }
+    expect(busy).toMatchObject({ code: 'busy', message: expect.stringContaining('not reading its input') });
+    const session = h.manager.get(sessionId)!;
+    expect(session.pendingInputBytes).toBeLessThanOrEqual(accepted);
+    expect(session.pendingInputBytes).toBeGreaterThan(0);
+  });
+});
+
+describe('auth and origin', () => {
+  const attempt = (headers: Record<string, string>, protocols: string[] = [PROTOCOL_VERSION]) =>
+    new Promise<number>((resolve) => {
+      const ws = new WebSocket(h.gateway.url, protocols, { headers });
+      ws.on('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0));
+      ws.on('open', () => {
+        ws.close();
+        resolve(101);
+      });
+      ws.on('error', () => {});
+    });
+
+  it('no token → 401, wrong token → 401, foreign Origin → 403; nothing is spawned', async () => {
+    expect(await attempt({})).toBe(401);
+    expect(await attempt({ authorization: 'Bearer wrong' })).toBe(401);
+    expect(await attempt({ authorization: `Bearer ${TOKEN}`, origin: 'https://evil.example' })).toBe(403);
+    await expect(connectGateway(h.gateway.url, { token: 'nope' })).rejects.toThrow(/upgrade refused: 401/);
+    expect(h.manager.size).toBe(0);
+  });
+
+  it('a browser authenticates with the token subprotocol from the same origin', async () => {
+    const origin = `http://127.0.0.1:${h.gateway.port}`;
+    expect(await attempt({ origin }, [PROTOCOL_VERSION, tokenSubprotocol(TOKEN)])).toBe(101);
+    expect(await attempt({ origin }, [PROTOCOL_VERSION, tokenSubprotocol('wrong')])).toBe(401);
+  });
+
+  it('allowedOrigins replaces same-origin', async () => {
+    const other = await startGateway({ allowedOrigins: ['https://app.example'] });
+    const status = (origin: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(other.gateway.url, [PROTOCOL_VERSION], {
+          headers: { authorization: `Bearer ${TOKEN}`, origin },
+        });
+        ws.on('unexpected-response', (_q, response) => resolve(response.statusCode ?? 0));
+        ws.on('open', () => (ws.close(), resolve(101)));
+        ws.on('error', () => {});
+      });
+    expect(await status('https://app.example')).toBe(101);
+    expect(await status(`http://127.0.0.1:${other.gateway.port}`)).toBe(403);
+    await other.dispose();
+  });
+
+  it('refuses to start without a token, naming a non-loopback address', async () => {
+    await expect(createGateway({ token: '', host: '0.0.0.0' })).rejects.toThrow(
+      'refusing to listen on non-loopback address 0.0.0.0 without a token',
+    );
+    await expect(createGateway({ token: '' })).rejects.toThrow('a token is required');
+  });
+});
+
+describe('flow control, replay and keepalive', () => {
+  it('a client that stops reading pauses the pty (bounded), then it resumes and nothing is lost', async () => {
+    const slow = await startGateway({ flow: { highWaterBytes: 256 * 1024, lowWaterBytes: 64 * 1024 } });
+    try {
+      const client = await slow.connect();
+      await client.subscribe(['pty.*']);
+      const exit = new Promise((resolve) => client.onExit(resolve));
+      const total = 40 * 1024 * 1024;
+      const { sessionId } = await client.spawn({
+        command: '/bin/sh',
+        args: ['-c', `head -c ${total} /dev/zero | tr '\\0' z`],
+        cols: 80,
+        rows: 24,
+      });
+      const output = outputOf(client, sessionId);
+      await until(() => output.bytes().length > 0, 'first output');
+      // Stop reading from the socket: the kernel buffers fill, then the server's socket buffer.
+      (client.socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+      const session = slow.manager.get(sessionId)!;
+      await until(() => session.paused, 'the pty to be paused', 20_000);
+      const produced = session.scrollback.end;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(session.paused).toBe(true);
+      expect(session.scrollback.end - produced).toBeLessThan(1024 * 1024);
+      expect(session.scrollback.end).toBeLessThan(total);
+      (client.socket as unknown as { _socket: { resume(): void } })._socket.resume();
+      await exit;
+      expect(output.bytes().length).toBe(total);
+    } finally {
+      await slow.dispose();
+    }
+  });
+
+  it('a client that acks slowly holds the pty at the high-water mark', async () => {
+    const slow = await startGateway({ flow: { highWaterBytes: 64 * 1024, lowWaterBytes: 16 * 1024 } });
+    try {
+      const client = await slow.connect({ autoAck: false });
+      await client.subscribe(['pty.*']);
+      const { sessionId } = await client.spawn({
+        command: '/bin/sh',
+        args: ['-c', 'head -c 10000000 /dev/zero | tr "\\0" q'],
+        cols: 80,
+        rows: 24,
+      });
+      const output = outputOf(client, sessionId);
+      await client.ack(sessionId, 0); // this client acks: its unacked bytes count
+      const session = slow.manager.get(sessionId)!;
+      await until(() => session.paused, 'the pty to pause on unacked bytes');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const held = output.bytes().length;
+      expect(held).toBeLessThan(1024 * 1024);
+      await client.ack(sessionId, held);
+      await until(() => output.bytes().length > held, 'output to resume after the ack');
+    } finally {
+      await slow.dispose();
+    }
+  });
+
+  it('reconnect and replay from an offset returns exactly the missed bytes', async () => {
+    const first = await h.connect();
+    await first.subscribe(['pty.*']);
+    const { sessionId } = await first.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'printf "part-one;"; read x; printf "part-two;"; read y; printf "part-three"; sleep 1000'],
+      cols: 80,
+      rows: 24,
+    });
+    const seen = outputOf(first, sessionId);
+    await seen.waitFor(/part-one;/);
+    const lastOffset = seen.chunks.at(-1)!.offset + seen.chunks.at(-1)!.data.length;
+    await first.close();
+
+    // While nobody watches, the program writes more.
+    const driver = await h.connect();
+    await driver.input(sessionId, 'go\r');
+    await until(() => h.manager.get(sessionId)!.scrollback.read(0).data.includes('part-two;'), 'part two');
+
+    const second = await h.connect();
+    await second.subscribe(['pty.*']);
+    const received: Buffer[] = [];
+    await second.follow(sessionId, lastOffset, (data) => received.push(data));
+    await driver.input(sessionId, 'go\r');
+    await until(() => Buffer.concat(received).includes('part-three'), 'live output after the replay');
+    const transcript = h.manager.get(sessionId)!.scrollback.read(0).data;
+    expect(Buffer.concat([seen.bytes(), ...received]).equals(transcript)).toBe(true);
+  });
+
+  it('pings clients and drops a dead connection', async () => {
+    const pinging = await startGateway({ pingIntervalMs: 50 });
+    try {
+      const client = await pinging.connect();
+      expect(pinging.gateway.connectionCount).toBe(1);
+      const transport = (client.socket as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+      transport.pause(); // reads nothing, so answers no pings
+      await until(() => pinging.gateway.connectionCount === 0, 'the dead connection to be dropped');
+      transport.resume();
+      expect((await client.closed).code).toBe(1006);
+    } finally {
+      await pinging.dispose();
+    }
+  });
+});
+
+describe('server extension points', () => {
+  it('register adds a method beside pty.*; publish reaches only matching subscribers', async () => {
+    h.gateway.register('agent.echo', z.strictObject({ text: z.string() }), ({ text }) => ({ echoed: text }));
+    const a = await h.connect();
+    const b = await h.connect();
+    await a.subscribe(['agent.*']);
+    await b.subscribe(['pty.*']);
+    const seenA: string[] = [];
+    const seenB: string[] = [];
+    a.onEvent((topic) => seenA.push(topic));
+    b.onEvent((topic) => seenB.push(topic));
+    expect(await a.request('agent.echo', { text: 'hi' })).toEqual({ echoed: 'hi' });
+    await expect(a.request('agent.echo', { text: 1 })).rejects.toMatchObject({ code: 'invalid_params' });
+    h.gateway.publish('agent.step', { n: 1 });
+    await until(() => seenA.length === 1, 'the event');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(seenA).toEqual(['agent.step']);
+    expect(seenB).toEqual([]);
+  });
+});
+
+describe('shutdown', () => {
+  it('close() ends every session with reason shutdown and leaves no child process', async () => {
+    const gw = await startGateway();
+    const client: GatewayClient = await gw.connect();
+    await client.subscribe(['pty.*']);
+    const exits: unknown[] = [];
+    client.onExit((exit) => exits.push(exit));
+    const pids = [];
+    for (let i = 0; i < 3; i += 1) pids.push((await client.spawn(bash)).pid);
+    await gw.gateway.close();
+    expect(pids.filter(alive)).toEqual([]);
+    expect(readFileSync('/proc/self/stat', 'utf8')).toBeTruthy();
+    await gw.dispose();
+  });
+});

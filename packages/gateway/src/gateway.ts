@@ -1,0 +1,336 @@
+// The gateway: one http.Server, a WebSocket upgrade on its own port, JSON-RPC 2.0 dispatch with
+// zod-validated params, an event bus of topics, and the pty.* methods. Bad input gets a JSON-RPC
+// error with a stable code and the connection stays usable; nothing a client sends can crash it.
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { getPtyManager, PtyError, type PtyManager, type PtySession } from '@aleph/pty';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import type { ZodType } from 'zod';
+import { GatewayError } from './errors.js';
+import { isLoopback, originAllowed, presentedToken, selectProtocol, tokensEqual } from './internal/auth.js';
+import { Connection } from './internal/connection.js';
+import { rawText } from './internal/raw-data.js';
+import { OutputPump, type FlowLimits } from './internal/output-pump.js';
+import { registerPtyMethods } from './pty-methods.js';
+import {
+  ErrorCodes,
+  formatZodIssue,
+  requestSchema,
+  WEBSOCKET_PATH,
+  type RpcErrorObject,
+} from './protocol.js';
+
+export interface GatewayLogger {
+  debug(object: object, message?: string): void;
+  info(object: object, message?: string): void;
+  warn(object: object, message?: string): void;
+  error(object: object, message?: string): void;
+}
+
+const silent: GatewayLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export interface GatewayOptions {
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** Default 0: any free port. */
+  readonly port?: number;
+  /** Required. Clients present it as `Authorization: Bearer <token>` or the token subprotocol. */
+  readonly token: string;
+  /** Origins a browser may connect from. Default: same-origin only. */
+  readonly allowedOrigins?: readonly string[];
+  readonly ptyManager?: PtyManager;
+  readonly logger?: GatewayLogger;
+  /** Largest frame a client may send; a bigger one closes that connection with 1009. Default 1 MiB. */
+  readonly maxPayloadBytes?: number;
+  /** Input bytes a session may have waiting for its program before `pty.input` answers `busy`. */
+  readonly inputQueueBytes?: number;
+  readonly pingIntervalMs?: number;
+  readonly flow?: Partial<FlowLimits>;
+}
+
+export interface RequestContext {
+  readonly connectionId: string;
+  /** Aborted when the client disconnects. */
+  readonly signal: AbortSignal;
+  /** Only for the pty.ack bookkeeping and similar per-connection state. */
+  readonly connection: Connection;
+}
+
+export type MethodHandler<P> = (params: P, context: RequestContext) => unknown;
+
+export interface Gateway {
+  /** The ws:// URL clients connect to. */
+  readonly url: string;
+  readonly port: number;
+  readonly host: string;
+  readonly httpServer: Server;
+  readonly ptyManager: PtyManager;
+  register<P>(method: string, params: ZodType<P>, handler: MethodHandler<P>): void;
+  publish(topic: string, data: unknown): void;
+  /** Number of open client connections. */
+  readonly connectionCount: number;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_FLOW: FlowLimits = {
+  batchMs: 4,
+  maxBatchBytes: 128 * 1024,
+  highWaterBytes: 1024 * 1024,
+  lowWaterBytes: 256 * 1024,
+  slowConsumerMs: 30_000,
+};
+
+function rpcErrorFor(error: unknown): RpcErrorObject | undefined {
+  if (error instanceof GatewayError) return error.toRpcError();
+  if (error instanceof PtyError) {
+    const code = error.code === 'invalid_size' ? 'invalid_params' : error.code;
+    return { code: ErrorCodes[code], message: error.message, data: { code } };
+  }
+  return undefined;
+}
+
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
+  const host = options.host ?? '127.0.0.1';
+  if (typeof options.token !== 'string' || options.token.length === 0) {
+    throw new GatewayError(
+      'invalid_params',
+      isLoopback(host)
+        ? 'a token is required'
+        : `refusing to listen on non-loopback address ${host} without a token`,
+    );
+  }
+  const token = options.token;
+  const logger = options.logger ?? silent;
+  const ptyManager = options.ptyManager ?? getPtyManager();
+  const flow: FlowLimits = { ...DEFAULT_FLOW, ...options.flow };
+  const connections = new Map<string, Connection>();
+  const handlers = new Map<string, { params: ZodType; handler: MethodHandler<unknown> }>();
+  const pumps = new Map<string, OutputPump>();
+  let closing = false;
+
+  const httpServer = createServer((request, response) => {
+    if (request.url === '/healthz') {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      return;
+    }
+    response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+  });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: options.maxPayloadBytes ?? 1024 * 1024,
+    perMessageDeflate: false,
+    handleProtocols: selectProtocol,
+  });
+
+  const refuse = (socket: Duplex, status: number, reason: string): void => {
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${reason.length + 1}\r\n\r\n${reason}\n`,
+    );
+  };
+
+  httpServer.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = (request.url ?? '').split('?')[0];
+    if (closing) return refuse(socket, 503, 'Service Unavailable');
+    if (path !== WEBSOCKET_PATH) return refuse(socket, 404, 'Not Found');
+    if (!originAllowed(request, options.allowedOrigins)) {
+      logger.warn({ origin: request.headers.origin }, 'refused upgrade: origin not allowed');
+      return refuse(socket, 403, 'Forbidden');
+    }
+    const presented = presentedToken(request);
+    if (presented === undefined || !tokensEqual(presented, token)) {
+      logger.warn({ remote: request.socket.remoteAddress }, 'refused upgrade: missing or wrong token');
+      return refuse(socket, 401, 'Unauthorized');
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => accept(ws));
+  });
+
+  const attach = (session: PtySession): void => {
+    if (pumps.has(session.id)) return;
+    const pump = new OutputPump(session, () => connections.values(), flow);
+    pumps.set(session.id, pump);
+    session.onExit((info) => {
+      pump.dispose(); // the last output goes out before the exit event
+      pumps.delete(session.id);
+      gateway.publish('pty.exit', { sessionId: session.id, ...info });
+    });
+  };
+  ptyManager.on('spawn', attach);
+  for (const session of ptyManager.list()) attach(session);
+
+  const reply = (
+    connection: Connection,
+    id: string | number | null | undefined,
+    body: { result: unknown } | { error: RpcErrorObject },
+  ): void => {
+    if (id === undefined) return; // a notification gets no answer
+    connection.send(JSON.stringify({ jsonrpc: '2.0', id, ...body }));
+  };
+  const fail = (
+    connection: Connection,
+    id: string | number | null | undefined,
+    code: keyof typeof ErrorCodes,
+    message: string,
+  ): void =>
+    reply(connection, id === undefined ? null : id, {
+      error: { code: ErrorCodes[code], message, data: { code } },
+    });
+
+  async function dispatch(connection: Connection, raw: RawData, isBinary: boolean): Promise<void> {
+    if (isBinary)
+      return fail(
+        connection,
+        null,
+        'invalid_request',
+        'binary frames are not supported: send JSON-RPC as text frames',
+      );
+    let message: unknown;
+    try {
+      message = JSON.parse(rawText(raw));
+    } catch (error) {
+      return fail(connection, null, 'parse_error', `not JSON: ${(error as Error).message}`);
+    }
+    if (Array.isArray(message))
+      return fail(connection, null, 'invalid_request', 'batch requests are not supported');
+    const rawId = (message as { id?: unknown } | null)?.id;
+    const id = typeof rawId === 'string' || typeof rawId === 'number' ? rawId : null;
+    const request = requestSchema.safeParse(message);
+    if (!request.success) {
+      const issue = request.error.issues[0];
+      return fail(
+        connection,
+        id,
+        'invalid_request',
+        `not a JSON-RPC 2.0 request: ${issue ? formatZodIssue(issue, 'request') : 'invalid'}`,
+      );
+    }
+    const { method } = request.data;
+    const entry = handlers.get(method);
+    if (entry === undefined)
+      return fail(connection, request.data.id, 'method_not_found', `unknown method "${method}"`);
+    const params = entry.params.safeParse(request.data.params);
+    if (!params.success) {
+      const issue = params.error.issues[0];
+      return fail(
+        connection,
+        request.data.id,
+        'invalid_params',
+        issue ? formatZodIssue(issue) : 'invalid params',
+      );
+    }
+    try {
+      const result = await entry.handler(params.data, {
+        connectionId: connection.id,
+        signal: connection.controller.signal,
+        connection,
+      });
+      reply(connection, request.data.id, { result: result ?? {} });
+    } catch (error) {
+      const rpcError = rpcErrorFor(error);
+      if (rpcError !== undefined) return reply(connection, request.data.id, { error: rpcError });
+      logger.error({ err: error, method }, 'handler failed');
+      fail(
+        connection,
+        request.data.id,
+        'internal_error',
+        `internal error in ${method}: ${(error as Error).message ?? String(error)}`,
+      );
+    }
+  }
+
+  function accept(ws: WebSocket): void {
+    const connection = new Connection(randomUUID(), ws);
+    connections.set(connection.id, connection);
+    logger.debug({ connection: connection.id }, 'client connected');
+    ws.on('message', (raw, isBinary) => {
+      dispatch(connection, raw, isBinary).catch((error: unknown) =>
+        logger.error({ err: error }, 'dispatch failed'),
+      );
+    });
+    ws.on('pong', () => (connection.awaitingPong = false));
+    ws.on('error', (error) => logger.warn({ err: error, connection: connection.id }, 'socket error'));
+    ws.on('close', (code) => {
+      connections.delete(connection.id);
+      connection.controller.abort(new GatewayError('internal_error', 'connection closed'));
+      logger.debug({ connection: connection.id, code }, 'client disconnected');
+      for (const pump of pumps.values()) pump.checkFlow();
+    });
+  }
+
+  const pinger = setInterval(() => {
+    for (const connection of connections.values()) {
+      if (connection.awaitingPong) {
+        logger.info({ connection: connection.id }, 'no pong: closing dead connection');
+        connection.socket.terminate();
+        continue;
+      }
+      connection.awaitingPong = true;
+      connection.socket.ping();
+    }
+  }, options.pingIntervalMs ?? 30_000);
+  pinger.unref();
+
+  const gateway: Gateway = {
+    url: '',
+    port: 0,
+    host,
+    httpServer,
+    ptyManager,
+    get connectionCount() {
+      return connections.size;
+    },
+    register<P>(method: string, params: ZodType<P>, handler: MethodHandler<P>): void {
+      if (handlers.has(method)) throw new Error(`method ${method} is already registered`);
+      handlers.set(method, { params, handler: handler as MethodHandler<unknown> });
+    },
+    publish(topic: string, data: unknown): void {
+      let frame: string | undefined;
+      for (const connection of connections.values()) {
+        if (!connection.wants(topic)) continue;
+        frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data });
+        connection.send(frame);
+      }
+    },
+    async close(): Promise<void> {
+      if (closing) return;
+      closing = true;
+      clearInterval(pinger);
+      ptyManager.off('spawn', attach);
+      await ptyManager.closeAll();
+      for (const connection of connections.values()) connection.socket.close(1001, 'server shutting down');
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          for (const connection of connections.values()) connection.socket.terminate();
+        }, 1000);
+        force.unref();
+        wss.close(() => {
+          httpServer.close(() => {
+            clearTimeout(force);
+            resolve();
+          });
+          httpServer.closeAllConnections();
+        });
+      });
+    },
+  };
+
+  registerPtyMethods(gateway, {
+    ptyManager,
+    inputQueueBytes: options.inputQueueBytes ?? 256 * 1024,
+    pumpFor: (sessionId) => pumps.get(sessionId),
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    httpServer.once('error', reject);
+    httpServer.listen(options.port ?? 0, host, () => {
+      httpServer.off('error', reject);
+      resolve();
+    });
+  });
+  const address = httpServer.address() as AddressInfo;
+  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  Object.assign(gateway, { port: address.port, url: `ws://${urlHost}:${address.port}${WEBSOCKET_PATH}` });
+  logger.info({ url: gateway.url }, 'gateway listening');
+  return gateway;
+}

@@ -1,0 +1,124 @@
+// Moves one session's output to every subscribed connection: batched (same-tick chunks at once
+// when idle, at most one frame per `batchMs` under load, or sooner at `maxBatchBytes`), offsets
+// without gaps, and flow control — above the high-water mark of any subscriber's backlog the pty is
+// paused, below the low-water mark of all it is resumed. A subscriber stuck above the mark for
+// longer than `slowConsumerMs` is disconnected (it can reconnect and replay) so it cannot freeze
+// the session for everyone else.
+import type { PtySession } from '@aleph/pty';
+import type { Connection } from './connection.js';
+
+export interface FlowLimits {
+  readonly batchMs: number;
+  readonly maxBatchBytes: number;
+  readonly highWaterBytes: number;
+  readonly lowWaterBytes: number;
+  readonly slowConsumerMs: number;
+}
+
+export const SLOW_CONSUMER_CLOSE_CODE = 4008;
+
+export class OutputPump {
+  readonly #session: PtySession;
+  readonly #connections: () => Iterable<Connection>;
+  readonly #limits: FlowLimits;
+  readonly #chunks: Buffer[] = [];
+  #pendingBytes = 0;
+  #firstOffset = 0;
+  #lastFlushAt = 0;
+  #scheduled: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  #flowCheck: NodeJS.Timeout | undefined;
+  readonly #quotedId: string;
+
+  constructor(session: PtySession, connections: () => Iterable<Connection>, limits: FlowLimits) {
+    this.#session = session;
+    this.#connections = connections;
+    this.#limits = limits;
+    this.#quotedId = JSON.stringify(session.id);
+    session.onData((chunk, offset) => this.#onData(chunk, offset));
+  }
+
+  #onData(chunk: Buffer, offset: number): void {
+    if (this.#pendingBytes === 0) this.#firstOffset = offset;
+    this.#chunks.push(chunk);
+    this.#pendingBytes += chunk.length;
+    if (this.#pendingBytes >= this.#limits.maxBatchBytes) {
+      this.flush();
+      return;
+    }
+    if (this.#scheduled !== undefined) return;
+    const wait = this.#lastFlushAt + this.#limits.batchMs - performance.now();
+    // Idle: flush after this tick's chunks (no added latency for an echo). Busy: one frame per batchMs.
+    this.#scheduled = wait <= 0 ? setImmediate(() => this.flush()) : setTimeout(() => this.flush(), wait);
+  }
+
+  flush(): void {
+    if (this.#scheduled !== undefined) {
+      clearTimeout(this.#scheduled as NodeJS.Timeout);
+      clearImmediate(this.#scheduled as NodeJS.Immediate);
+      this.#scheduled = undefined;
+    }
+    if (this.#pendingBytes === 0) return;
+    const data =
+      this.#chunks.length === 1
+        ? (this.#chunks[0] as Buffer)
+        : Buffer.concat(this.#chunks, this.#pendingBytes);
+    const offset = this.#firstOffset;
+    this.#chunks.length = 0;
+    this.#pendingBytes = 0;
+    this.#lastFlushAt = performance.now();
+    const frame = `{"jsonrpc":"2.0","method":"pty.output","params":{"sessionId":${this.#quotedId},"offset":${offset},"data":"${data.toString('base64')}"}}`;
+    const end = offset + data.length;
+    let over = false;
+    for (const connection of this.#connections()) {
+      if (!connection.open || !connection.wants('pty.output')) continue;
+      connection.send(frame);
+      connection.sent.set(this.#session.id, end);
+      if (connection.backlog(this.#session.id) > this.#limits.highWaterBytes) over = true;
+    }
+    if (over) this.#pause();
+  }
+
+  /** Re-evaluates flow control now (after an ack, a disconnect). */
+  checkFlow(): void {
+    if (this.#flowCheck === undefined) return;
+    const now = performance.now();
+    let blocked = false;
+    for (const connection of this.#connections()) {
+      if (!connection.open || !connection.wants('pty.output')) continue;
+      const backlog = connection.backlog(this.#session.id);
+      if (backlog > this.#limits.lowWaterBytes) {
+        blocked = true;
+        connection.overSince ??= now;
+        if (now - connection.overSince > this.#limits.slowConsumerMs) {
+          connection.socket.close(
+            SLOW_CONSUMER_CLOSE_CODE,
+            'slow consumer: reconnect and replay from your last offset',
+          );
+        }
+      } else {
+        connection.overSince = undefined;
+      }
+    }
+    if (!blocked) this.#resume();
+  }
+
+  #pause(): void {
+    if (this.#flowCheck !== undefined) return;
+    this.#session.pause();
+    this.#flowCheck = setInterval(() => this.checkFlow(), 10);
+    this.#flowCheck.unref();
+  }
+
+  #resume(): void {
+    if (this.#flowCheck !== undefined) clearInterval(this.#flowCheck);
+    this.#flowCheck = undefined;
+    for (const connection of this.#connections()) connection.overSince = undefined;
+    this.#session.resume();
+  }
+
+  dispose(): void {
+    this.flush();
+    if (this.#flowCheck !== undefined) clearInterval(this.#flowCheck);
+    this.#flowCheck = undefined;
+  }
+}

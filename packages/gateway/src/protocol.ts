@@ -1,0 +1,143 @@
+// The wire: JSON-RPC 2.0 over WebSocket text frames. These zod schemas are the one source of the
+// wire types — the server validates with them at the socket edge and the client infers from them.
+import { z } from 'zod';
+
+export const PROTOCOL_VERSION = 'aleph.v1';
+/** Browsers cannot set headers: they offer this subprotocol prefix + base64url(token) instead. */
+export const TOKEN_SUBPROTOCOL_PREFIX = 'aleph.token.';
+export const WEBSOCKET_PATH = '/ws';
+/** Largest decoded `pty.input` payload. */
+export const MAX_INPUT_BYTES = 64 * 1024;
+
+/** Stable error codes: the number is JSON-RPC's, `data.code` the name clients match on. */
+export const ErrorCodes = {
+  parse_error: -32700,
+  invalid_request: -32600,
+  method_not_found: -32601,
+  invalid_params: -32602,
+  internal_error: -32603,
+  unknown_session: -32001,
+  frame_too_large: -32002,
+  busy: -32003,
+  session_limit: -32004,
+  spawn_failed: -32005,
+  session_closed: -32006,
+  unknown_run: -32007,
+  no_provider: -32010,
+} as const;
+export type ErrorCodeName = keyof typeof ErrorCodes;
+
+const sessionId = z.string().min(1, { error: 'must be a session id' });
+const dimension = z.int({ error: 'must be an integer' }).min(1).max(10_000);
+const base64 = z.base64({ error: 'must be base64' });
+
+export const exitInfoSchema = z.object({
+  exitCode: z.int().nullable(),
+  signal: z.string().nullable(),
+  reason: z.enum(['exited', 'closed', 'evicted', 'expired', 'shutdown']),
+});
+
+export const methods = {
+  'pty.spawn': {
+    params: z.strictObject({
+      command: z.string().min(1).optional(),
+      args: z.array(z.string()).optional(),
+      cwd: z.string().min(1).optional(),
+      env: z.record(z.string(), z.string()).optional(),
+      cols: dimension,
+      rows: dimension,
+    }),
+    result: z.object({ sessionId: z.string(), pid: z.int() }),
+  },
+  'pty.input': {
+    params: z.strictObject({ sessionId, data: base64 }),
+    result: z.object({ bytes: z.int() }),
+  },
+  'pty.resize': {
+    params: z.strictObject({ sessionId, cols: dimension, rows: dimension }),
+    result: z.object({}),
+  },
+  'pty.close': {
+    params: z.strictObject({ sessionId }),
+    result: exitInfoSchema,
+  },
+  'pty.list': {
+    params: z.strictObject({}).optional(),
+    result: z.array(
+      z.object({
+        sessionId: z.string(),
+        pid: z.int(),
+        command: z.string(),
+        cols: z.int(),
+        rows: z.int(),
+        createdAt: z.number(),
+        lastActivityAt: z.number(),
+        /** Offset one past the newest output byte. */
+        outputOffset: z.number(),
+      }),
+    ),
+  },
+  'pty.replay': {
+    params: z.strictObject({ sessionId, fromOffset: z.int().min(0) }),
+    /** `offset` is where `data` starts: `fromOffset`, or the oldest byte still kept. */
+    result: z.object({ offset: z.number(), data: z.string() }),
+  },
+  'pty.ack': {
+    params: z.strictObject({ sessionId, offset: z.int().min(0) }),
+    result: z.object({}),
+  },
+  'events.subscribe': {
+    params: z.strictObject({ topics: z.array(z.string().min(1)).min(1) }),
+    result: z.object({ topics: z.array(z.string()) }),
+  },
+  'events.unsubscribe': {
+    params: z.strictObject({ topics: z.array(z.string().min(1)).min(1) }),
+    result: z.object({ topics: z.array(z.string()) }),
+  },
+} as const;
+
+export type MethodName = keyof typeof methods;
+export type MethodParams<M extends MethodName> = z.input<(typeof methods)[M]['params']>;
+export type MethodResult<M extends MethodName> = z.infer<(typeof methods)[M]['result']>;
+export type ExitInfoWire = z.infer<typeof exitInfoSchema>;
+
+export const events = {
+  'pty.output': z.object({ sessionId: z.string(), offset: z.number(), data: z.string() }),
+  'pty.exit': exitInfoSchema.extend({ sessionId: z.string() }),
+} as const;
+export type PtyOutputEvent = z.infer<(typeof events)['pty.output']>;
+export type PtyExitEvent = z.infer<(typeof events)['pty.exit']>;
+
+export const requestSchema = z.object({
+  jsonrpc: z.literal('2.0', { error: 'jsonrpc must be "2.0"' }),
+  id: z.union([z.string(), z.number(), z.null()]).optional(),
+  method: z.string({ error: 'method must be a string' }),
+  params: z.unknown().optional(),
+});
+export type RpcRequest = z.infer<typeof requestSchema>;
+
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: { code: string; [key: string]: unknown };
+}
+
+export type RpcMessage =
+  | { jsonrpc: '2.0'; id: string | number | null; result: unknown }
+  | { jsonrpc: '2.0'; id: string | number | null; error: RpcErrorObject }
+  | { jsonrpc: '2.0'; method: string; params: unknown };
+
+/** `pty.*` matches `pty.output`; `*` matches everything; anything else matches exactly. */
+export function topicMatches(pattern: string, topic: string): boolean {
+  if (pattern === '*' || pattern === topic) return true;
+  return pattern.endsWith('.*') && topic.startsWith(pattern.slice(0, -1));
+}
+
+export function formatZodIssue(issue: z.core.$ZodIssue, root = 'params'): string {
+  const path = issue.path.reduce<string>(
+    (out, part) => (typeof part === 'number' ? `${out}[${part}]` : `${out}.${String(part)}`),
+    root,
+  );
+  if (issue.code === 'unrecognized_keys') return `${path} has unknown key(s) ${issue.keys.join(', ')}`;
+  return `${path}: ${issue.message}`;
+}

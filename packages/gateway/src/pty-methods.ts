@@ -1,0 +1,91 @@
+// The pty.* and events.* methods, on top of a PtyManager.
+import type { PtyManager } from '@aleph/pty';
+import { GatewayError } from './errors.js';
+import type { Gateway } from './gateway.js';
+import type { OutputPump } from './internal/output-pump.js';
+import { MAX_INPUT_BYTES, methods, type MethodResult } from './protocol.js';
+
+export interface PtyMethodsOptions {
+  readonly ptyManager: PtyManager;
+  readonly inputQueueBytes: number;
+  readonly pumpFor: (sessionId: string) => OutputPump | undefined;
+}
+
+export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions): void {
+  const { ptyManager } = options;
+
+  gateway.register('pty.spawn', methods['pty.spawn'].params, (params): MethodResult<'pty.spawn'> => {
+    const session = ptyManager.spawn(params);
+    return { sessionId: session.id, pid: session.pid };
+  });
+
+  gateway.register('pty.input', methods['pty.input'].params, (params): MethodResult<'pty.input'> => {
+    // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.
+    if (params.data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4) {
+      throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
+    }
+    const bytes = Buffer.from(params.data, 'base64');
+    if (bytes.length > MAX_INPUT_BYTES) {
+      throw new GatewayError(
+        'frame_too_large',
+        `pty.input data is ${bytes.length} bytes, over the ${MAX_INPUT_BYTES}-byte limit`,
+      );
+    }
+    const session = ptyManager.require(params.sessionId);
+    const pending = session.pendingInputBytes;
+    if (pending > 0 && pending + bytes.length > options.inputQueueBytes) {
+      throw new GatewayError(
+        'busy',
+        `session ${session.id} is not reading its input (${pending} bytes waiting); retry later`,
+        {
+          data: { pendingBytes: pending },
+        },
+      );
+    }
+    session.write(bytes);
+    return { bytes: bytes.length };
+  });
+
+  gateway.register('pty.resize', methods['pty.resize'].params, (params): MethodResult<'pty.resize'> => {
+    ptyManager.require(params.sessionId).resize(params.cols, params.rows);
+    return {};
+  });
+
+  gateway.register('pty.close', methods['pty.close'].params, (params) => ptyManager.close(params.sessionId));
+
+  gateway.register('pty.list', methods['pty.list'].params, (): MethodResult<'pty.list'> =>
+    ptyManager.list().map((session) => ({
+      sessionId: session.id,
+      pid: session.pid,
+      command: [session.command, ...session.args].join(' '),
+      cols: session.cols,
+      rows: session.rows,
+      createdAt: session.createdAt,
+      lastActivityAt: session.lastActivityAt,
+      outputOffset: session.scrollback.end,
+    })),
+  );
+
+  gateway.register('pty.replay', methods['pty.replay'].params, (params): MethodResult<'pty.replay'> => {
+    const { offset, data } = ptyManager.require(params.sessionId).replay(params.fromOffset);
+    return { offset, data: data.toString('base64') };
+  });
+
+  gateway.register('pty.ack', methods['pty.ack'].params, (params, context): MethodResult<'pty.ack'> => {
+    ptyManager.require(params.sessionId);
+    const previous = context.connection.acked.get(params.sessionId) ?? 0;
+    context.connection.acked.set(params.sessionId, Math.max(previous, params.offset));
+    options.pumpFor(params.sessionId)?.checkFlow();
+    return {};
+  });
+
+  gateway.register('events.subscribe', methods['events.subscribe'].params, (params, context) => {
+    for (const topic of params.topics) context.connection.topics.add(topic);
+    return { topics: [...context.connection.topics] };
+  });
+
+  gateway.register('events.unsubscribe', methods['events.unsubscribe'].params, (params, context) => {
+    for (const topic of params.topics) context.connection.topics.delete(topic);
+    return { topics: [...context.connection.topics] };
+  });
+}
