@@ -104,8 +104,8 @@ export class GatewayClient {
     return this.call('pty.ack', { sessionId, offset });
   }
 
-  subscribe(topics: string[]): Promise<MethodResult<'events.subscribe'>> {
-    return this.call('events.subscribe', { topics });
+  subscribe(topics: string[], sessions?: string[]): Promise<MethodResult<'events.subscribe'>> {
+    return this.call('events.subscribe', sessions === undefined ? { topics } : { topics, sessions });
   }
 
   unsubscribe(topics: string[]): Promise<MethodResult<'events.unsubscribe'>> {

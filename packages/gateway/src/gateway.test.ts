@@ -452,6 +452,31 @@ describe('flow control, replay and keepalive', () => {
   });
 });
 
+describe('subscriptions', () => {
+  it('a session filter limits pty.* events to those sessions', async () => {
+    const watcher = await h.connect();
+    const first = await watcher.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'printf one; sleep 1000'],
+      cols: 80,
+      rows: 24,
+    });
+    const second = await watcher.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'sleep 0.3; printf two; sleep 1000'],
+      cols: 80,
+      rows: 24,
+    });
+    await watcher.subscribe(['pty.*'], [second.sessionId]);
+    const seen = new Set<string>();
+    watcher.onOutput((output) => seen.add(output.sessionId));
+    await until(() => seen.has(second.sessionId), 'output of the watched session');
+    await watcher.input(first.sessionId, 'more');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect([...seen]).toEqual([second.sessionId]);
+  });
+});
+
 describe('server extension points', () => {
   it('register adds a method beside pty.*; publish reaches only matching subscribers', async () => {
     h.gateway.register('agent.echo', z.strictObject({ text: z.string() }), ({ text }) => ({ echoed: text }));

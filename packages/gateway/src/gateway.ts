@@ -286,8 +286,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
     publish(topic: string, data: unknown): void {
       let frame: string | undefined;
+      const sessionId = (data as { sessionId?: unknown } | null)?.sessionId;
       for (const connection of connections.values()) {
-        if (!connection.wants(topic)) continue;
+        if (
+          !connection.wants(
+            topic,
+            topic.startsWith('pty.') && typeof sessionId === 'string' ? sessionId : undefined,
+          )
+        )
+          continue;
         frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data });
         connection.send(frame);
       }

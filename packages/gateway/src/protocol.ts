@@ -87,7 +87,11 @@ export const methods = {
     result: z.object({}),
   },
   'events.subscribe': {
-    params: z.strictObject({ topics: z.array(z.string().min(1)).min(1) }),
+    params: z.strictObject({
+      topics: z.array(z.string().min(1)).min(1),
+      /** Limit pty.* events to these sessions (replaces any earlier filter); omit for all. */
+      sessions: z.array(z.string().min(1)).optional(),
+    }),
     result: z.object({ topics: z.array(z.string()) }),
   },
   'events.unsubscribe': {

@@ -81,6 +81,7 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
 
   gateway.register('events.subscribe', methods['events.subscribe'].params, (params, context) => {
     for (const topic of params.topics) context.connection.topics.add(topic);
+    if (params.sessions !== undefined) context.connection.sessions = new Set(params.sessions);
     return { topics: [...context.connection.topics] };
   });
 

@@ -8,6 +8,8 @@ export class Connection {
   readonly socket: WebSocket;
   readonly controller = new AbortController();
   readonly topics = new Set<string>();
+  /** When set, pty.* events only for these sessions. */
+  sessions: Set<string> | undefined;
   /** Per session: offset one past the last byte sent, and the last offset acknowledged. */
   readonly sent = new Map<string, number>();
   readonly acked = new Map<string, number>();
@@ -24,7 +26,8 @@ export class Connection {
     return this.socket.readyState === this.socket.OPEN;
   }
 
-  wants(topic: string): boolean {
+  wants(topic: string, sessionId?: string): boolean {
+    if (sessionId !== undefined && this.sessions !== undefined && !this.sessions.has(sessionId)) return false;
     for (const pattern of this.topics) if (topicMatches(pattern, topic)) return true;
     return false;
   }

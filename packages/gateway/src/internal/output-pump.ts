@@ -16,6 +16,8 @@ export interface FlowLimits {
 }
 
 export const SLOW_CONSUMER_CLOSE_CODE = 4008;
+/** A frame this large means bulk output: the next one may wait for the batch window. */
+const BULK_FRAME_BYTES = 1024;
 
 export class OutputPump {
   readonly #session: PtySession;
@@ -25,6 +27,7 @@ export class OutputPump {
   #pendingBytes = 0;
   #firstOffset = 0;
   #lastFlushAt = 0;
+  #lastFrameBytes = 0;
   #scheduled: NodeJS.Timeout | NodeJS.Immediate | undefined;
   #flowCheck: NodeJS.Timeout | undefined;
   readonly #quotedId: string;
@@ -46,8 +49,12 @@ export class OutputPump {
       return;
     }
     if (this.#scheduled !== undefined) return;
-    const wait = this.#lastFlushAt + this.#limits.batchMs - performance.now();
-    // Idle: flush after this tick's chunks (no added latency for an echo). Busy: one frame per batchMs.
+    // Interactive traffic (small frames) goes out after this tick's chunks: no added latency for an
+    // echo. Bulk output (the last frame was large) is held for up to batchMs to make fewer frames.
+    const wait =
+      this.#lastFrameBytes >= BULK_FRAME_BYTES
+        ? this.#lastFlushAt + this.#limits.batchMs - performance.now()
+        : 0;
     this.#scheduled = wait <= 0 ? setImmediate(() => this.flush()) : setTimeout(() => this.flush(), wait);
   }
 
@@ -66,11 +73,12 @@ export class OutputPump {
     this.#chunks.length = 0;
     this.#pendingBytes = 0;
     this.#lastFlushAt = performance.now();
+    this.#lastFrameBytes = data.length;
     const frame = `{"jsonrpc":"2.0","method":"pty.output","params":{"sessionId":${this.#quotedId},"offset":${offset},"data":"${data.toString('base64')}"}}`;
     const end = offset + data.length;
     let over = false;
     for (const connection of this.#connections()) {
-      if (!connection.open || !connection.wants('pty.output')) continue;
+      if (!connection.open || !connection.wants('pty.output', this.#session.id)) continue;
       connection.send(frame);
       connection.sent.set(this.#session.id, end);
       if (connection.backlog(this.#session.id) > this.#limits.highWaterBytes) over = true;
@@ -84,7 +92,7 @@ export class OutputPump {
     const now = performance.now();
     let blocked = false;
     for (const connection of this.#connections()) {
-      if (!connection.open || !connection.wants('pty.output')) continue;
+      if (!connection.open || !connection.wants('pty.output', this.#session.id)) continue;
       const backlog = connection.backlog(this.#session.id);
       if (backlog > this.#limits.lowWaterBytes) {
         blocked = true;

@@ -1,0 +1,206 @@
+// pnpm bench: the gateway against raw node-pty, measured in the same run. Prints figures and ratios;
+// asserts nothing. The gateway runs in its own process, as a server would; the client is here.
+import { spawn as spawnProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as nodePty from 'node-pty';
+import { connectGateway, type GatewayClient } from '../src/client.js';
+
+const MiB = 1024 * 1024;
+const dir = mkdtempSync(join(tmpdir(), 'aleph-bench-'));
+const file = join(dir, 'payload.txt');
+const line = 'the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ\n';
+writeFileSync(file, line.repeat(Math.ceil((64 * MiB) / line.length)));
+const size = Math.ceil((64 * MiB) / line.length) * line.length;
+
+const pct = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+};
+
+function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child = spawnProcess(
+    process.execPath,
+    [
+      ...(process.env['PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof-server'] : []),
+      '--expose-gc',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'serve.ts'),
+    ],
+    {
+      env: { ...process.env, BENCH_TOKEN: 'bench' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.stdout.once('data', (data: Buffer) =>
+      resolve({
+        url: data.toString().trim(),
+        stop: () => new Promise((done) => (child.once('exit', () => done()), child.kill('SIGTERM'))),
+      }),
+    );
+  });
+}
+
+async function rawThroughput(): Promise<number> {
+  const start = performance.now();
+  let bytes = 0;
+  await new Promise<void>((resolve) => {
+    const pty = nodePty.spawn('/bin/cat', [file], { cols: 200, rows: 50, encoding: null });
+    pty.onData((data: string | Buffer) => (bytes += data.length));
+    pty.onExit(() => resolve());
+  });
+  return bytes / MiB / ((performance.now() - start) / 1000);
+}
+
+async function gatewayThroughput(client: GatewayClient): Promise<number> {
+  const start = performance.now();
+  let bytes = 0;
+  const { sessionId } = await client.spawn({ command: '/bin/cat', args: [file], cols: 200, rows: 50 });
+  await new Promise<void>((resolve) => {
+    const offOutput = client.onOutput((output) => {
+      if (output.sessionId === sessionId) bytes += output.data.length;
+    });
+    const offExit = client.onExit((exit) => {
+      if (exit.sessionId !== sessionId) return;
+      offOutput();
+      offExit();
+      resolve();
+    });
+  });
+  return bytes / MiB / ((performance.now() - start) / 1000);
+}
+
+async function rawEcho(rounds: number): Promise<number[]> {
+  const pty = nodePty.spawn('/bin/cat', [], { cols: 80, rows: 24, encoding: null });
+  const samples: number[] = [];
+  let waiting: (() => void) | undefined;
+  pty.onData(() => waiting?.());
+  for (let i = 0; i < rounds; i += 1) {
+    const start = performance.now();
+    await new Promise<void>((resolve) => {
+      waiting = resolve;
+      pty.write('x');
+    });
+    samples.push(performance.now() - start);
+  }
+  pty.kill('SIGKILL');
+  return samples;
+}
+
+async function gatewayEcho(client: GatewayClient, rounds: number): Promise<number[]> {
+  const { sessionId } = await client.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+  const samples: number[] = [];
+  let waiting: (() => void) | undefined;
+  const off = client.onOutput((output) => {
+    if (output.sessionId === sessionId) waiting?.();
+  });
+  for (let i = 0; i < rounds; i += 1) {
+    const start = performance.now();
+    await new Promise<void>((resolve) => {
+      waiting = resolve;
+      void client.input(sessionId, 'x');
+    });
+    samples.push(performance.now() - start);
+  }
+  off();
+  await client.closeSession(sessionId);
+  return samples;
+}
+
+const fmt = (n: number) => n.toFixed(3);
+console.log('# @aleph/gateway (gateway in its own process; client here; raw node-pty in-process)');
+const server = await startServer();
+try {
+  const client = await connectGateway(server.url, { token: 'bench' });
+  await client.subscribe(['pty.*']);
+
+  // 1. Throughput, interleaved raw/gateway, best of 3 each.
+  const raw: number[] = [];
+  const viaGateway: number[] = [];
+  for (let round = 0; round < 3; round += 1) {
+    raw.push(await rawThroughput());
+    viaGateway.push(await gatewayThroughput(client));
+  }
+  const rawBest = Math.max(...raw);
+  const gwBest = Math.max(...viaGateway);
+  console.log(
+    `throughput, cat of ${(size / MiB).toFixed(0)} MiB: raw node-pty ${rawBest.toFixed(1)} MB/s, gateway ${gwBest.toFixed(1)} MB/s, ratio ${(gwBest / rawBest).toFixed(2)} (target ≥ 0.85)`,
+  );
+
+  // 2. Echo round trip.
+  await rawEcho(100);
+  await gatewayEcho(client, 100);
+  const rawRtt = await rawEcho(1000);
+  const gwRtt = await gatewayEcho(client, 1000);
+  console.log(
+    `echo RTT ×1000: raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p99 − raw p99 = ${fmt(pct(gwRtt, 0.99) - pct(rawRtt, 0.99))} ms (target ≤ 1 ms)`,
+  );
+
+  // 3. Isolation: 63 sessions flood (watched by another connection), the 64th echoes.
+  const watcher = await connectGateway(server.url, { token: 'bench' });
+  await watcher.subscribe(['pty.*']);
+  let flooded = 0;
+  watcher.onOutput((output) => (flooded += output.data.length));
+  const floods = [];
+  for (let i = 0; i < 63; i += 1) {
+    floods.push(
+      (
+        await client.spawn({
+          command: '/bin/sh',
+          args: ['-c', `while :; do cat ${file}; done`],
+          cols: 80,
+          rows: 24,
+        })
+      ).sessionId,
+    );
+  }
+  const echoer = await connectGateway(server.url, { token: 'bench' });
+  const { sessionId: echoSession } = await echoer.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+  await echoer.subscribe(['pty.*'], [echoSession]);
+  await client.subscribe(['pty.*'], ['none']); // the first client stops watching everything
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const floodStart = flooded;
+  const isoStart = performance.now();
+  const isolation: number[] = [];
+  let waiting: (() => void) | undefined;
+  echoer.onOutput((output) => {
+    if (output.sessionId === echoSession) waiting?.();
+  });
+  for (let i = 0; i < 300; i += 1) {
+    const start = performance.now();
+    await new Promise<void>((resolve) => {
+      waiting = resolve;
+      void echoer.input(echoSession, 'x');
+    });
+    isolation.push(performance.now() - start);
+  }
+  const floodRate = (flooded - floodStart) / MiB / ((performance.now() - isoStart) / 1000);
+  console.log(
+    `isolation, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms)`,
+  );
+  for (const id of floods) await client.closeSession(id);
+  await echoer.closeSession(echoSession);
+  await watcher.close();
+  await echoer.close();
+
+  // 4. Resident memory per idle session (server process; the programs are separate processes).
+  type Memory = { rss: number; heapUsed: number; external: number; arrayBuffers: number };
+  const before = await client.request<Memory>('bench.memory', {});
+  const idle = [];
+  for (let i = 0; i < 50; i += 1)
+    idle.push((await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const after = await client.request<{ rss: number }>('bench.memory', {});
+  console.log(
+    `memory: ${((after.rss - before.rss) / 50 / 1024).toFixed(0)} KiB RSS per idle session in the gateway process (50 sessions; scrollback is allocated lazily by the OS)`,
+  );
+  for (const id of idle) await client.closeSession(id);
+  await client.close();
+} finally {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
