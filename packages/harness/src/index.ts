@@ -1,2 +1,25 @@
-// @aleph/harness: not implemented yet (see its issue). This entry point is intentionally empty.
-export {};
+// @aleph/harness: the Think → Act loop with a verifier chain, parallel act groups, a session log
+// and watchdogs.
+export { act, conflicts, partition, type ActOptions, type ActOutcome } from './act.js';
+export {
+  AgentHarness,
+  DEFAULT_MAX_CONSECUTIVE_FAILURES,
+  DEFAULT_MAX_ITERATIONS,
+  DEFAULT_TOOL_TIMEOUT_MS,
+  DEFAULT_TURN_TIMEOUT_MS,
+  type RunInput,
+  type RunOptions,
+} from './agent-harness.js';
+export {
+  compactToFit,
+  estimateTokens,
+  fitToBudget,
+  truncateToFit,
+  type FitResult,
+} from './context-budget.js';
+export { HarnessError, type HarnessErrorCode } from './errors.js';
+export { Orchestrator, type FlowRequest, type OrchestratorOptions } from './orchestrator.js';
+export { AGENT_ROLE_PROMPT } from './prompt.js';
+export { createFileSessionStore, InMemorySessionStore } from './session-store.js';
+export { ToolService, type ParsedCall } from './tool-service.js';
+export type * from './types.js';

@@ -1,0 +1,462 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RecordingPowerCapability } from '@aleph/power/testing';
+import { ShellStopHook, StopHookVerifier, ToolLoopVerifier, VerifierChain } from '@aleph/verification';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  AgentHarness,
+  InMemorySessionStore,
+  Orchestrator,
+  type HarnessDeps,
+  type Message,
+  type Tool,
+  type ToolInvocation,
+} from './index.js';
+import { callTool, callTools, ScriptedProvider, stop } from './testing.js';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'aleph-harness-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), reject(new Error('aborted'))), {
+      once: true,
+    });
+  });
+
+const echoTool: Tool<{ text: string }> = {
+  name: 'echo',
+  description: 'Echo text back',
+  input: z.object({ text: z.string() }),
+  claim: () => ({ kind: 'none' }),
+  execute: ({ text }) => Promise.resolve({ output: text }),
+};
+
+const harness = (provider: ScriptedProvider, extra: Partial<HarnessDeps> = {}) =>
+  new AgentHarness({ provider, tools: [echoTool], sessions: new InMemorySessionStore(), ...extra });
+
+const lastUserText = (messages: readonly Message[]) =>
+  messages.filter((m) => m.role === 'user').at(-1)?.content;
+
+describe('ends', () => {
+  it('the model stops → model_stop, with counters', async () => {
+    const provider = new ScriptedProvider([
+      callTool('echo', { text: 'hi' }),
+      stop('All good.\nVERDICT: PASS'),
+    ]);
+    const result = await harness(provider).run({ prompt: 'say hi' });
+    expect(result).toMatchObject({
+      terminateReason: { kind: 'model_stop' },
+      iterations: 2,
+      totalTokens: 30,
+      finalText: 'All good.\nVERDICT: PASS',
+    });
+    expect(result.toolTimeline).toEqual([expect.objectContaining({ name: 'echo', ok: true })]);
+    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({
+      role: 'tool',
+      toolName: 'echo',
+      content: 'hi',
+    });
+    expect(provider.requests[0]!.tools[0]).toMatchObject({
+      name: 'echo',
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
+    });
+  });
+
+  it('maxIterations is a hard cap', async () => {
+    const provider = new ScriptedProvider([callTool('echo', { text: 'again' })], { repeatLast: true });
+    const result = await harness(provider, { maxIterations: 4 }).run({ prompt: 'loop' });
+    expect(result.terminateReason).toEqual({ kind: 'max_iterations' });
+    expect(result.iterations).toBe(4);
+    expect(provider.requests).toHaveLength(4);
+  });
+
+  it('turnTimeoutMs bounds Think → stalled_turn', async () => {
+    let sawAbort = false;
+    const provider = new ScriptedProvider([
+      (_request, _index, signal) =>
+        new Promise((_, reject) =>
+          signal.addEventListener('abort', () => ((sawAbort = true), reject(new Error('aborted')))),
+        ),
+    ]);
+    const result = await harness(provider, { turnTimeoutMs: 100 }).run({ prompt: 'think forever' });
+    expect(result.terminateReason).toMatchObject({ kind: 'error', error: { kind: 'stalled_turn' } });
+    const error = (result.terminateReason as { error: { elapsedMs: number } }).error;
+    expect(error.elapsedMs).toBeGreaterThanOrEqual(90);
+    expect(sawAbort).toBe(true);
+  });
+
+  it('3 consecutive turns whose calls all failed → consecutive_failures', async () => {
+    const failing: Tool<object> = {
+      name: 'fail',
+      description: 'always fails',
+      input: z.object({}),
+      execute: () => Promise.reject(new Error('boom')),
+    };
+    const provider = new ScriptedProvider([callTool('fail', { n: 1 })], { repeatLast: true });
+    const result = await harness(provider, { tools: [failing] }).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({ kind: 'consecutive_failures', count: 3 });
+    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({
+      role: 'tool',
+      content: 'tool fail failed: boom',
+      isError: true,
+    });
+  });
+
+  it('provider failures count toward the watchdog', async () => {
+    const provider = new ScriptedProvider([() => Promise.reject(new Error('503 from upstream'))], {
+      repeatLast: true,
+    });
+    const result = await harness(provider).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({ kind: 'consecutive_failures', count: 3 });
+    expect(lastUserText(provider.requests[2]!.messages)).toContain('503 from upstream');
+  });
+
+  it('an abort mid-tool ends the run cancelled, promptly, and the tool sees it', async () => {
+    let toolSawAbort = false;
+    const slow: Tool<object> = {
+      name: 'slow',
+      description: 'waits',
+      input: z.object({}),
+      execute: async (_args, ctx) => {
+        await sleep(10_000, ctx.signal).catch(() => (toolSawAbort = true));
+        return { output: 'late' };
+      },
+    };
+    const controller = new AbortController();
+    const provider = new ScriptedProvider([callTool('slow'), stop()]);
+    setTimeout(() => controller.abort(), 100);
+    const started = Date.now();
+    const result = await harness(provider, { tools: [slow] }).run(
+      { prompt: 'x' },
+      { signal: controller.signal },
+    );
+    expect(result.terminateReason).toEqual({ kind: 'cancelled' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(toolSawAbort).toBe(true);
+  });
+});
+
+describe('verifier chain', () => {
+  it('a stop hook that blocks once: its feedback is in the next request, then the stop goes through', async () => {
+    const script = join(dir, 'hook.sh');
+    writeFileSync(
+      script,
+      `#!/bin/sh\nif [ -f ${dir}/blocked ]; then exit 0; fi\ntouch ${dir}/blocked\necho "run the tests first" >&2\nexit 2\n`,
+    );
+    chmodSync(script, 0o755);
+    const chain = VerifierChain.builder()
+      .with(new StopHookVerifier([new ShellStopHook({ name: 'tests', command: script })]))
+      .build();
+    const provider = new ScriptedProvider([stop('done?'), stop('now done')]);
+    const steps: unknown[] = [];
+    const result = await harness(provider, { verifier: chain }).run(
+      { prompt: 'x' },
+      { onStep: (step) => steps.push(step) },
+    );
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(lastUserText(provider.requests[1]!.messages)).toBe('run the tests first');
+    expect(steps).toEqual([
+      expect.objectContaining({ state: 'continue', vetoed: true }),
+      expect.objectContaining({ state: 'done', vetoed: false }),
+    ]);
+  });
+
+  it('a stop hook that halts ends the run halted, naming it', async () => {
+    const chain = VerifierChain.builder()
+      .with(
+        new StopHookVerifier([
+          new ShellStopHook({ name: 'budget', command: 'echo "out of budget" >&2; exit 3' }),
+        ]),
+      )
+      .build();
+    const result = await harness(new ScriptedProvider([stop()]), { verifier: chain }).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({
+      kind: 'halted',
+      by: 'stop_hooks',
+      reason: 'stop hook "budget" halted: out of budget',
+    });
+  });
+
+  it('5 identical calls → feedback (and the 5th is not run); 8 → halt', async () => {
+    let executions = 0;
+    const counting: Tool<{ path: string }> = {
+      ...echoTool,
+      name: 'read',
+      input: z.object({ path: z.string() }),
+      execute: () => (executions++, Promise.resolve({ output: 'same' })),
+    } as Tool<{ path: string }>;
+    const chain = VerifierChain.builder().with(new ToolLoopVerifier()).build();
+    const provider = new ScriptedProvider([callTool('read', { path: 'a' })], { repeatLast: true });
+    const result = await harness(provider, { verifier: chain, tools: [counting] }).run({ prompt: 'x' });
+    expect(result.terminateReason).toMatchObject({
+      kind: 'halted',
+      by: 'tool_loop',
+      reason: expect.stringContaining('8 times in a row'),
+    });
+    expect(lastUserText(provider.requests[5]!.messages)).toMatch(/called read 5 times in a row/);
+    expect(provider.requests).toHaveLength(8);
+    expect(executions).toBe(6); // calls 1-4, 6, 7: the vetoed 5th and the halting 8th never ran
+  });
+});
+
+describe('ACT', () => {
+  const timed = (
+    name: string,
+    claim: Tool<{ path: string }>['claim'],
+    log: string[] = [],
+  ): Tool<{ path: string }> => ({
+    name,
+    description: name,
+    input: z.object({ path: z.string() }),
+    ...(claim ? { claim } : {}),
+    execute: async ({ path }) => {
+      log.push(`${name}:${path}`);
+      await sleep(100);
+      return { output: `${name} ${path}` };
+    },
+  });
+  const overlap = (a: ToolInvocation, b: ToolInvocation) =>
+    a.startedAt < b.endedAt && b.startedAt < a.endedAt;
+  const run = async (calls: { name: string; args: unknown }[], extra: Partial<HarnessDeps> = {}) => {
+    const tools = [
+      timed('read', (args) => ({ kind: 'shared', keys: [args.path] })),
+      timed('write', (args) => ({ kind: 'exclusive', keys: [args.path] })),
+      timed('unclaimed', undefined),
+    ];
+    const provider = new ScriptedProvider([callTools(calls), stop()]);
+    const result = await harness(provider, { tools, ...extra }).run({ prompt: 'x' });
+    return { result, provider };
+  };
+
+  it('shared claims on one path and exclusive claims on different paths run concurrently', async () => {
+    const { result } = await run([
+      { name: 'read', args: { path: '/a' } },
+      { name: 'read', args: { path: '/a ' } },
+      { name: 'write', args: { path: '/b' } },
+      { name: 'write', args: { path: '/c' } },
+    ]);
+    const [r1, r2, w1, w2] = result.toolTimeline as [
+      ToolInvocation,
+      ToolInvocation,
+      ToolInvocation,
+      ToolInvocation,
+    ];
+    expect(overlap(r1, r2)).toBe(true);
+    expect(overlap(w1, w2)).toBe(true);
+    expect(overlap(r1, w1)).toBe(true);
+  });
+
+  it('a write conflicts with a read of the same path, and runs after it; an unclaimed tool runs alone', async () => {
+    const { result, provider } = await run([
+      { name: 'read', args: { path: '/a' } },
+      { name: 'write', args: { path: '/a' } },
+      { name: 'unclaimed', args: { path: '/z' } },
+    ]);
+    const [read, write, unclaimed] = result.toolTimeline as [ToolInvocation, ToolInvocation, ToolInvocation];
+    expect(overlap(read, write)).toBe(false);
+    expect(write.startedAt).toBeGreaterThanOrEqual(read.endedAt);
+    expect(overlap(unclaimed, read) || overlap(unclaimed, write)).toBe(false);
+    // Results come back in the model's order.
+    expect(provider.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual([
+      'read /a',
+      'write /a',
+      'unclaimed /z',
+    ]);
+  });
+
+  it('a guardrail that rewrites any call → the whole batch runs serially', async () => {
+    const { result } = await run(
+      [
+        { name: 'read', args: { path: '/a' } },
+        { name: 'read', args: { path: '/secret' } },
+      ],
+      {
+        guardrails: {
+          toolArgs: (call) =>
+            (call.args as { path: string }).path === '/secret' ? { path: '/***' } : call.args,
+        },
+      },
+    );
+    const [a, b] = result.toolTimeline as [ToolInvocation, ToolInvocation];
+    expect(overlap(a, b)).toBe(false);
+  });
+
+  it('a duplicate (name, canonical args) within a stage reuses the first result; not across turns', async () => {
+    const ran: string[] = [];
+    const tools = [timed('read', (args) => ({ kind: 'shared', keys: [args.path] }), ran)];
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'read', args: { path: '/a' } },
+        { name: 'read', args: { path: '/a' } },
+      ]),
+      callTool('read', { path: '/a' }),
+      stop(),
+    ]);
+    const result = await harness(provider, { tools }).run({ prompt: 'x' });
+    expect(ran).toEqual(['read:/a', 'read:/a']); // once in turn 1, once in turn 2
+    expect(result.toolTimeline[1]).toMatchObject({ deduplicated: true, ok: true });
+  });
+
+  it('a tool timeout becomes an error result the next Think reads', async () => {
+    const hanging: Tool<object> = {
+      name: 'hang',
+      description: 'hangs',
+      input: z.object({}),
+      timeoutMs: 50,
+      execute: () => new Promise(() => {}),
+    };
+    const provider = new ScriptedProvider([callTool('hang'), stop()]);
+    const result = await harness(provider, { tools: [hanging] }).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({
+      role: 'tool',
+      content: 'tool hang timed out after 50 ms',
+      isError: true,
+    });
+  });
+
+  it('invalid args become an error result that names the field; an unknown tool too', async () => {
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'echo', args: { text: 5 } },
+        { name: 'nope', args: {} },
+      ]),
+      stop(),
+    ]);
+    await harness(provider).run({ prompt: 'x' });
+    const results = provider.requests[1]!.messages.filter((m) => m.role === 'tool');
+    expect(results[0]).toMatchObject({
+      isError: true,
+      content: expect.stringMatching(/^invalid arguments for echo: text: /),
+    });
+    expect(results[1]).toMatchObject({ isError: true, content: 'unknown tool "nope"; available: echo' });
+  });
+});
+
+describe('THINK', () => {
+  it('holds the sleep guard from the top of Think until the turn returns, never between turns', async () => {
+    const power = new RecordingPowerCapability();
+    const heldDuringThink: number[] = [];
+    const provider = new ScriptedProvider([
+      () => (heldDuringThink.push(power.held), callTool('echo', { text: 'a' })),
+      () => (heldDuringThink.push(power.held), stop()),
+    ]);
+    const observed: number[] = [];
+    await harness(provider, { power }).run({ prompt: 'x' }, { onStep: () => observed.push(power.held) });
+    expect(heldDuringThink).toEqual([1, 1]);
+    expect(observed).toEqual([0, 0]); // released before each step is reported
+    expect(power.events.map((event) => `${event.kind}:${event.reason}`)).toEqual([
+      'acquire:Aleph agent loop',
+      'release:Aleph agent loop',
+      'acquire:Aleph agent loop',
+      'release:Aleph agent loop',
+    ]);
+  });
+
+  it('releases the guard when Think throws or stalls', async () => {
+    const power = new RecordingPowerCapability();
+    await harness(new ScriptedProvider([() => new Promise(() => {})]), { power, turnTimeoutMs: 50 }).run({
+      prompt: 'x',
+    });
+    expect(power.held).toBe(0);
+  });
+
+  it('over budget: compacts (stubs old tool outputs), then truncates; each is logged', async () => {
+    const big: Tool<object> = {
+      name: 'big',
+      description: 'big output',
+      input: z.object({}),
+      execute: () => Promise.resolve({ output: 'x'.repeat(4000) }),
+    };
+    const provider = new ScriptedProvider([
+      callTool('big', { n: 1 }),
+      callTool('big', { n: 2 }),
+      callTool('big', { n: 3 }),
+      stop(),
+    ]);
+    const store = new InMemorySessionStore();
+    const result = await harness(provider, {
+      tools: [big],
+      sessions: store,
+      contextBudget: { maxTokens: 1200 },
+    }).run({ prompt: 'task: read big files' });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    const { events } = await store.load(result.sessionId);
+    const compactions = events.filter((event) => event.type === 'compaction');
+    expect(compactions.map((event) => (event as { mode: string }).mode)).toContain('compact');
+    for (const request of provider.requests) {
+      const chars = request.messages.reduce((sum, m) => sum + m.content.length, 0);
+      expect(chars).toBeLessThan(1200 * 4);
+    }
+    // The stubs say what was elided.
+    expect(provider.requests[2]!.messages.some((m) => m.content.startsWith('[output of big elided'))).toBe(
+      true,
+    );
+
+    const tiny = new ScriptedProvider([callTool('big', { n: 1 }), callTool('big', { n: 2 }), stop()]);
+    const truncatedStore = new InMemorySessionStore();
+    const truncated = await harness(tiny, {
+      tools: [big],
+      sessions: truncatedStore,
+      contextBudget: { maxTokens: 300 },
+    }).run({ prompt: 'task '.repeat(400) });
+    expect(truncated.terminateReason).toEqual({ kind: 'model_stop' });
+    const modes = (await truncatedStore.load(truncated.sessionId)).events
+      .filter((e) => e.type === 'compaction')
+      .map((e) => (e as { mode: string }).mode);
+    expect(modes).toContain('truncate');
+  });
+});
+
+describe('sessions and sub-agents', () => {
+  it('a run resumes a session from its log', async () => {
+    const store = new InMemorySessionStore();
+    const first = await harness(new ScriptedProvider([stop('first answer')]), { sessions: store }).run({
+      prompt: 'first question',
+    });
+    const provider = new ScriptedProvider([stop('second answer')]);
+    await harness(provider, { sessions: store }).run({
+      prompt: 'second question',
+      sessionId: first.sessionId,
+    });
+    expect(provider.requests[0]!.messages.map((m) => m.content)).toEqual([
+      'first question',
+      'first answer',
+      'second question',
+    ]);
+  });
+
+  it('a sub-agent is dispatched as a child flow with its own session, reported as splitChild', async () => {
+    const store = new InMemorySessionStore();
+    const parentProvider = new ScriptedProvider([
+      callTool('spawn_agent', { prompt: 'count the files' }),
+      stop('parent done'),
+    ]);
+    const childProvider = new ScriptedProvider([stop('there are 3 files')]);
+    const orchestrator: Orchestrator = new Orchestrator({
+      depsFor: (flow) => ({
+        provider: flow.parentSessionId ? childProvider : parentProvider,
+        tools: [orchestrator.spawnAgentTool()],
+        sessions: store,
+      }),
+    });
+    const steps: { splitChild?: string }[] = [];
+    const result = await orchestrator.dispatch(
+      { prompt: 'delegate' },
+      { onStep: (step) => steps.push(step) },
+    );
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    const child = steps[0]?.splitChild;
+    expect(child).toBeDefined();
+    expect(child).not.toBe(result.sessionId);
+    expect((await store.load(child!)).events[0]).toMatchObject({ type: 'user', content: 'count the files' });
+    expect(parentProvider.requests[1]!.messages.at(-1)!.content).toContain('there are 3 files');
+  });
+});

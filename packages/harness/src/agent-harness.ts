@@ -1,0 +1,391 @@
+// The Think → Act loop. Each turn: PREPARE (fit the context) → THINK (sleep guard held, provider
+// call bounded by turnTimeoutMs) → RESOLVE → verifier chain → ACT → FINALIZE (log, flush, step).
+// It ends only on the model's explicit stop (allowed by the chain), a verifier halt, a hard cap,
+// the consecutive-failure watchdog, cancellation or an error — and says which, precisely. Counters
+// live here; everything else lives in the session log.
+import {
+  hashToolArgs as hashArgs,
+  TOOL_HISTORY_WINDOW,
+  type ScratchpadRow,
+  type ToolCallSummary,
+  type TurnVerifyContext,
+} from '@aleph/verification';
+import { act, type ActOutcome } from './act.js';
+import { fitToBudget } from './context-budget.js';
+import { HarnessError } from './errors.js';
+import { AGENT_ROLE_PROMPT } from './prompt.js';
+import { ToolService } from './tool-service.js';
+import type {
+  HarnessDeps,
+  Message,
+  RunResult,
+  SessionEvent,
+  SessionEventBody,
+  TerminateReason,
+  ThinkResponse,
+  ToolCall,
+  ToolInvocation,
+  TurnStep,
+} from './types.js';
+
+export interface RunInput {
+  readonly prompt: string;
+  /** Resume this session from its log; a new session when absent. */
+  readonly sessionId?: string;
+}
+
+export interface RunOptions {
+  readonly signal?: AbortSignal;
+  onStep?(step: TurnStep): void;
+  /** Every event as it is appended to the log. */
+  onEvent?(event: SessionEvent): void;
+}
+
+export const DEFAULT_MAX_ITERATIONS = 50;
+export const DEFAULT_TURN_TIMEOUT_MS = 300_000;
+export const DEFAULT_TOOL_TIMEOUT_MS = 120_000;
+export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
+
+class StallError extends Error {
+  constructor(readonly elapsedMs: number) {
+    super(`the provider did not answer within ${elapsedMs} ms`);
+  }
+}
+
+/** What a session's log says, folded into what the next turn needs. */
+interface RunState {
+  messages: Message[];
+  history: ToolCallSummary[];
+  scratchpad: ScratchpadRow[] | undefined;
+  toolCallsMade: number;
+}
+
+function foldEvents(events: readonly SessionEvent[]): RunState {
+  const state: RunState = { messages: [], history: [], scratchpad: undefined, toolCallsMade: 0 };
+  for (const event of events) apply(state, event);
+  return state;
+}
+
+function apply(state: RunState, event: SessionEventBody): void {
+  switch (event.type) {
+    case 'user':
+      state.messages.push({ role: 'user', content: event.content });
+      break;
+    case 'feedback':
+      state.messages.push({ role: 'user', content: event.content });
+      break;
+    case 'assistant':
+      state.messages.push({
+        role: 'assistant',
+        content: event.content,
+        ...(event.toolCalls.length ? { toolCalls: event.toolCalls } : {}),
+      });
+      break;
+    case 'tool_result':
+      state.messages.push({
+        role: 'tool',
+        toolCallId: event.callId,
+        toolName: event.name,
+        content: event.output,
+        ...(event.isError ? { isError: true } : {}),
+      });
+      if (event.scratchpad !== undefined) state.scratchpad = [...event.scratchpad];
+      break;
+    case 'verdict':
+    case 'compaction':
+    case 'turn_step':
+    case 'terminate':
+      break;
+    default: {
+      const unreachable: never = event;
+      throw new HarnessError('session', `unknown session event ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+export class AgentHarness {
+  readonly #deps: HarnessDeps;
+  readonly #tools: ToolService;
+
+  constructor(deps: HarnessDeps) {
+    this.#deps = deps;
+    this.#tools = deps.tools instanceof ToolService ? deps.tools : new ToolService(deps.tools);
+  }
+
+  get tools(): ToolService {
+    return this.#tools;
+  }
+
+  async run(input: RunInput, options: RunOptions = {}): Promise<RunResult> {
+    const deps = this.#deps;
+    const signal = options.signal ?? new AbortController().signal;
+    const sessions = deps.sessions;
+    const sessionId = input.sessionId ?? (await sessions.create());
+    const { events } = input.sessionId === undefined ? { events: [] } : await sessions.load(sessionId);
+    const state = foldEvents(events);
+    const maxIterations = deps.maxIterations ?? DEFAULT_MAX_ITERATIONS;
+    const maxFailures = deps.maxConsecutiveFailures ?? DEFAULT_MAX_CONSECUTIVE_FAILURES;
+    const timeline: ToolInvocation[] = [];
+    let iterations = 0;
+    let totalTokens = 0;
+    let finalText = '';
+    let failures = 0;
+
+    const log = async (event: SessionEventBody): Promise<void> => {
+      const stored = await sessions.append(sessionId, event);
+      apply(state, event);
+      options.onEvent?.(stored);
+    };
+    const finish = async (reason: TerminateReason): Promise<RunResult> => {
+      try {
+        await log({ type: 'terminate', reason });
+        await sessions.flush(sessionId);
+      } catch {
+        // The run's answer matters more than the last log line.
+      }
+      return {
+        sessionId,
+        terminateReason: reason,
+        iterations,
+        totalTokens,
+        toolTimeline: timeline,
+        finalText,
+      };
+    };
+
+    try {
+      await log({ type: 'user', content: input.prompt });
+      for (;;) {
+        if (signal.aborted) return await finish({ kind: 'cancelled' });
+        if (iterations >= maxIterations) return await finish({ kind: 'max_iterations' });
+        iterations += 1;
+        const outcome = await this.#turn({ state, sessionId, iterations, signal, log, timeline });
+        if (outcome.usage) totalTokens += outcome.usage;
+        if (outcome.text !== undefined) finalText = outcome.text;
+        if (outcome.failed) failures += 1;
+        else if (outcome.step !== undefined) failures = 0;
+        if (outcome.step !== undefined) await log({ type: 'turn_step', step: outcome.step });
+        await sessions.flush(sessionId); // the turn boundary: everything so far is durable
+        if (outcome.step !== undefined) options.onStep?.(outcome.step);
+        if (outcome.end !== undefined) return await finish(outcome.end);
+        if (failures >= maxFailures) return await finish({ kind: 'consecutive_failures', count: failures });
+      }
+    } catch (error) {
+      if (signal.aborted) return await finish({ kind: 'cancelled' });
+      const message = (error as Error).message ?? String(error);
+      const kind = error instanceof HarnessError && error.code === 'session' ? 'session' : 'llm';
+      return await finish({ kind: 'error', error: { kind, message } });
+    }
+  }
+
+  async #turn(turn: {
+    state: RunState;
+    sessionId: string;
+    iterations: number;
+    signal: AbortSignal;
+    log: (event: SessionEventBody) => Promise<void>;
+    timeline: ToolInvocation[];
+  }): Promise<{ step?: TurnStep; end?: TerminateReason; failed?: boolean; usage?: number; text?: string }> {
+    const deps = this.#deps;
+    const { state, signal, log } = turn;
+
+    // PREPARE
+    const fitted = fitToBudget(state.messages, deps.contextBudget);
+    if (fitted.mode !== 'none') {
+      await log({
+        type: 'compaction',
+        mode: fitted.mode,
+        fromTokens: fitted.fromTokens,
+        toTokens: fitted.toTokens,
+      });
+    }
+    const messages = deps.guardrails?.input?.(fitted.messages) ?? fitted.messages;
+
+    // THINK — the sleep guard is held from here until the turn returns, whatever way it returns.
+    using _guard = deps.power?.inhibitSleep('Aleph agent loop');
+    let response: ThinkResponse;
+    try {
+      response = await this.#think(
+        {
+          system: deps.systemPrompt ?? AGENT_ROLE_PROMPT,
+          messages: [...messages],
+          tools: this.#tools.specs(),
+        },
+        signal,
+      );
+    } catch (error) {
+      if (signal.aborted) return { end: { kind: 'cancelled' } };
+      if (error instanceof StallError)
+        return { end: { kind: 'error', error: { kind: 'stalled_turn', elapsedMs: error.elapsedMs } } };
+      await log({
+        type: 'feedback',
+        content: `[harness] the provider call failed: ${(error as Error).message}`,
+      });
+      return {
+        failed: true,
+        step: { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations },
+      };
+    }
+    response = deps.guardrails?.output?.(response) ?? response;
+    const usage = response.usage ? response.usage.inputTokens + response.usage.outputTokens : 0;
+
+    // RESOLVE
+    const calls = response.toolCalls.map((call) => ({
+      ...call,
+      id: call.id || `call_${turn.iterations}_${call.name}`,
+    }));
+    let rewritten = false;
+    const effective: ToolCall[] = calls.map((call) => {
+      if (deps.guardrails?.toolArgs === undefined) return call;
+      const args = deps.guardrails.toolArgs(call);
+      if (args !== call.args) rewritten = true;
+      return { ...call, args };
+    });
+    await log({
+      type: 'assistant',
+      content: response.text,
+      toolCalls: calls,
+      ...(response.usage ? { usage: response.usage } : {}),
+    });
+    const stopRequested = calls.length === 0;
+
+    // Verifier chain
+    const proposed: ToolCallSummary[] = effective.map((call) => {
+      const parsed = this.#tools.parse(call.name, call.args);
+      return {
+        name: call.name,
+        argsHash: hashArgs(call.args),
+        ok: true,
+        kind: parsed.ok ? (parsed.tool.kind ?? 'other') : 'other',
+      };
+    });
+    const context: TurnVerifyContext = {
+      iterations: turn.iterations,
+      toolCallsMade: state.toolCallsMade + proposed.length,
+      finalText: response.text,
+      recentToolCalls: [...state.history, ...proposed].slice(-TOOL_HISTORY_WINDOW),
+      callsThisTurn: proposed.length,
+      sessionId: turn.sessionId,
+      ...(stopRequested ? { stopReason: response.stopReason || 'end_turn' } : {}),
+      ...(state.scratchpad ? { scratchpad: state.scratchpad } : {}),
+    };
+    const verdict = deps.verifier ? await deps.verifier.run(context, signal) : { kind: 'continue' as const };
+    if (verdict.kind !== 'continue') await log({ type: 'verdict', verdict });
+    if (verdict.kind === 'halt') {
+      return {
+        end: { kind: 'halted', by: verdict.source ?? 'verifier', reason: verdict.reason },
+        usage,
+        text: response.text,
+      };
+    }
+    if (verdict.kind === 'veto') {
+      // The proposed calls are answered, not run; the model reads why in the feedback.
+      for (const call of effective) {
+        await log({
+          type: 'tool_result',
+          callId: call.id,
+          name: call.name,
+          output: `not executed: ${verdict.reason}`,
+          isError: true,
+        });
+      }
+      this.#remember(
+        state,
+        proposed.map((summary) => ({ ...summary, ok: false })),
+      );
+      await log({ type: 'feedback', content: verdict.feedback });
+      return {
+        step: { state: 'continue', executed: 0, vetoed: true, iteration: turn.iterations },
+        usage,
+        text: response.text,
+      };
+    }
+    if (stopRequested) {
+      return {
+        step: { state: 'done', executed: 0, vetoed: false, iteration: turn.iterations },
+        end: { kind: 'model_stop' },
+        usage,
+        text: response.text,
+      };
+    }
+
+    // ACT
+    const outcomes: ActOutcome[] = await act(effective, {
+      tools: this.#tools,
+      sessionId: turn.sessionId,
+      signal,
+      defaultTimeoutMs: deps.defaultToolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+      serial: rewritten,
+    });
+    if (signal.aborted) return { end: { kind: 'cancelled' }, usage, text: response.text };
+
+    // FINALIZE
+    let splitChild: string | undefined;
+    for (const outcome of outcomes) {
+      await log({
+        type: 'tool_result',
+        callId: outcome.call.id,
+        name: outcome.call.name,
+        output: outcome.result.output,
+        isError: !outcome.ok,
+        ...(outcome.result.scratchpad ? { scratchpad: outcome.result.scratchpad } : {}),
+      });
+      turn.timeline.push(outcome.invocation);
+      splitChild ??= outcome.result.splitChild;
+    }
+    this.#remember(
+      state,
+      outcomes.map((outcome) => ({
+        name: outcome.call.name,
+        argsHash: outcome.argsHash,
+        ok: outcome.ok,
+        kind: outcome.kind,
+      })),
+    );
+    const executed = outcomes.filter((outcome) => outcome.ok).length;
+    const step: TurnStep = {
+      state: 'continue',
+      executed,
+      vetoed: false,
+      iteration: turn.iterations,
+      ...(splitChild ? { splitChild } : {}),
+    };
+    return { step, failed: executed === 0, usage, text: response.text };
+  }
+
+  #remember(state: RunState, summaries: readonly ToolCallSummary[]): void {
+    state.history = [...state.history, ...summaries].slice(-TOOL_HISTORY_WINDOW);
+    state.toolCallsMade += summaries.length;
+  }
+
+  async #think(
+    request: Parameters<HarnessDeps['provider']['think']>[0],
+    signal: AbortSignal,
+  ): Promise<ThinkResponse> {
+    const timeoutMs = this.#deps.turnTimeoutMs ?? DEFAULT_TURN_TIMEOUT_MS;
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        this.#deps.provider.think(request, controller.signal),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            const stall = new StallError(Math.round(performance.now() - started));
+            controller.abort(stall);
+            reject(stall);
+          }, timeoutMs);
+        }),
+        new Promise<never>((_, reject) => {
+          if (signal.aborted) reject(new Error('cancelled'));
+          signal.addEventListener('abort', () => reject(new Error('cancelled')), { once: true });
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+}

@@ -1,0 +1,111 @@
+// PREPARE's context budget: a turn never fails on context size. Over budget → compactToFit (stub
+// old tool outputs, then summarise the oldest messages with a pluggable compactor); still over →
+// truncateToFit, a deterministic floor that always fits.
+import type { ContextBudgetOptions, Message } from './types.js';
+
+export function estimateTokens(messages: readonly Message[]): number {
+  let chars = 0;
+  for (const message of messages) {
+    chars += message.content.length + 16;
+    if (message.role === 'assistant')
+      for (const call of message.toolCalls ?? [])
+        chars += JSON.stringify(call.args ?? {}).length + call.name.length + 16;
+  }
+  return Math.ceil(chars / 4);
+}
+
+/** Units that must stay together: an assistant message with the tool results that answer it. */
+function units(messages: readonly Message[]): Message[][] {
+  const out: Message[][] = [];
+  for (const message of messages) {
+    const last = out.at(-1);
+    if (message.role === 'tool' && last !== undefined) last.push(message);
+    else out.push([message]);
+  }
+  return out;
+}
+
+export interface FitResult {
+  readonly messages: readonly Message[];
+  readonly mode: 'none' | 'compact' | 'truncate';
+  readonly fromTokens: number;
+  readonly toTokens: number;
+}
+
+export function compactToFit(
+  messages: readonly Message[],
+  options: ContextBudgetOptions,
+): readonly Message[] {
+  const stubOver = options.stubOver ?? 400;
+  // Keep the newest unit intact: the model is acting on it now.
+  const groups = units(messages);
+  const keepFrom = messages.length - (groups.at(-1)?.length ?? 0);
+  let compacted: Message[] = messages.map((message, index) =>
+    message.role === 'tool' && index < keepFrom && message.content.length > stubOver
+      ? {
+          ...message,
+          content: `[output of ${message.toolName} elided to fit the context: ${message.content.length} chars]`,
+        }
+      : message,
+  );
+  if (estimateTokens(compacted) <= options.maxTokens || options.compactor === undefined) return compacted;
+  // Summarise the oldest half of the units after the task itself.
+  const all = units(compacted);
+  const head = all.slice(0, 1).flat();
+  const middle = all.slice(1, Math.max(1, Math.floor(all.length / 2)));
+  if (middle.length === 0) return compacted;
+  const summary = options.compactor(middle.flat());
+  compacted = [
+    ...head,
+    { role: 'user', content: `[summary of earlier work]\n${summary}` },
+    ...all.slice(1 + middle.length).flat(),
+  ];
+  return compacted;
+}
+
+/** Deterministic floor: the task, a marker, and as many of the newest units as fit. */
+export function truncateToFit(messages: readonly Message[], maxTokens: number): readonly Message[] {
+  const all = units(messages);
+  const first = all[0] ?? [];
+  const kept: Message[][] = [];
+  const marker = (dropped: number): Message => ({
+    role: 'user',
+    content: `[${dropped} earlier message(s) truncated to fit the context]`,
+  });
+  for (let index = all.length - 1; index >= 1; index -= 1) {
+    const unit = all[index] ?? [];
+    const candidate = [...first, marker(0), ...[unit, ...kept].flat()];
+    if (estimateTokens(candidate) > maxTokens) break;
+    kept.unshift(unit);
+  }
+  const dropped = all.slice(1, all.length - kept.length).flat().length;
+  let result = [...first, ...(dropped > 0 ? [marker(dropped)] : []), ...kept.flat()];
+  // Even the task alone is too big: cut message texts down, newest last, until it fits.
+  let perMessage = Math.floor((maxTokens * 4) / Math.max(1, result.length));
+  const original = result;
+  while (estimateTokens(result) > maxTokens && perMessage > 8) {
+    const limit = perMessage;
+    result = original.map((message) =>
+      message.content.length > limit
+        ? { ...message, content: `${message.content.slice(0, limit)}…[cut]` }
+        : message,
+    );
+    perMessage = Math.floor(perMessage / 2);
+  }
+  return result;
+}
+
+export function fitToBudget(
+  messages: readonly Message[],
+  options: ContextBudgetOptions | undefined,
+): FitResult {
+  const fromTokens = estimateTokens(messages);
+  if (options === undefined || fromTokens <= options.maxTokens)
+    return { messages, mode: 'none', fromTokens, toTokens: fromTokens };
+  const compacted = compactToFit(messages, options);
+  const compactedTokens = estimateTokens(compacted);
+  if (compactedTokens <= options.maxTokens)
+    return { messages: compacted, mode: 'compact', fromTokens, toTokens: compactedTokens };
+  const truncated = truncateToFit(compacted, options.maxTokens);
+  return { messages: truncated, mode: 'truncate', fromTokens, toTokens: estimateTokens(truncated) };
+}

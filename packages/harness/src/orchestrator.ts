@@ -1,0 +1,75 @@
+// Dispatch: every flow — a user's task or a sub-agent — goes through `dispatch` → a harness run.
+// A sub-agent is a child flow with its own session; the parent's step reports it as `splitChild`.
+import { z } from 'zod';
+import { AgentHarness, type RunOptions } from './agent-harness.js';
+import type { HarnessDeps, RunResult, Tool } from './types.js';
+
+export interface FlowRequest {
+  readonly prompt: string;
+  /** Resume this session; a new one when absent. */
+  readonly sessionId?: string;
+  /** The session that dispatched this flow (a sub-agent's parent). */
+  readonly parentSessionId?: string;
+}
+
+export interface OrchestratorOptions {
+  /** The harness dependencies for a flow; called once per dispatch. */
+  readonly depsFor: (flow: FlowRequest) => HarnessDeps;
+  /** Deepest sub-agent nesting allowed (default 2). */
+  readonly maxDepth?: number;
+}
+
+export class Orchestrator {
+  readonly #options: OrchestratorOptions;
+  readonly #depth = new Map<string, number>();
+
+  constructor(options: OrchestratorOptions) {
+    this.#options = options;
+  }
+
+  async dispatch(flow: FlowRequest, options: RunOptions = {}): Promise<RunResult> {
+    const depth = flow.parentSessionId === undefined ? 0 : (this.#depth.get(flow.parentSessionId) ?? 0) + 1;
+    const deps = this.#options.depsFor(flow);
+    const harness = new AgentHarness(deps);
+    let sessionId = flow.sessionId;
+    if (sessionId === undefined) {
+      sessionId = await deps.sessions.create(
+        flow.parentSessionId === undefined ? {} : { parentId: flow.parentSessionId },
+      );
+    }
+    this.#depth.set(sessionId, depth);
+    try {
+      return await harness.run({ prompt: flow.prompt, sessionId }, options);
+    } finally {
+      this.#depth.delete(sessionId);
+    }
+  }
+
+  /** The `spawn_agent` tool: runs `prompt` as a child flow and returns its final text. */
+  spawnAgentTool(): Tool<{ prompt: string }> {
+    return {
+      name: 'spawn_agent',
+      description:
+        'Delegate a self-contained subtask to a sub-agent with its own session. Returns its final report.',
+      input: z.object({ prompt: z.string().min(1).describe('The complete instructions for the sub-agent') }),
+      kind: 'other',
+      claim: () => ({ kind: 'none' }),
+      execute: async ({ prompt }, ctx) => {
+        const depth = this.#depth.get(ctx.sessionId) ?? 0;
+        if (depth + 1 > (this.#options.maxDepth ?? 2)) {
+          return { output: `sub-agents may nest at most ${this.#options.maxDepth ?? 2} deep`, isError: true };
+        }
+        const result = await this.dispatch(
+          { prompt, parentSessionId: ctx.sessionId },
+          { signal: ctx.signal },
+        );
+        const ok = result.terminateReason.kind === 'model_stop';
+        return {
+          output: `sub-agent ${result.sessionId} ended (${result.terminateReason.kind}) after ${result.iterations} turn(s):\n${result.finalText}`,
+          isError: !ok,
+          splitChild: result.sessionId,
+        };
+      },
+    };
+  }
+}

@@ -1,0 +1,204 @@
+// The harness's contracts: what a provider, a tool and a session store look like, and what a run
+// reports. Values, not exceptions, for expected outcomes (a terminate reason, a tool result).
+import type { PowerCapability } from '@aleph/power';
+import type { ScratchpadRow, VerifierChain, VerifierVerdict } from '@aleph/verification';
+import type { ZodType } from 'zod';
+import type { ToolService } from './tool-service.js';
+
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  readonly args: unknown;
+}
+
+export type Message =
+  | { readonly role: 'user'; readonly content: string }
+  | { readonly role: 'assistant'; readonly content: string; readonly toolCalls?: readonly ToolCall[] }
+  | {
+      readonly role: 'tool';
+      readonly toolCallId: string;
+      readonly toolName: string;
+      readonly content: string;
+      readonly isError?: boolean;
+    };
+
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema of the arguments. */
+  readonly inputSchema: Record<string, unknown>;
+}
+
+export interface ThinkRequest {
+  readonly system: string;
+  readonly messages: readonly Message[];
+  readonly tools: readonly ToolSpec[];
+}
+
+export interface TokenUsage {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
+export interface ThinkResponse {
+  readonly text: string;
+  readonly toolCalls: readonly ToolCall[];
+  readonly stopReason: 'end_turn' | 'tool_use' | 'max_tokens' | (string & {});
+  readonly usage?: TokenUsage;
+}
+
+export interface AiProvider {
+  readonly id: string;
+  think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse>;
+}
+
+export type ResourceClaim =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'shared'; readonly keys: readonly string[] }
+  | { readonly kind: 'exclusive'; readonly keys: readonly string[] };
+
+export interface ToolResult {
+  readonly output: string;
+  readonly isError?: boolean;
+  /** The execution list after this call (the `todo` tool); read by ScratchpadGoalVerifier. */
+  readonly scratchpad?: readonly ScratchpadRow[];
+  /** The session id of a sub-agent this call dispatched; reported as the step's `splitChild`. */
+  readonly splitChild?: string;
+}
+
+export interface ToolContext {
+  readonly signal: AbortSignal;
+  readonly sessionId: string;
+}
+
+export interface Tool<A = unknown> {
+  readonly name: string;
+  readonly description: string;
+  readonly input: ZodType<A>;
+  readonly timeoutMs?: number;
+  readonly kind?: 'mutation' | 'evidence' | 'other';
+  /** Which resources a call uses; a tool without a claim is exclusive on everything. */
+  claim?(args: A): ResourceClaim;
+  execute(args: A, ctx: ToolContext): Promise<ToolResult>;
+}
+
+export interface ToolInvocation {
+  readonly callId: string;
+  readonly name: string;
+  readonly startedAt: number;
+  readonly endedAt: number;
+  readonly ok: boolean;
+  /** True when this result was reused from an identical call in the same stage. */
+  readonly deduplicated?: boolean;
+}
+
+export interface TurnStep {
+  readonly state: 'continue' | 'done';
+  /** Successful tool calls this turn. */
+  readonly executed: number;
+  readonly vetoed: boolean;
+  readonly splitChild?: string;
+  readonly iteration: number;
+}
+
+export type HarnessErrorInfo =
+  | { readonly kind: 'llm'; readonly message: string }
+  | { readonly kind: 'tool'; readonly message: string }
+  | { readonly kind: 'session'; readonly message: string }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'stalled_turn'; readonly elapsedMs: number };
+
+export type TerminateReason =
+  | { readonly kind: 'model_stop' }
+  | { readonly kind: 'halted'; readonly by: string; readonly reason: string }
+  | { readonly kind: 'max_iterations' }
+  | { readonly kind: 'consecutive_failures'; readonly count: number }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'error'; readonly error: HarnessErrorInfo };
+
+export interface RunResult {
+  readonly sessionId: string;
+  readonly terminateReason: TerminateReason;
+  readonly iterations: number;
+  readonly totalTokens: number;
+  readonly toolTimeline: readonly ToolInvocation[];
+  readonly finalText: string;
+}
+
+export type SessionEventBody =
+  | { readonly type: 'user'; readonly content: string }
+  | {
+      readonly type: 'assistant';
+      readonly content: string;
+      readonly toolCalls: readonly ToolCall[];
+      readonly usage?: TokenUsage;
+    }
+  | {
+      readonly type: 'tool_result';
+      readonly callId: string;
+      readonly name: string;
+      readonly output: string;
+      readonly isError: boolean;
+      readonly scratchpad?: readonly ScratchpadRow[];
+    }
+  | { readonly type: 'verdict'; readonly verdict: VerifierVerdict }
+  | { readonly type: 'feedback'; readonly content: string }
+  | {
+      readonly type: 'compaction';
+      readonly mode: 'compact' | 'truncate';
+      readonly fromTokens: number;
+      readonly toTokens: number;
+    }
+  | { readonly type: 'turn_step'; readonly step: TurnStep }
+  | { readonly type: 'terminate'; readonly reason: TerminateReason };
+
+export type SessionEvent = SessionEventBody & { readonly seq: number; readonly at: number };
+
+export interface SessionLoad {
+  readonly events: readonly SessionEvent[];
+  /** The last line was cut short (a crash mid-write) and was skipped. */
+  readonly tornTail: boolean;
+}
+
+export interface SessionStore {
+  create(options?: { parentId?: string }): Promise<string>;
+  append(sessionId: string, event: SessionEventBody): Promise<SessionEvent>;
+  /** Makes everything appended so far durable (the file store fsyncs). Called at turn boundaries. */
+  flush(sessionId: string): Promise<void>;
+  load(sessionId: string): Promise<SessionLoad>;
+  list(): Promise<string[]>;
+  close?(): Promise<void>;
+}
+
+export interface Guardrails {
+  /** May rewrite messages before they reach the provider. */
+  input?(messages: readonly Message[]): readonly Message[];
+  /** May rewrite the provider's response. */
+  output?(response: ThinkResponse): ThinkResponse;
+  /** May rewrite a call's args (e.g. mask secrets). A rewrite makes the whole batch run serially. */
+  toolArgs?(call: ToolCall): unknown;
+}
+
+export interface ContextBudgetOptions {
+  /** Estimated tokens the messages may use. */
+  readonly maxTokens: number;
+  /** Summarises the oldest messages when stubbing tool outputs is not enough. */
+  readonly compactor?: (messages: readonly Message[]) => string;
+  /** Tool outputs longer than this (chars) are stubbed first when over budget. Default 400. */
+  readonly stubOver?: number;
+}
+
+export interface HarnessDeps {
+  readonly provider: AiProvider;
+  readonly tools: ToolService | readonly Tool<never>[];
+  readonly sessions: SessionStore;
+  readonly verifier?: VerifierChain;
+  readonly power?: PowerCapability;
+  readonly maxIterations?: number;
+  readonly turnTimeoutMs?: number;
+  readonly defaultToolTimeoutMs?: number;
+  readonly maxConsecutiveFailures?: number;
+  readonly contextBudget?: ContextBudgetOptions;
+  readonly guardrails?: Guardrails;
+  readonly systemPrompt?: string;
+}
