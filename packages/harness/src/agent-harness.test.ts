@@ -69,6 +69,20 @@ describe('ends', () => {
     });
   });
 
+  it("a long run does not pile listeners onto the caller's signal", async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    const provider = new ScriptedProvider([callTool('echo', { text: 'again' })], { repeatLast: true });
+    await harness(provider, { maxIterations: 30 }).run(
+      { prompt: 'loop' },
+      { signal: new AbortController().signal },
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off('warning', onWarning);
+    expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+  });
+
   it('maxIterations is a hard cap', async () => {
     const provider = new ScriptedProvider([callTool('echo', { text: 'again' })], { repeatLast: true });
     const result = await harness(provider, { maxIterations: 4 }).run({ prompt: 'loop' });

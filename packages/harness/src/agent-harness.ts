@@ -368,6 +368,7 @@ export class AgentHarness {
     signal.addEventListener('abort', onAbort, { once: true });
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
+    let onCancel: (() => void) | undefined;
     try {
       return await Promise.race([
         this.#deps.provider.think(request, controller.signal),
@@ -379,13 +380,15 @@ export class AgentHarness {
           }, timeoutMs);
         }),
         new Promise<never>((_, reject) => {
-          if (signal.aborted) reject(new Error('cancelled'));
-          signal.addEventListener('abort', () => reject(new Error('cancelled')), { once: true });
+          onCancel = () => reject(new Error('cancelled'));
+          if (signal.aborted) onCancel();
+          else signal.addEventListener('abort', onCancel, { once: true });
         }),
       ]);
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
+      if (onCancel !== undefined) signal.removeEventListener('abort', onCancel);
     }
   }
 }
