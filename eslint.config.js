@@ -36,6 +36,7 @@ export default tseslint.config(
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-base-to-string': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
       'no-control-regex': 'off',
     },
   },
