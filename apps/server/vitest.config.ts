@@ -1,3 +1,3 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'server', testTimeout: 30_000, hookTimeout: 30_000, passWithNoTests: true } });
+export default defineProject({ test: { name: 'server', testTimeout: 60_000, hookTimeout: 60_000 } });

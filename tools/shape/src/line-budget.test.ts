@@ -16,7 +16,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   verification: { lines: 1100, files: 15 },
   harness: { lines: 1400, files: 12 },
   gateway: { lines: 1200, files: 10 },
-  server: { lines: 10, files: 1 },
+  server: { lines: 1800, files: 12 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {

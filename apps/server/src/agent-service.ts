@@ -1,0 +1,231 @@
+// agent.* on the gateway's socket: start a run, cancel it, list runs, read a session's history;
+// events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
+import { randomUUID } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { GatewayError, type Gateway } from '@aleph/gateway';
+import {
+  Orchestrator,
+  type AiProvider,
+  type HarnessDeps,
+  type RunResult,
+  type SessionStore,
+} from '@aleph/harness';
+import type { PowerCapability } from '@aleph/power';
+import type { PtyManager } from '@aleph/pty';
+import {
+  ExtensionStopHookVerifier,
+  MutationEvidenceVerifier,
+  parseStopHookEntries,
+  parseVerdict,
+  ScratchpadGoalVerifier,
+  ShellStopHook,
+  StopHookVerifier,
+  ToolLoopVerifier,
+  VerifierChain,
+} from '@aleph/verification';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { Config } from './config.js';
+import { GoalGateVerifier } from './goal-gate-verifier.js';
+import { builtinTools, type Goal } from './tools.js';
+
+export interface AgentServiceOptions {
+  readonly config: Config;
+  readonly gateway: Gateway;
+  readonly ptyManager: PtyManager;
+  readonly sessions: SessionStore;
+  readonly power: PowerCapability;
+  readonly logger: Logger;
+  /** Builds the provider for a run (a model override may be given); undefined when none is configured. */
+  readonly providerFor: (model: string | undefined) => AiProvider | undefined;
+}
+
+interface RunRecord {
+  readonly runId: string;
+  readonly sessionId: string;
+  readonly prompt: string;
+  readonly cwd: string;
+  readonly startedAt: number;
+  readonly controller: AbortController;
+  result?: RunResult;
+  done: Promise<RunResult>;
+}
+
+const NO_PROVIDER =
+  'no LLM provider is configured: add to aleph.toml\n[agent]\nprovider = "openai-compatible"\nmodel = "qwen2.5-coder:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n(or set ALEPH_PROVIDER, ALEPH_MODEL and ALEPH_BASE_URL) and restart';
+
+export class AgentService {
+  readonly #options: AgentServiceOptions;
+  readonly #runs = new Map<string, RunRecord>();
+  readonly #goals = new Map<string, Goal>();
+
+  constructor(options: AgentServiceOptions) {
+    this.#options = options;
+    const { gateway } = options;
+    gateway.register(
+      'agent.run',
+      z.strictObject({
+        prompt: z.string().min(1),
+        cwd: z.string().min(1).optional(),
+        model: z.string().min(1).optional(),
+      }),
+      (params) => this.start(params),
+    );
+    gateway.register('agent.cancel', z.strictObject({ runId: z.string().min(1) }), ({ runId }) => {
+      const run = this.#runs.get(runId);
+      if (run === undefined) throw new GatewayError('unknown_run', `unknown run ${runId}`);
+      run.controller.abort(new Error('cancelled by agent.cancel'));
+      return { cancelled: run.result === undefined };
+    });
+    gateway.register('agent.list', z.strictObject({}).optional(), () =>
+      [...this.#runs.values()].map((run) => ({
+        runId: run.runId,
+        sessionId: run.sessionId,
+        prompt: run.prompt,
+        cwd: run.cwd,
+        startedAt: run.startedAt,
+        state: run.result === undefined ? 'running' : 'done',
+        ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
+      })),
+    );
+    gateway.register(
+      'agent.history',
+      z.strictObject({ sessionId: z.string().min(1) }),
+      async ({ sessionId }) => {
+        const sessions = await options.sessions.list();
+        if (!sessions.includes(sessionId))
+          throw new GatewayError('unknown_session', `unknown agent session ${sessionId}`);
+        return options.sessions.load(sessionId);
+      },
+    );
+  }
+
+  get runs(): readonly RunRecord[] {
+    return [...this.#runs.values()];
+  }
+
+  async start(params: {
+    prompt: string;
+    cwd?: string | undefined;
+    model?: string | undefined;
+  }): Promise<{ runId: string; sessionId: string }> {
+    const { config, gateway, logger } = this.#options;
+    const provider = this.#options.providerFor(params.model);
+    if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
+    const cwd = resolve(params.cwd ?? config.agent.workdir ?? process.cwd());
+    if (!existsSync(cwd) || !statSync(cwd).isDirectory())
+      throw new GatewayError('invalid_params', `params.cwd: ${cwd} is not a directory`);
+
+    const runId = randomUUID();
+    const sessionId = await this.#options.sessions.create();
+    const controller = new AbortController();
+    const orchestrator: Orchestrator = new Orchestrator({
+      depsFor: () => this.#deps(provider, cwd, orchestrator, runId),
+    });
+    const publish = (topic: string, data: object): void =>
+      gateway.publish(topic, { runId, sessionId, ...data });
+    const record: RunRecord = {
+      runId,
+      sessionId,
+      prompt: params.prompt,
+      cwd,
+      startedAt: Date.now(),
+      controller,
+      done: orchestrator
+        .dispatch(
+          { prompt: params.prompt, sessionId },
+          {
+            signal: controller.signal,
+            onStep: (step) => publish('agent.step', { step }),
+            onEvent: (event) => {
+              if (event.type === 'tool_result') {
+                publish('agent.tool', {
+                  callId: event.callId,
+                  name: event.name,
+                  ok: !event.isError,
+                  output: event.output.slice(0, 2000),
+                });
+              } else if (event.type === 'verdict') {
+                publish('agent.verdict', { verdict: event.verdict });
+              }
+            },
+          },
+        )
+        .then((result) => {
+          record.result = result;
+          publish('agent.done', {
+            terminateReason: result.terminateReason,
+            iterations: result.iterations,
+            finalText: result.finalText,
+            selfVerdict: parseVerdict(result.finalText),
+          });
+          logger.info({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
+          return result;
+        }),
+    };
+    this.#runs.set(runId, record);
+    logger.info({ runId, sessionId, cwd }, 'run started');
+    return { runId, sessionId };
+  }
+
+  #deps(provider: AiProvider, cwd: string, orchestrator: Orchestrator, runId: string): HarnessDeps {
+    const { config, logger } = this.#options;
+    const hooks = parseStopHookEntries(config.stop_hooks).map(
+      (entry) =>
+        new ShellStopHook({
+          name: entry.name,
+          command: entry.command,
+          cwd,
+          ...(entry.timeout_secs ? { timeoutMs: entry.timeout_secs * 1000 } : {}),
+        }),
+    );
+    const onHookError = (error: { hookName: string; message: string }): void =>
+      logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
+    // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
+    const verifier = VerifierChain.builder()
+      .with(hooks.length > 0 ? new StopHookVerifier(hooks, { onHookError }) : null)
+      .with(new ExtensionStopHookVerifier({ files: config.hooks.files, onHookError }))
+      .with(new ToolLoopVerifier())
+      .with(new ScratchpadGoalVerifier())
+      .with(new MutationEvidenceVerifier())
+      .with(
+        new GoalGateVerifier({
+          globalGate: config.agent.gate_command,
+          goals: this.#goals,
+          cwd,
+          timeoutMs: config.agent.tool_timeout_secs * 1000,
+        }),
+      )
+      .onError((name, error) =>
+        logger.error({ runId, verifier: name, err: error }, 'verifier threw; treated as continue'),
+      )
+      .build();
+    const tools = [
+      ...builtinTools({
+        cwd,
+        ptyManager: this.#options.ptyManager,
+        goals: this.#goals,
+        defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
+        onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
+      }),
+      orchestrator.spawnAgentTool() as never,
+    ];
+    return {
+      provider,
+      tools,
+      sessions: this.#options.sessions,
+      verifier,
+      power: this.#options.power,
+      maxIterations: config.agent.max_iterations,
+      turnTimeoutMs: config.agent.turn_timeout_secs * 1000,
+      defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
+    };
+  }
+
+  /** Cancels every run and waits for them to end. */
+  async shutdown(): Promise<void> {
+    for (const run of this.#runs.values()) run.controller.abort(new Error('server shutting down'));
+    await Promise.allSettled([...this.#runs.values()].map((run) => run.done));
+  }
+}

@@ -1,0 +1,179 @@
+// aleph.toml: found by --config, else ./aleph.toml, else built-in defaults. Parsed with smol-toml,
+// validated with zod; an unknown key or a bad value is an error naming the key and, where it can be
+// found, its line. Environment variables override the common keys.
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { stopHookEntrySchema } from '@aleph/verification';
+import { parse as parseToml, TomlError } from 'smol-toml';
+import { z } from 'zod';
+
+const positiveInt = z
+  .int({ error: 'must be a positive integer' })
+  .positive({ error: 'must be a positive integer' });
+const positive = z
+  .number({ error: 'must be a positive number' })
+  .positive({ error: 'must be a positive number' });
+
+export const configSchema = z.strictObject({
+  gateway: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.int({ error: 'must be an integer from 0 to 65535' }).min(0).max(65535).default(7681),
+      token: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
+      allowed_origins: z.array(z.string()).optional(),
+    })
+    .prefault({}),
+  pty: z
+    .strictObject({
+      max_sessions: positiveInt.default(64),
+      idle_ttl_secs: positive.default(600),
+      eviction: z
+        .enum(['evict-oldest', 'reject'], { error: 'must be "evict-oldest" or "reject"' })
+        .default('evict-oldest'),
+    })
+    .prefault({}),
+  stop_hooks: z.array(stopHookEntrySchema).default([]),
+  hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),
+  agent: z
+    .strictObject({
+      provider: z
+        .enum(['openai-compatible', 'openai', 'anthropic'], {
+          error: 'must be "openai-compatible", "openai" or "anthropic"',
+        })
+        .optional(),
+      model: z.string().min(1).optional(),
+      base_url: z.url({ error: 'must be a URL' }).optional(),
+      api_key_env: z.string().min(1).optional(),
+      max_iterations: positiveInt.default(50),
+      turn_timeout_secs: positive.default(300),
+      tool_timeout_secs: positive.default(120),
+      /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */
+      gate_command: z.string().min(1).optional(),
+      workdir: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  power: z
+    .strictObject({ inhibit_sleep: z.boolean({ error: 'must be true or false' }).default(true) })
+    .prefault({}),
+  store: z.strictObject({ dir: z.string().min(1).optional() }).prefault({}),
+  log: z
+    .strictObject({
+      level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+    })
+    .prefault({}),
+});
+
+export type Config = z.infer<typeof configSchema>;
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/** The line of `key =` inside `[section]` (or `[[section]]` number `index`), when it can be found. */
+function lineOf(text: string, path: readonly PropertyKey[]): number | undefined {
+  const lines = text.split('\n');
+  const [section, second, third] = path;
+  let inSection = path.length === 1;
+  let arrayIndex = -1;
+  const key = typeof second === 'number' ? third : second;
+  for (const [index, raw] of lines.entries()) {
+    const line = raw.trim();
+    const header = /^\[\[?\s*([^\]\s]+)\s*\]\]?/.exec(line);
+    if (header) {
+      if (header[1] === section) {
+        arrayIndex += 1;
+        inSection = typeof second !== 'number' || arrayIndex === second;
+        if (inSection && key === undefined) return index + 1;
+      } else inSection = false;
+      continue;
+    }
+    const target = path.length === 1 ? section : key;
+    if (
+      inSection &&
+      typeof target === 'string' &&
+      new RegExp(`^["']?${target.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["']?\\s*=`).test(line)
+    ) {
+      return index + 1;
+    }
+  }
+  return undefined;
+}
+
+function describePath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return '(top level)';
+  const [section, ...rest] = path;
+  let out = `[${String(section)}]`;
+  for (const part of rest) out += typeof part === 'number' ? `[${part}]` : `.${String(part)}`;
+  return out;
+}
+
+export function parseConfig(text: string, source = 'aleph.toml'): Config {
+  let table: unknown;
+  try {
+    table = parseToml(text);
+  } catch (error) {
+    const where = error instanceof TomlError ? ` (line ${error.line}, column ${error.column})` : '';
+    throw new ConfigError(
+      `${source}: invalid TOML${where}: ${(error as Error).message.split('\n')[0] ?? ''}`,
+    );
+  }
+  const parsed = configSchema.safeParse(table);
+  if (parsed.success) return parsed.data;
+  const messages = parsed.error.issues.map((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => {
+        const path = [...issue.path, key];
+        const line = lineOf(text, path);
+        return `${source}: unknown key ${describePath(path)}${line ? ` (line ${line})` : ''}`;
+      });
+    }
+    const line = lineOf(text, issue.path);
+    return [`${source}: ${describePath(issue.path)} ${issue.message}${line ? ` (line ${line})` : ''}`];
+  });
+  throw new ConfigError(messages.flat().join('\n'));
+}
+
+const ENV_OVERRIDES: readonly [string, (config: Config, value: string) => void][] = [
+  ['ALEPH_HOST', (c, v) => (c.gateway.host = v)],
+  ['ALEPH_PORT', (c, v) => (c.gateway.port = Number(v))],
+  ['ALEPH_TOKEN', (c, v) => (c.gateway.token = v)],
+  ['ALEPH_PROVIDER', (c, v) => (c.agent.provider = v as Config['agent']['provider'])],
+  ['ALEPH_MODEL', (c, v) => (c.agent.model = v)],
+  ['ALEPH_BASE_URL', (c, v) => (c.agent.base_url = v)],
+  ['ALEPH_STORE_DIR', (c, v) => (c.store.dir = v)],
+  ['ALEPH_LOG_LEVEL', (c, v) => (c.log.level = v as Config['log']['level'])],
+];
+
+export interface LoadedConfig {
+  readonly config: Config;
+  /** The file read, or undefined for built-in defaults. */
+  readonly path: string | undefined;
+}
+
+export function loadConfig(
+  options: { path?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): LoadedConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  let path: string | undefined;
+  if (options.path !== undefined) {
+    path = resolve(cwd, options.path);
+    if (!existsSync(path)) throw new ConfigError(`config file not found: ${path}`);
+  } else if (existsSync(resolve(cwd, 'aleph.toml'))) {
+    path = resolve(cwd, 'aleph.toml');
+  }
+  const config = parseConfig(path === undefined ? '' : readFileSync(path, 'utf8'), path ?? 'defaults');
+  for (const [name, apply] of ENV_OVERRIDES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') apply(config, value);
+  }
+  // Re-validate after the environment had its say, so ALEPH_PORT=abc is as clear as a bad file.
+  const checked = configSchema.safeParse(config);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    throw new ConfigError(
+      `environment override: ${describePath(issue?.path ?? [])} ${issue?.message ?? 'is invalid'}`,
+    );
+  }
+  return { config: checked.data, path };
+}

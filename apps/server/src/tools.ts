@@ -1,0 +1,230 @@
+// The built-in tools, each with its resource claim and kind. Paths are confined to the run's
+// working directory (symlinks included). `shell` runs in a pty from the shared PtyManager, so a
+// gateway client can watch it live.
+import { existsSync, realpathSync } from 'node:fs';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname, relative, resolve, sep } from 'node:path';
+import type { Tool, ToolResult } from '@aleph/harness';
+import type { PtyManager } from '@aleph/pty';
+import { isShellSafe, type ScratchpadRow } from '@aleph/verification';
+import { z } from 'zod';
+
+export const SHELL_OUTPUT_CAP = 64 * 1024;
+const READ_CAP = 256 * 1024;
+
+export interface Goal {
+  readonly objective: string;
+  readonly gateCommand?: string;
+}
+
+export interface ToolEnvironment {
+  /** The run's working directory: every path is confined to it. */
+  readonly cwd: string;
+  readonly ptyManager: PtyManager;
+  readonly goals: Map<string, Goal>;
+  readonly defaultShellTimeoutMs: number;
+  /** Told when `shell` starts a pty, so clients can be pointed at it. */
+  readonly onShell?: (info: { sessionId: string; ptySessionId: string; command: string }) => void;
+}
+
+export class PathOutsideWorkdir extends Error {}
+
+/** Resolves `path` inside `root`, following symlinks of the part that exists. */
+export function confine(root: string, path: string): string {
+  const realRoot = realpathSync(root);
+  const target = resolve(realRoot, path);
+  let existing = target;
+  while (!existsSync(existing)) existing = dirname(existing);
+  const realExisting = realpathSync(existing);
+  const real = resolve(realExisting, relative(existing, target));
+  if (real !== realRoot && !real.startsWith(realRoot + sep)) {
+    throw new PathOutsideWorkdir(`path ${JSON.stringify(path)} is outside the working directory ${realRoot}`);
+  }
+  return real;
+}
+
+const guarded = async (work: () => Promise<ToolResult>): Promise<ToolResult> => {
+  try {
+    return await work();
+  } catch (error) {
+    return { output: (error as Error).message, isError: true };
+  }
+};
+
+function capOutput(text: string, cap: number): string {
+  if (text.length <= cap) return text;
+  const head = Math.floor(cap / 4);
+  return `${text.slice(0, head)}\n…[${text.length - cap} characters cut]…\n${text.slice(text.length - (cap - head))}`;
+}
+
+export function builtinTools(env: ToolEnvironment): Tool<never>[] {
+  const pathKey = (path: string): string => {
+    try {
+      return confine(env.cwd, path);
+    } catch {
+      return resolve(env.cwd, path);
+    }
+  };
+
+  const shell: Tool<{ command: string; timeout_secs?: number | undefined }> = {
+    name: 'shell',
+    description:
+      'Run a shell command in the working directory (in a terminal). Returns its output and exit code.',
+    input: z.object({ command: z.string().min(1), timeout_secs: z.number().positive().max(3600).optional() }),
+    kind: 'evidence',
+    timeoutMs: 3_600_000, // the command's own timeout below is the real bound
+    execute: async ({ command, timeout_secs }, ctx) => {
+      const session = env.ptyManager.spawn({
+        command: '/bin/sh',
+        args: ['-c', command],
+        cwd: env.cwd,
+        cols: 200,
+        rows: 50,
+      });
+      env.onShell?.({ sessionId: ctx.sessionId, ptySessionId: session.id, command });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      session.onData((chunk) => {
+        if (size < SHELL_OUTPUT_CAP * 4) chunks.push(chunk);
+        size += chunk.length;
+      });
+      const timeoutMs = timeout_secs === undefined ? env.defaultShellTimeoutMs : timeout_secs * 1000;
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        void session.close();
+      }, timeoutMs);
+      const onAbort = (): void => void session.close();
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      const exit = await session.exited;
+      clearTimeout(timer);
+      ctx.signal.removeEventListener('abort', onAbort);
+      const output = capOutput(
+        Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n'),
+        SHELL_OUTPUT_CAP,
+      );
+      if (timedOut)
+        return {
+          output: `${output}\n[timed out after ${timeoutMs} ms; the command was killed]`,
+          isError: true,
+        };
+      const status = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.exitCode}`;
+      return { output: `${output}\n[${status}]` };
+    },
+  };
+
+  const readTool: Tool<{ path: string }> = {
+    name: 'read_file',
+    description: 'Read a UTF-8 text file in the working directory.',
+    input: z.object({ path: z.string().min(1) }),
+    kind: 'evidence',
+    claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
+    execute: ({ path }) =>
+      guarded(async () => {
+        const text = await readFile(confine(env.cwd, path), 'utf8');
+        return { output: capOutput(text, READ_CAP) };
+      }),
+  };
+
+  const writeTool: Tool<{ path: string; content: string }> = {
+    name: 'write_file',
+    description: 'Create or overwrite a file in the working directory with the given content.',
+    input: z.object({ path: z.string().min(1), content: z.string() }),
+    kind: 'mutation',
+    claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
+    execute: ({ path, content }) =>
+      guarded(async () => {
+        const target = confine(env.cwd, path);
+        await mkdir(dirname(target), { recursive: true });
+        await writeFile(target, content);
+        return {
+          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), target)}`,
+        };
+      }),
+  };
+
+  const editTool: Tool<{ path: string; old_string: string; new_string: string }> = {
+    name: 'edit_file',
+    description: 'Replace the one exact occurrence of old_string with new_string in a file.',
+    input: z.object({ path: z.string().min(1), old_string: z.string().min(1), new_string: z.string() }),
+    kind: 'mutation',
+    claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
+    execute: ({ path, old_string, new_string }) =>
+      guarded(async () => {
+        const target = confine(env.cwd, path);
+        const text = await readFile(target, 'utf8');
+        const count = text.split(old_string).length - 1;
+        if (count !== 1) {
+          return {
+            output: `old_string occurs ${count} times in ${path}; it must occur exactly once`,
+            isError: true,
+          };
+        }
+        await writeFile(
+          target,
+          text.replace(old_string, () => new_string),
+        );
+        return { output: `edited ${path}` };
+      }),
+  };
+
+  const listTool: Tool<{ path?: string | undefined }> = {
+    name: 'list_files',
+    description: 'List the entries of a directory in the working directory (directories end with /).',
+    input: z.object({ path: z.string().optional() }),
+    kind: 'other',
+    claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
+    execute: ({ path }) =>
+      guarded(async () => {
+        const entries = await readdir(confine(env.cwd, path ?? '.'), { withFileTypes: true });
+        const names = entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).sort();
+        return { output: names.join('\n') || '(empty)' };
+      }),
+  };
+
+  const rowSchema = z.object({
+    text: z.string().min(1),
+    status: z.enum(['open', 'done', 'cancelled', 'blocked']),
+  });
+  const todoTool: Tool<{ items: ScratchpadRow[] }> = {
+    name: 'todo',
+    description: 'Replace the execution list. Each item: {text, status: open|done|cancelled|blocked}.',
+    input: z.object({ items: z.array(rowSchema) }),
+    kind: 'other',
+    claim: () => ({ kind: 'exclusive', keys: ['todo'] }),
+    execute: ({ items }) =>
+      Promise.resolve({
+        output:
+          items
+            .map(
+              (item) =>
+                `- [${item.status === 'done' ? 'x' : item.status === 'open' ? ' ' : '-'}] ${item.text}${item.status === 'cancelled' || item.status === 'blocked' ? ` (${item.status})` : ''}`,
+            )
+            .join('\n') || '(empty list)',
+        scratchpad: items,
+      }),
+  };
+
+  const goalTool: Tool<{ objective: string; gate_command?: string | undefined }> = {
+    name: 'goal',
+    description:
+      'Record the objective of this run and, optionally, a gate_command that must pass (exit 0) before you may finish. ' +
+      "The gate command may use only letters, digits, spaces and / - . _ : ' =.",
+    input: z.object({ objective: z.string().min(1), gate_command: z.string().optional() }),
+    kind: 'other',
+    claim: () => ({ kind: 'exclusive', keys: ['goal'] }),
+    execute: ({ objective, gate_command }, ctx) => {
+      if (gate_command !== undefined && !isShellSafe(gate_command)) {
+        const bad = [...gate_command].find((character) => !isShellSafe(`a${character}`)) ?? '';
+        return Promise.resolve({
+          output: `refused: gate_command contains the shell metacharacter ${JSON.stringify(bad)}; use a plain command such as "pnpm test"`,
+          isError: true,
+        });
+      }
+      env.goals.set(ctx.sessionId, { objective, ...(gate_command ? { gateCommand: gate_command } : {}) });
+      return Promise.resolve({ output: `goal recorded${gate_command ? `; gate: ${gate_command}` : ''}` });
+    },
+  };
+
+  return [shell, readTool, writeTool, editTool, listTool, todoTool, goalTool] as unknown as Tool<never>[];
+}

@@ -1,0 +1,189 @@
+// A local LLM endpoint that speaks the providers' real wire formats — OpenAI chat completions
+// (POST /v1/chat/completions) and Anthropic messages (POST /v1/messages) — and answers from a
+// script: a function of the conversation so far. No LLM is reachable from CI; this is the next best.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Turn {
+  readonly role: 'system' | 'user' | 'assistant' | 'tool';
+  readonly text: string;
+  readonly toolName?: string;
+  readonly isError?: boolean;
+  readonly toolCalls?: readonly { name: string; args: unknown }[];
+}
+
+export type Reply = { text: string } | { text?: string; call: { name: string; args: unknown } };
+export type Brain = (conversation: readonly Turn[], request: { model: string; tools: string[] }) => Reply;
+
+export interface FakeLlm {
+  readonly baseUrl: string;
+  readonly requests: { format: 'openai' | 'anthropic'; body: any; headers: Record<string, unknown> }[];
+  close(): Promise<void>;
+}
+
+function fromOpenAi(body: any): Turn[] {
+  const names = new Map<string, string>();
+  return (body.messages ?? []).map((message: any): Turn => {
+    for (const call of message.tool_calls ?? []) names.set(call.id, call.function.name);
+    if (message.role === 'tool')
+      return {
+        role: 'tool',
+        text: String(message.content),
+        toolName: names.get(message.tool_call_id) ?? '?',
+      };
+    return {
+      role: message.role,
+      text:
+        typeof message.content === 'string'
+          ? message.content
+          : (message.content ?? []).map((part: any) => part.text ?? '').join(''),
+      ...(message.tool_calls
+        ? {
+            toolCalls: message.tool_calls.map((call: any) => ({
+              name: call.function.name,
+              args: JSON.parse(call.function.arguments),
+            })),
+          }
+        : {}),
+    };
+  });
+}
+
+function fromAnthropic(body: any): Turn[] {
+  const names = new Map<string, string>();
+  const turns: Turn[] = [];
+  if (body.system)
+    turns.push({
+      role: 'system',
+      text: Array.isArray(body.system) ? body.system.map((b: any) => b.text).join('') : body.system,
+    });
+  for (const message of body.messages ?? []) {
+    const blocks =
+      typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+    const text = blocks
+      .filter((b: any) => b.type === 'text')
+      .map((b: any) => b.text)
+      .join('');
+    const uses = blocks.filter((b: any) => b.type === 'tool_use');
+    for (const use of uses) names.set(use.id, use.name);
+    const results = blocks.filter((b: any) => b.type === 'tool_result');
+    for (const result of results) {
+      const content =
+        typeof result.content === 'string'
+          ? result.content
+          : (result.content ?? []).map((b: any) => b.text ?? '').join('');
+      turns.push({
+        role: 'tool',
+        text: content,
+        toolName: names.get(result.tool_use_id) ?? '?',
+        ...(result.is_error ? { isError: true } : {}),
+      });
+    }
+    if (results.length === 0 || text) {
+      turns.push({
+        role: message.role,
+        text,
+        ...(uses.length ? { toolCalls: uses.map((u: any) => ({ name: u.name, args: u.input })) } : {}),
+      });
+    }
+  }
+  return turns;
+}
+
+export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
+  const requests: FakeLlm['requests'] = [];
+  let counter = 0;
+  const server: Server = createServer((request, response) => {
+    let raw = '';
+    request.on('data', (chunk) => (raw += chunk));
+    request.on('end', () => {
+      const body = JSON.parse(raw || '{}');
+      counter += 1;
+      if (request.url === '/v1/chat/completions') {
+        requests.push({ format: 'openai', body, headers: request.headers });
+        const reply = brain(fromOpenAi(body), {
+          model: body.model,
+          tools: (body.tools ?? []).map((t: any) => t.function.name),
+        });
+        const message =
+          'call' in reply
+            ? {
+                role: 'assistant',
+                content: reply.text ?? null,
+                tool_calls: [
+                  {
+                    id: `call_${counter}`,
+                    type: 'function',
+                    function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) },
+                  },
+                ],
+              }
+            : { role: 'assistant', content: reply.text };
+        response.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            id: `chatcmpl-${counter}`,
+            object: 'chat.completion',
+            created: Math.floor(Date.now() / 1000),
+            model: body.model,
+            choices: [{ index: 0, message, finish_reason: 'call' in reply ? 'tool_calls' : 'stop' }],
+            usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+          }),
+        );
+      } else if (request.url === '/v1/messages') {
+        requests.push({ format: 'anthropic', body, headers: request.headers });
+        const reply = brain(fromAnthropic(body), {
+          model: body.model,
+          tools: (body.tools ?? []).map((t: any) => t.name),
+        });
+        const content = [
+          ...(reply.text ? [{ type: 'text', text: reply.text }] : []),
+          ...('call' in reply
+            ? [{ type: 'tool_use', id: `toolu_${counter}`, name: reply.call.name, input: reply.call.args }]
+            : []),
+        ];
+        response.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            id: `msg_${counter}`,
+            type: 'message',
+            role: 'assistant',
+            model: body.model,
+            content,
+            stop_reason: 'call' in reply ? 'tool_use' : 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: 12, output_tokens: 7 },
+          }),
+        );
+      } else {
+        response
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message: `no route ${request.url}` } }));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The scenario of the server's end-to-end test: write a file, cat it through the shell, stop. */
+export const writeCatStop: Brain = (conversation) => {
+  const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+  const last = conversation.at(-1);
+  if (task.includes('GOAL-TEST')) {
+    if (last?.role === 'tool') return { text: `The gate was refused: ${last.text}\nVERDICT: FAIL` };
+    return {
+      call: { name: 'goal', args: { objective: 'prove the gate check', gate_command: 'true; touch pwned' } },
+    };
+  }
+  const file = /file (\S+)/.exec(task)?.[1] ?? 'hello.txt';
+  if (last?.role === 'user' && last.text !== task)
+    return { text: `Checked again after the hook's feedback.\nVERDICT: PASS` };
+  if (last?.role !== 'tool')
+    return { call: { name: 'write_file', args: { path: file, content: `hello from ${file}\n` } } };
+  if (last.toolName === 'write_file') return { call: { name: 'shell', args: { command: `cat ${file}` } } };
+  return { text: `Wrote and read back ${file}.\nVERDICT: PASS` };
+};
