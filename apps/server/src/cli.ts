@@ -1,0 +1,245 @@
+#!/usr/bin/env node
+// The `aleph` command: `aleph run "<prompt>"` streams a run's steps, tool calls and verdicts with a
+// live status line; `aleph sessions` lists runs and terminals; `aleph attach <id>` puts your
+// terminal in raw mode on a gateway pty, replaying its scrollback (detach with Ctrl-]).
+import { parseArgs } from 'node:util';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import type { TerminateReason, TurnStep } from '@aleph/harness';
+import type { VerifierVerdict } from '@aleph/verification';
+import { readServerInfo, stateDir } from './state.js';
+
+/** The fields of the agent.* events this client reads. */
+interface AgentEvent {
+  readonly runId: string;
+  readonly step?: TurnStep;
+  readonly ok?: boolean;
+  readonly name?: string;
+  readonly output?: string;
+  readonly command?: string;
+  readonly ptySessionId?: string;
+  readonly verdict?: VerifierVerdict;
+  readonly terminateReason?: TerminateReason;
+  readonly finalText?: string;
+  readonly iterations?: number;
+  readonly selfVerdict?: string | null;
+}
+
+const DETACH = 0x1d; // Ctrl-]
+const USAGE = `usage:
+  aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent and stream what it does
+  aleph sessions                                      list agent runs and terminals
+  aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
+connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
+
+async function connect(values: {
+  url?: string | undefined;
+  token?: string | undefined;
+}): Promise<GatewayClient> {
+  const info = readServerInfo(stateDir());
+  const url = values.url ?? process.env['ALEPH_URL'] ?? info?.url;
+  const token = values.token ?? process.env['ALEPH_TOKEN'] ?? info?.token;
+  if (url === undefined || token === undefined) {
+    throw new Error('no server to connect to: start one with `pnpm start`, or pass --url and --token');
+  }
+  return connectGateway(url, { token });
+}
+
+const firstLine = (text: string, max = 100): string => {
+  const line = text.trim().split('\n')[0] ?? '';
+  return line.length > max ? `${line.slice(0, max)}…` : line;
+};
+
+async function run(
+  client: GatewayClient,
+  prompt: string,
+  options: { cwd?: string | undefined; model?: string | undefined },
+): Promise<number> {
+  const tty = process.stdout.isTTY === true;
+  const started = Date.now();
+  let turn = 0;
+  let tools = 0;
+  let status = 'starting';
+  const statusLine = (): void => {
+    if (!tty) return;
+    process.stdout.write(
+      `\r\x1b[K● ${status} · turn ${turn} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
+    );
+  };
+  const print = (line: string): void => {
+    if (tty) process.stdout.write('\r\x1b[K');
+    process.stdout.write(`${line}\n`);
+    statusLine();
+  };
+  const ticker = tty ? setInterval(statusLine, 250) : undefined;
+  await client.subscribe(['agent.*']);
+  let runId = '';
+  const done = new Promise<number>((resolve) => {
+    client.onEvent((topic, raw) => {
+      const event = raw as AgentEvent;
+      if (event.runId !== runId) return;
+      switch (topic) {
+        case 'agent.step': {
+          const step = event.step!;
+          turn = step.iteration;
+          status = step.vetoed ? 'vetoed, continuing' : 'thinking';
+          print(
+            `turn ${turn}: ${step.executed} tool call(s) ok${step.vetoed ? ', vetoed' : ''}${step.splitChild ? `, sub-agent ${step.splitChild}` : ''}`,
+          );
+          break;
+        }
+        case 'agent.tool':
+          tools += 1;
+          print(`  ${event.ok ? '✓' : '✗'} ${event.name} → ${firstLine(event.output ?? '')}`);
+          break;
+        case 'agent.shell':
+          print(`  $ ${event.command}   (watch: aleph attach ${event.ptySessionId})`);
+          break;
+        case 'agent.verdict': {
+          const verdict = event.verdict!;
+          const reason = verdict.kind === 'continue' ? '' : verdict.reason;
+          print(
+            `  ⚑ ${verdict.kind} by ${(verdict.kind !== 'continue' && verdict.source) || 'verifier'}: ${firstLine(reason)}`,
+          );
+          break;
+        }
+        case 'agent.done': {
+          const reason = event.terminateReason!;
+          print(
+            `\n${event.finalText}\n\n— ended: ${JSON.stringify(reason)} after ${event.iterations} turn(s)${event.selfVerdict ? `; the model's verdict: ${event.selfVerdict}` : ''}`,
+          );
+          resolve(reason.kind === 'model_stop' ? 0 : 1);
+          break;
+        }
+        default:
+          break;
+      }
+    });
+  });
+  const started_ = await client.request<{ runId: string; sessionId: string }>('agent.run', {
+    prompt,
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    ...(options.model ? { model: options.model } : {}),
+  });
+  runId = started_.runId;
+  status = 'thinking';
+  print(`run ${runId} (session ${started_.sessionId})`);
+  const onInterrupt = (): void => {
+    status = 'cancelling';
+    void client.request('agent.cancel', { runId }).catch(() => {});
+  };
+  process.once('SIGINT', onInterrupt);
+  const code = await done;
+  process.off('SIGINT', onInterrupt);
+  if (ticker) clearInterval(ticker);
+  if (tty) process.stdout.write('\r\x1b[K');
+  return code;
+}
+
+async function sessions(client: GatewayClient): Promise<number> {
+  const runs = await client.request<
+    {
+      runId: string;
+      sessionId: string;
+      state: string;
+      prompt: string;
+      cwd: string;
+      terminateReason?: { kind: string };
+    }[]
+  >('agent.list', {});
+  const terminals = await client.list();
+  console.log(`agent runs (${runs.length})`);
+  for (const r of runs)
+    console.log(
+      `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${firstLine(r.prompt, 60)}`,
+    );
+  console.log(`terminals (${terminals.length})`);
+  for (const t of terminals) console.log(`  ${t.sessionId}  pid ${t.pid}  ${t.cols}x${t.rows}  ${t.command}`);
+  return 0;
+}
+
+async function attach(client: GatewayClient, sessionId: string): Promise<number> {
+  if (!(await client.list()).some((session) => session.sessionId === sessionId)) {
+    console.error(`aleph: no terminal ${sessionId} (see \`aleph sessions\`)`);
+    return 1;
+  }
+  await client.subscribe(['pty.*'], [sessionId]);
+  const exit = new Promise<number>((resolve) => {
+    client.onExit((event) => {
+      if (event.sessionId === sessionId) {
+        process.stderr.write(
+          `\r\n[aleph: terminal ended: ${event.reason}${event.exitCode !== null ? `, exit code ${event.exitCode}` : ''}]\r\n`,
+        );
+        resolve(event.exitCode ?? 1);
+      }
+    });
+  });
+  await client.follow(sessionId, 0, (data) => process.stdout.write(data));
+  const resize = (): void => {
+    if (process.stdout.columns && process.stdout.rows)
+      void client.resize(sessionId, process.stdout.columns, process.stdout.rows).catch(() => {});
+  };
+  resize();
+  process.stdout.on('resize', resize);
+  const detached = new Promise<number>((resolve) => {
+    if (process.stdin.isTTY) process.stdin.setRawMode(true);
+    process.stdin.on('data', (data: Buffer) => {
+      const at = data.indexOf(DETACH);
+      if (at >= 0) {
+        if (at > 0) void client.input(sessionId, data.subarray(0, at));
+        process.stderr.write('\r\n[aleph: detached]\r\n');
+        resolve(0);
+        return;
+      }
+      void client
+        .input(sessionId, data)
+        .catch((error: Error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
+    });
+  });
+  process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
+  const code = await Promise.race([exit, detached]);
+  if (process.stdin.isTTY) process.stdin.setRawMode(false);
+  process.stdin.pause();
+  return code;
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      url: { type: 'string' },
+      token: { type: 'string' },
+      cwd: { type: 'string' },
+      model: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, argument] = positionals;
+  if (values.help || command === undefined) {
+    console.log(USAGE);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  if ((command === 'run' || command === 'attach') && argument === undefined) {
+    console.error(`aleph ${command}: missing argument\n${USAGE}`);
+    return 2;
+  }
+  if (!['run', 'sessions', 'attach'].includes(command)) {
+    console.error(`aleph: unknown command "${command}"\n${USAGE}`);
+    return 2;
+  }
+  const client = await connect(values);
+  try {
+    if (command === 'run') return await run(client, argument!, { cwd: values.cwd, model: values.model });
+    if (command === 'sessions') return await sessions(client);
+    return await attach(client, argument!);
+  } finally {
+    await client.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(`aleph: ${(error as Error).message}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,255 @@
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+  chmodSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
+import {
+  alive,
+  CLI,
+  MAIN,
+  runToExit,
+  startServerProcess,
+  type ServerProcess,
+} from '../test/server-process.js';
+
+let llm: FakeLlm;
+let work: string;
+const servers: ServerProcess[] = [];
+const clients: GatewayClient[] = [];
+beforeAll(async () => {
+  llm = await startFakeLlm(writeCatStop);
+  work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-e2e-')));
+});
+afterAll(async () => {
+  await llm.close();
+  rmSync(work, { recursive: true, force: true });
+});
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+  for (const server of servers.splice(0)) {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+  }
+});
+
+const agentConfig = (extra = '') => `
+[gateway]
+port = 0
+
+[agent]
+provider = "openai-compatible"
+model = "fake-coder"
+base_url = "${llm.baseUrl}"
+max_iterations = 12
+
+[power]
+inhibit_sleep = false
+${extra}`;
+
+async function start(config: string): Promise<{ server: ServerProcess; client: GatewayClient }> {
+  const server = await startServerProcess(config);
+  servers.push(server);
+  const client = await connectGateway(server.url, { token: server.token });
+  clients.push(client);
+  return { server, client };
+}
+
+function waitForDone(client: GatewayClient, runId: string): Promise<Record<string, any>> {
+  return new Promise((resolve) => {
+    client.onEvent((topic, params) => {
+      const event = params as Record<string, any>;
+      if (topic === 'agent.done' && event['runId'] === runId) resolve(event);
+    });
+  });
+}
+
+describe('the server process', () => {
+  it('starts with no provider: terminals work and agent.run answers no_provider', async () => {
+    const { server, client } = await start('[gateway]\nport = 0\n');
+    expect(server.stdout()).toContain('no LLM provider configured');
+    await client.subscribe(['pty.*']);
+    const { sessionId } = await client.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'echo from-the-pty; sleep 5'],
+      cols: 80,
+      rows: 24,
+    });
+    let seen = '';
+    client.onOutput((output) => {
+      if (output.sessionId === sessionId) seen += output.data.toString();
+    });
+    await expect.poll(() => seen, { timeout: 10_000 }).toContain('from-the-pty');
+    await expect(client.request('agent.run', { prompt: 'hi' })).rejects.toMatchObject({
+      code: 'no_provider',
+      message: expect.stringContaining('[agent]'),
+    });
+  });
+
+  it('runs an agent: write_file, shell cat, a stop hook that blocks the first stop → model_stop after two stops', async () => {
+    const marker = join(work, 'hook-blocked-once');
+    const hook = join(work, 'block-once.sh');
+    writeFileSync(
+      hook,
+      `#!/bin/sh\nif [ -f ${marker} ]; then exit 0; fi\ntouch ${marker}\necho "show me the file contents first" >&2\nexit 2\n`,
+    );
+    chmodSync(hook, 0o755);
+    const { client } = await start(
+      agentConfig(`\n[[stop_hooks]]\nname = "block-once"\ncommand = "${hook}"\ntimeout_secs = 10\n`),
+    );
+    await client.subscribe(['agent.*']);
+    const verdicts: unknown[] = [];
+    client.onEvent((topic, params) => topic === 'agent.verdict' && verdicts.push(params));
+    const { runId, sessionId } = await client.request<{ runId: string; sessionId: string }>('agent.run', {
+      prompt: 'create the file e2e.txt',
+      cwd: work,
+    });
+    const done = await waitForDone(client, runId);
+    expect(done['terminateReason']).toEqual({ kind: 'model_stop' });
+    expect(done['selfVerdict']).toBe('PASS');
+    expect(readFileSync(join(work, 'e2e.txt'), 'utf8')).toBe('hello from e2e.txt\n');
+    expect(verdicts).toEqual([
+      expect.objectContaining({
+        verdict: expect.objectContaining({
+          kind: 'veto',
+          feedback: 'show me the file contents first',
+          source: 'stop_hooks',
+        }),
+      }),
+    ]);
+    const history = await client.request<{ events: { type: string; toolCalls?: unknown[] }[] }>(
+      'agent.history',
+      { sessionId },
+    );
+    const stops = history.events.filter(
+      (event) => event.type === 'assistant' && event.toolCalls?.length === 0,
+    );
+    expect(stops).toHaveLength(2);
+    const list = await client.request<{ runId: string; state: string }[]>('agent.list', {});
+    expect(list).toEqual([expect.objectContaining({ runId, state: 'done' })]);
+  });
+
+  it('refuses a goal whose gate command contains ";" (an error, never an allow)', async () => {
+    const { client } = await start(agentConfig());
+    await client.subscribe(['agent.*']);
+    const tools: Record<string, any>[] = [];
+    client.onEvent((topic, params) => topic === 'agent.tool' && tools.push(params as Record<string, any>));
+    const { runId } = await client.request<{ runId: string }>('agent.run', {
+      prompt: 'GOAL-TEST',
+      cwd: work,
+    });
+    await waitForDone(client, runId);
+    expect(tools).toEqual([
+      expect.objectContaining({
+        name: 'goal',
+        ok: false,
+        output: expect.stringContaining('refused: gate_command contains the shell metacharacter ";"'),
+      }),
+    ]);
+    expect(existsSync(join(work, 'pwned'))).toBe(false);
+  });
+
+  it('a failing gate_command keeps the run from claiming completion (fail-closed) until it halts', async () => {
+    const { client } = await start(
+      agentConfig('').replace(
+        'max_iterations = 12',
+        'max_iterations = 12\ngate_command = "test -f gate-passed"',
+      ),
+    );
+    await client.subscribe(['agent.*']);
+    const verdicts: Record<string, any>[] = [];
+    client.onEvent(
+      (topic, params) => topic === 'agent.verdict' && verdicts.push(params as Record<string, any>),
+    );
+    const { runId } = await client.request<{ runId: string }>('agent.run', {
+      prompt: 'create the file gated.txt',
+      cwd: work,
+    });
+    const done = await waitForDone(client, runId);
+    expect(done['terminateReason']).toMatchObject({
+      kind: 'halted',
+      by: 'goal_gate',
+      reason: expect.stringContaining('completion cannot be verified'),
+    });
+    expect(verdicts.map((event) => event['verdict'].kind)).toEqual(['veto', 'veto', 'halt']);
+  });
+
+  it('runs two agents at once in different directories', async () => {
+    const { client } = await start(agentConfig());
+    await client.subscribe(['agent.*']);
+    const dirs = [join(work, 'a'), join(work, 'b')];
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    const { mkdirSync } = await import('node:fs');
+    for (const dir of dirs) mkdirSync(dir);
+    const runs = await Promise.all(
+      dirs.map((cwd, i) =>
+        client.request<{ runId: string }>('agent.run', { prompt: `create the file run${i}.txt`, cwd }),
+      ),
+    );
+    const results = await Promise.all(runs.map(({ runId }) => waitForDone(client, runId)));
+    expect(results.map((result) => result['terminateReason'].kind)).toEqual(['model_stop', 'model_stop']);
+    expect(readFileSync(join(dirs[0]!, 'run0.txt'), 'utf8')).toBe('hello from run0.txt\n');
+    expect(readFileSync(join(dirs[1]!, 'run1.txt'), 'utf8')).toBe('hello from run1.txt\n');
+    expect(existsSync(join(dirs[0]!, 'run1.txt'))).toBe(false);
+  });
+
+  it('SIGTERM ends every terminal, a background job included, and exits 0 with no child left', async () => {
+    const { server, client } = await start('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+    await client.subscribe(['pty.*']);
+    const { sessionId, pid } = await client.spawn({
+      command: '/bin/bash',
+      args: ['--norc', '--noprofile'],
+      cols: 80,
+      rows: 24,
+    });
+    let seen = '';
+    client.onOutput((output) => output.sessionId === sessionId && (seen += output.data.toString()));
+    await client.input(sessionId, 'sleep 1000 & echo "bg=$!"\r');
+    await expect.poll(() => seen, { timeout: 10_000 }).toMatch(/bg=\d+/);
+    const background = Number(/bg=(\d+)/.exec(seen)![1]);
+    const other = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+    const started = Date.now();
+    expect(await server.stop('SIGTERM')).toBe(0);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect([pid, background, other.pid].filter(alive)).toEqual([]);
+    expect(server.stdout()).toContain('SIGTERM: shutting down');
+  });
+
+  it('a bad config prints the key (and line) and exits non-zero', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-badconfig-'));
+    const file = join(dir, 'aleph.toml');
+    writeFileSync(file, '[gateway]\nport = 0\n\n[pty]\nmax_sesions = 3\n');
+    let result = await runToExit([MAIN, '--config', file], { ALEPH_STATE_DIR: dir });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('unknown key [pty].max_sesions (line 5)');
+    writeFileSync(file, '[agent]\nmax_iterations = -1\n');
+    result = await runToExit([MAIN, '--config', file], { ALEPH_STATE_DIR: dir });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('[agent].max_iterations must be a positive integer (line 2)');
+    writeFileSync(file, '[agent\nmodel = "x"\n');
+    result = await runToExit([MAIN, '--config', file], { ALEPH_STATE_DIR: dir });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/invalid TOML \(line 1/);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('`aleph run` streams a run and exits 0; `aleph sessions` lists it', async () => {
+    const { server } = await start(agentConfig());
+    const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token };
+    const result = await runToExit([CLI, 'run', 'create the file cli.txt', '--cwd', work], env);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/✓ write_file → wrote \d+ bytes to cli\.txt/);
+    expect(result.stdout).toMatch(/\$ cat cli\.txt/);
+    expect(result.stdout).toContain('ended: {"kind":"model_stop"}');
+    const listed = await runToExit([CLI, 'sessions'], env);
+    expect(listed.stdout).toMatch(/agent runs \(1\)\n {2}\S+ {2}done \(model_stop\)/);
+  });
+});

@@ -1,0 +1,87 @@
+// Starts the real server (dist/main.js) as a child process on a free port with a temp config and
+// state dir, and reads the URL and token it prints.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const MAIN = resolve(import.meta.dirname, '../dist/main.js');
+export const CLI = resolve(import.meta.dirname, '../dist/cli.js');
+
+export interface ServerProcess {
+  readonly url: string;
+  readonly token: string;
+  readonly child: ChildProcess;
+  readonly stateDir: string;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function startServerProcess(
+  config: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ServerProcess> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'aleph-server-state-'));
+  const configPath = join(stateDir, 'aleph.toml');
+  writeFileSync(configPath, config);
+  const child = spawn(process.execPath, [MAIN, '--config', configPath], {
+    env: { ...process.env, ...env, ALEPH_STATE_DIR: stateDir, ALEPH_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  await new Promise<void>((ready, fail) => {
+    const check = setInterval(() => {
+      if (/token: \S+/.test(stdout)) {
+        clearInterval(check);
+        ready();
+      }
+    }, 20);
+    void exited.then((code) => {
+      clearInterval(check);
+      fail(new Error(`server exited with ${code}: ${stderr}`));
+    });
+  });
+  return {
+    url: /listening on (\S+)/.exec(stdout)![1]!,
+    token: /token: (\S+)/.exec(stdout)![1]!,
+    child,
+    stateDir,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export function runToExit(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('exit', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+export function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
