@@ -1,3 +1,5 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'verification', testTimeout: 30_000, hookTimeout: 30_000, passWithNoTests: true } });
+export default defineProject({
+  test: { name: 'verification', testTimeout: 30_000, hookTimeout: 30_000, passWithNoTests: true },
+});
