@@ -209,7 +209,7 @@ export class AgentService {
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
         onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
       }),
-      orchestrator.spawnAgentTool() as never,
+      orchestrator.spawnAgentTool(),
     ];
     return {
       provider,

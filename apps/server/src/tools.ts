@@ -4,7 +4,7 @@
 import { existsSync, realpathSync } from 'node:fs';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve, sep } from 'node:path';
-import type { Tool, ToolResult } from '@aleph/harness';
+import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { PtyManager } from '@aleph/pty';
 import { isShellSafe, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
@@ -57,7 +57,7 @@ function capOutput(text: string, cap: number): string {
   return `${text.slice(0, head)}\n…[${text.length - cap} characters cut]…\n${text.slice(text.length - (cap - head))}`;
 }
 
-export function builtinTools(env: ToolEnvironment): Tool<never>[] {
+export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const pathKey = (path: string): string => {
     try {
       return confine(env.cwd, path);
@@ -226,5 +226,5 @@ export function builtinTools(env: ToolEnvironment): Tool<never>[] {
     },
   };
 
-  return [shell, readTool, writeTool, editTool, listTool, todoTool, goalTool] as unknown as Tool<never>[];
+  return [shell, readTool, writeTool, editTool, listTool, todoTool, goalTool];
 }

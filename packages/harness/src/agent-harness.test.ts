@@ -201,11 +201,12 @@ describe('verifier chain', () => {
   it('5 identical calls → feedback (and the 5th is not run); 8 → halt', async () => {
     let executions = 0;
     const counting: Tool<{ path: string }> = {
-      ...echoTool,
       name: 'read',
+      description: 'read',
       input: z.object({ path: z.string() }),
+      claim: () => ({ kind: 'none' }),
       execute: () => (executions++, Promise.resolve({ output: 'same' })),
-    } as Tool<{ path: string }>;
+    };
     const chain = VerifierChain.builder().with(new ToolLoopVerifier()).build();
     const provider = new ScriptedProvider([callTool('read', { path: 'a' })], { repeatLast: true });
     const result = await harness(provider, { verifier: chain, tools: [counting] }).run({ prompt: 'x' });

@@ -2,7 +2,7 @@
 // validation that turns a bad call into an error result naming the field, never a crash.
 import { z } from 'zod';
 import { HarnessError } from './errors.js';
-import type { ResourceClaim, Tool, ToolSpec } from './types.js';
+import type { AnyTool, ResourceClaim, Tool, ToolSpec } from './types.js';
 
 export type ParsedCall =
   | { readonly ok: true; readonly tool: Tool<unknown>; readonly args: unknown }
@@ -14,7 +14,7 @@ export class ToolService {
   readonly #tools = new Map<string, Tool<unknown>>();
   #specs: ToolSpec[] | undefined;
 
-  constructor(tools: readonly Tool<never>[] = []) {
+  constructor(tools: readonly AnyTool[] = []) {
     for (const tool of tools) this.register(tool);
   }
 

@@ -82,6 +82,13 @@ export interface Tool<A = unknown> {
   execute(args: A, ctx: ToolContext): Promise<ToolResult>;
 }
 
+/**
+ * A tool of any argument type, for collections of tools. `Tool<A>` is invariant in `A` (its zod
+ * schema produces A, its execute consumes A), so a list of different tools needs `any` here.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyTool = Tool<any>;
+
 export interface ToolInvocation {
   readonly callId: string;
   readonly name: string;
@@ -190,7 +197,7 @@ export interface ContextBudgetOptions {
 
 export interface HarnessDeps {
   readonly provider: AiProvider;
-  readonly tools: ToolService | readonly Tool<never>[];
+  readonly tools: ToolService | readonly AnyTool[];
   readonly sessions: SessionStore;
   readonly verifier?: VerifierChain;
   readonly power?: PowerCapability;
