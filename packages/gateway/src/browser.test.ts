@@ -71,12 +71,10 @@ describe.skipIf(!available)('from a real browser', () => {
   const connectFrom = async (url: string, protocols: string[]) => {
     const page = await browser.newPage();
     await page.goto(origin);
+    // Runs in the page, where the script above defined connect() on the global object.
     const result = await page.evaluate(
       ([u, p]) =>
-        (window as unknown as { connect(u: string, p: string[]): Promise<unknown> }).connect(
-          u,
-          p,
-        ),
+        (globalThis as unknown as { connect(u: string, p: string[]): Promise<unknown> }).connect(u, p),
       [url, protocols] as const,
     );
     await page.close();
