@@ -1,7 +1,7 @@
 // Starts the real server (dist/main.js) as a child process on a free port with a temp config and
 // state dir, and reads the URL and token it prints.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -78,10 +78,4 @@ export function runToExit(
   });
 }
 
-export function alive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
+export { processAlive as alive } from '@aleph/pty/testing';

@@ -1,7 +1,7 @@
 // Test helpers: a gateway on loopback with its own PtyManager, clients that get cleaned up, and
 // process checks that ignore zombies.
-import { readFileSync } from 'node:fs';
 import { PtyManager } from '@aleph/pty';
+import { waitUntil as until } from '@aleph/pty/testing';
 import { connectGateway, type GatewayClient, type PtyOutput } from '../src/client.js';
 import { createGateway, type Gateway, type GatewayOptions } from '../src/index.js';
 
@@ -35,21 +35,7 @@ export async function startGateway(
   };
 }
 
-export function alive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-export async function until(predicate: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+export { processAlive as alive, waitUntil as until } from '@aleph/pty/testing';
 
 /** Collects one session's output bytes as they arrive over the socket. */
 export function outputOf(client: GatewayClient, sessionId: string) {

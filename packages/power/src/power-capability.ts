@@ -2,6 +2,7 @@
 // with the last guard. Where the OS has no working backend it degrades to a no-op and says so once.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { backendFor, type BackendName } from './internal/backends.js';
+import { createGuard } from './internal/guard.js';
 
 export interface SleepGuard extends Disposable {
   readonly reason: string;
@@ -64,21 +65,10 @@ class OsPowerCapability implements PowerCapability {
   inhibitSleep(reason: string): SleepGuard {
     this.#held += 1;
     if (this.#held === 1 && this.#degradedReason === undefined) this.#startHelper(reason);
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
+    return createGuard(reason, () => {
       this.#held -= 1;
       if (this.#held === 0) this.#stopHelper();
-    };
-    return {
-      reason,
-      get released() {
-        return released;
-      },
-      release,
-      [Symbol.dispose]: release,
-    };
+    });
   }
 
   status(): PowerStatus {

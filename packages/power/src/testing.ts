@@ -1,4 +1,5 @@
 // Test doubles for consumers of @aleph/power: a capability that records acquire/release in order.
+import { createGuard } from './internal/guard.js';
 import type { PowerCapability, PowerStatus, SleepGuard } from './power-capability.js';
 
 export interface PowerEvent {
@@ -18,21 +19,10 @@ export class RecordingPowerCapability implements PowerCapability {
   inhibitSleep(reason: string): SleepGuard {
     this.#held += 1;
     this.events.push({ kind: 'acquire', reason, at: performance.now() });
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
+    return createGuard(reason, () => {
       this.#held -= 1;
       this.events.push({ kind: 'release', reason, at: performance.now() });
-    };
-    return {
-      reason,
-      get released() {
-        return released;
-      },
-      release,
-      [Symbol.dispose]: release,
-    };
+    });
   }
 
   status(): PowerStatus {

@@ -1,23 +1,8 @@
-// Helpers shared by this package's tests (not production source: excluded by name from dist).
-import { readFileSync } from 'node:fs';
+// Helpers shared by this package's tests (outside src, so not production source).
 import type { PtySession } from '../src/pty-session.js';
+import { waitUntil as until } from '../src/testing.js';
 
-/** Running, not merely a zombie waiting to be reaped. */
-export function alive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-export async function until(predicate: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+export { processAlive as alive, waitUntil as until } from '../src/testing.js';
 
 /** Collects a session's output as bytes and waits for a pattern in its latin1 view. */
 export function collect(session: PtySession) {

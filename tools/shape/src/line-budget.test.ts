@@ -11,12 +11,12 @@ const REPO = resolve(import.meta.dirname, '../../..');
  * lower it when the reminder says a package sits well under it.
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
-  power: { lines: 260, files: 4 },
-  pty: { lines: 600, files: 6 },
+  power: { lines: 260, files: 5 },
+  pty: { lines: 620, files: 7 },
   verification: { lines: 1100, files: 15 },
   harness: { lines: 1400, files: 12 },
   gateway: { lines: 1200, files: 10 },
-  server: { lines: 1800, files: 12 },
+  server: { lines: 1400, files: 10 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {
