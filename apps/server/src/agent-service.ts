@@ -162,6 +162,29 @@ export class AgentService {
           });
           logger.info({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
           return result;
+        })
+        .catch((error: unknown): RunResult => {
+          // The harness turns every expected end into a value; this is a bug, reported, not a crash.
+          logger.error({ runId, sessionId, err: error }, 'run failed');
+          const result: RunResult = {
+            sessionId,
+            terminateReason: {
+              kind: 'error',
+              error: { kind: 'session', message: (error as Error).message ?? String(error) },
+            },
+            iterations: 0,
+            totalTokens: 0,
+            toolTimeline: [],
+            finalText: '',
+          };
+          record.result = result;
+          publish('agent.done', {
+            terminateReason: result.terminateReason,
+            iterations: 0,
+            finalText: '',
+            selfVerdict: null,
+          });
+          return result;
         }),
     };
     this.#runs.set(runId, record);
