@@ -52,6 +52,8 @@ interface RunRecord {
   done: Promise<RunResult>;
 }
 
+const MAX_FINISHED_RUNS = 200;
+
 const NO_PROVIDER =
   'no LLM provider is configured: add to aleph.toml\n[agent]\nprovider = "openai-compatible"\nmodel = "qwen2.5-coder:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n(or set ALEPH_PROVIDER, ALEPH_MODEL and ALEPH_BASE_URL) and restart';
 
@@ -188,6 +190,7 @@ export class AgentService {
         }),
     };
     this.#runs.set(runId, record);
+    this.#pruneFinished();
     logger.info({ runId, sessionId, cwd }, 'run started');
     return { runId, sessionId };
   }
@@ -244,6 +247,13 @@ export class AgentService {
       turnTimeoutMs: config.agent.turn_timeout_secs * 1000,
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
     };
+  }
+
+  /** Keeps agent.list bounded: the oldest finished runs go first (their logs stay on disk). */
+  #pruneFinished(): void {
+    const finished = [...this.#runs.values()].filter((run) => run.result !== undefined);
+    for (const run of finished.slice(0, Math.max(0, finished.length - MAX_FINISHED_RUNS)))
+      this.#runs.delete(run.runId);
   }
 
   /** Cancels every run and waits for them to end. */

@@ -250,15 +250,13 @@ export class AgentHarness {
     const stopRequested = calls.length === 0;
 
     // Verifier chain
-    const proposed: ToolCallSummary[] = effective.map((call) => {
-      const parsed = this.#tools.parse(call.name, call.args);
-      return {
-        name: call.name,
-        argsHash: hashArgs(call.args),
-        ok: true,
-        kind: parsed.ok ? (parsed.tool.kind ?? 'other') : 'other',
-      };
-    });
+    // The tool's declared kind is enough here; ACT validates the arguments once.
+    const proposed: ToolCallSummary[] = effective.map((call) => ({
+      name: call.name,
+      argsHash: hashArgs(call.args),
+      ok: true,
+      kind: this.#tools.get(call.name)?.kind ?? 'other',
+    }));
     const context: TurnVerifyContext = {
       iterations: turn.iterations,
       toolCallsMade: state.toolCallsMade + proposed.length,
