@@ -201,6 +201,51 @@ describe('the server process', () => {
     expect(existsSync(join(dirs[0]!, 'run1.txt'))).toBe(false);
   });
 
+  it('agent.cancel ends a running run as cancelled; bad agent.* input gets stable errors', async () => {
+    const slow = await startFakeLlm((conversation) =>
+      conversation.at(-1)?.role === 'tool'
+        ? { text: 'done' }
+        : { call: { name: 'shell', args: { command: 'sleep 30' } } },
+    );
+    try {
+      const { client } = await start(agentConfig().replace(llm.baseUrl, slow.baseUrl));
+      await client.subscribe(['agent.*']);
+      const shells: string[] = [];
+      client.onEvent(
+        (topic, params) =>
+          topic === 'agent.shell' && shells.push((params as { ptySessionId: string }).ptySessionId),
+      );
+      const { runId } = await client.request<{ runId: string }>('agent.run', { prompt: 'sleep', cwd: work });
+      await expect.poll(() => shells.length, { timeout: 10_000 }).toBe(1);
+      const done = waitForDone(client, runId);
+      expect(await client.request('agent.cancel', { runId })).toEqual({ cancelled: true });
+      expect((await done)['terminateReason']).toEqual({ kind: 'cancelled' });
+      await expect
+        .poll(async () => (await client.list()).map((session) => session.sessionId), { timeout: 10_000 })
+        .not.toContain(shells[0]);
+
+      await expect(client.request('agent.cancel', { runId: 'nope' })).rejects.toMatchObject({
+        code: 'unknown_run',
+        message: 'unknown run nope',
+      });
+      await expect(client.request('agent.history', { sessionId: 'nope' })).rejects.toMatchObject({
+        code: 'unknown_session',
+      });
+      await expect(
+        client.request('agent.run', { prompt: 'x', cwd: join(work, 'does-not-exist') }),
+      ).rejects.toMatchObject({
+        code: 'invalid_params',
+        message: expect.stringContaining('is not a directory'),
+      });
+      await expect(client.request('agent.run', { prompt: '' })).rejects.toMatchObject({
+        code: 'invalid_params',
+        message: expect.stringMatching(/^params\.prompt/),
+      });
+    } finally {
+      await slow.close();
+    }
+  });
+
   it('SIGTERM ends every terminal, a background job included, and exits 0 with no child left', async () => {
     const { server, client } = await start('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
     await client.subscribe(['pty.*']);
