@@ -490,8 +490,11 @@ describe('server extension points', () => {
     b.onEvent((topic) => seenB.push(topic));
     expect(await a.request('agent.echo', { text: 'hi' })).toEqual({ echoed: 'hi' });
     await expect(a.request('agent.echo', { text: 1 })).rejects.toMatchObject({ code: 'invalid_params' });
-    h.gateway.publish('agent.step', { n: 1 });
+    const payloads: unknown[] = [];
+    a.onEvent((_topic, params) => payloads.push(params));
+    h.gateway.publish('agent.step', { n: 1, text: 'héllo ✓ 😀' });
     await until(() => seenA.length === 1, 'the event');
+    expect(payloads).toEqual([{ n: 1, text: 'héllo ✓ 😀' }]); // non-ASCII frames decode as UTF-8
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(seenA).toEqual(['agent.step']);
     expect(seenB).toEqual([]);
