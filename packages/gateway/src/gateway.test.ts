@@ -237,6 +237,18 @@ describe('bad input gets a stable error and the connection stays usable', () => 
       'invalid_params',
       /^params\.data: must be base64/,
     ],
+    [
+      'a program that does not exist',
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'pty.spawn',
+        params: { command: '/no/such/program', cols: 80, rows: 24 },
+      }),
+      ErrorCodes.spawn_failed,
+      'spawn_failed',
+      /^\/no\/such\/program: no such executable/,
+    ],
   ])('%s', async (_label, frame, code, name, message) => {
     const { ws, next } = await raw();
     ws.send(frame);

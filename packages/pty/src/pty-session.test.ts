@@ -60,6 +60,19 @@ describe('PtySession', () => {
     expect([session.cols, session.rows]).toEqual([132, 43]);
   });
 
+  it('a missing program or working directory is a clear spawn_failed error, not an exit', () => {
+    expect(() => spawn({ command: '/nonexistent/program' })).toThrow(
+      new PtyError('spawn_failed', '/nonexistent/program: no such executable'),
+    );
+    expect(() => spawn({ command: 'no-such-program-aleph' })).toThrow(
+      new PtyError('spawn_failed', 'no-such-program-aleph: no such executable on PATH'),
+    );
+    expect(() => spawn({ cwd: '/nonexistent-dir' })).toThrow(
+      new PtyError('spawn_failed', 'working directory /nonexistent-dir does not exist or is not a directory'),
+    );
+    expect(spawn({ command: 'sh', args: ['-c', 'exit 0'] }).pid).toBeGreaterThan(0); // found on PATH
+  });
+
   it('rejects a bad size with a clear error', () => {
     expect(() => spawn({ cols: 0 })).toThrow(
       new PtyError('invalid_size', 'cols must be an integer from 1 to 10000, got 0'),

@@ -2,7 +2,8 @@
 // addressed by byte offset, and a close that ends the whole process tree — HUP, then TERM, then
 // KILL after a deadline. Exit is reported once, after the last output was delivered.
 import { randomUUID } from 'node:crypto';
-import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { accessSync, closeSync, constants as fsConstants, openSync, statSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
@@ -59,6 +60,37 @@ function checkSize(cols: number, rows: number): void {
   }
 }
 
+/**
+ * node-pty reports a missing program or working directory only as an exit with code 1 after the
+ * fork; checking first turns both into a clear `spawn_failed` error for the caller.
+ */
+function checkSpawnable(command: string, cwd: string, env: NodeJS.ProcessEnv): void {
+  try {
+    if (!statSync(cwd).isDirectory()) throw new Error('not a directory');
+  } catch {
+    throw new PtyError('spawn_failed', `working directory ${cwd} does not exist or is not a directory`);
+  }
+  if (process.platform === 'win32') return;
+  const candidates = command.includes('/')
+    ? [command.startsWith('/') ? command : join(cwd, command)]
+    : (env['PATH'] ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((dir) => join(dir, command));
+  for (const candidate of candidates) {
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      if (statSync(candidate).isFile()) return;
+    } catch {
+      // try the next one
+    }
+  }
+  throw new PtyError(
+    'spawn_failed',
+    `${command}: no such executable${command.includes('/') ? '' : ' on PATH'}`,
+  );
+}
+
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class PtySession {
@@ -98,13 +130,16 @@ export class PtySession {
     this.#rows = options.rows;
     this.#killStepMs = options.killStepMs ?? 500;
     this.scrollback = new Scrollback(options.scrollbackBytes);
+    const cwd = options.cwd ?? process.cwd();
+    const env = { ...process.env, TERM: 'xterm-256color', ...options.env };
+    checkSpawnable(this.command, cwd, env);
     try {
       this.#pty = nodePty.spawn(this.command, [...this.args], {
         name: 'xterm-256color',
         cols: options.cols,
         rows: options.rows,
-        cwd: options.cwd ?? process.cwd(),
-        env: { ...process.env, TERM: 'xterm-256color', ...options.env },
+        cwd,
+        env,
         encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
       });
     } catch (error) {
@@ -156,8 +191,6 @@ export class PtySession {
       this.#exitListeners.clear();
       resolveExit(info);
     });
-    // A spawn that fails inside node-pty's child (bad cwd, missing program) surfaces as an early
-    // exit with code 1 and an error message on the terminal; that is reported like any exit.
   }
 
   get cols(): number {
