@@ -31,7 +31,7 @@ function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
     ],
     {
       env: { ...process.env, BENCH_TOKEN: 'bench' },
-      stdio: ['ignore', 'pipe', 'inherit'],
+      stdio: ['pipe', 'pipe', 'inherit'], // its stdin closes when this process dies, and it stops
     },
   );
   return new Promise((resolve, reject) => {
@@ -146,7 +146,7 @@ try {
     process.execPath,
     ['--import', 'tsx', join(import.meta.dirname, 'watch.ts'), server.url],
     {
-      stdio: ['ignore', 'pipe', 'inherit'],
+      stdio: ['pipe', 'pipe', 'inherit'],
     },
   );
   let flooded = 0;

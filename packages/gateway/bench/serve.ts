@@ -13,4 +13,7 @@ gateway.register('bench.memory', z.object({}).optional(), () => {
   return process.memoryUsage();
 });
 process.stdout.write(`${gateway.url}\n`);
-process.on('SIGTERM', () => void gateway.close().then(() => process.exit(0)));
+const stop = (): void => void gateway.close().then(() => process.exit(0));
+process.on('SIGTERM', stop);
+// Our stdin is a pipe from the benchmark: when it closes (the benchmark ended or was killed), stop.
+process.stdin.on('end', stop).resume();

@@ -7,4 +7,6 @@ await client.subscribe(['pty.*']);
 let bytes = 0;
 client.onOutput((output) => (bytes += output.data.length));
 setInterval(() => process.stdout.write(`${bytes}\n`), 100);
-process.on('SIGTERM', () => void client.close().then(() => process.exit(0)));
+const stop = (): void => void client.close().then(() => process.exit(0));
+process.on('SIGTERM', stop);
+process.stdin.on('end', stop).resume(); // the benchmark went away
