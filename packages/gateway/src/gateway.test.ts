@@ -293,8 +293,18 @@ describe('bad input gets a stable error and the connection stays usable', () => 
 
   it('a full input queue refuses the newest frame at once with busy; accepted input is all kept', async () => {
     const client = await h.connect();
-    // A program that never reads its input.
-    const { sessionId } = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+    // A program that never reads its input. Raw mode: in canonical mode the kernel discards the
+    // overflow of an over-long line instead of pushing back, so nothing would ever queue.
+    const { sessionId } = await client.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'stty raw -echo; echo ready; sleep 1000'],
+      cols: 80,
+      rows: 24,
+    });
+    await until(
+      () => h.manager.get(sessionId)!.replay(0).data.includes('ready'),
+      'the program to be in raw mode',
+    );
     let accepted = 0;
     let busy: unknown;
     for (let i = 0; i < 40 && busy === undefined; i += 1) {
