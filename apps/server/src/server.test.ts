@@ -151,7 +151,9 @@ describe('the server process', () => {
       expect.objectContaining({
         name: 'goal',
         ok: false,
-        output: expect.stringContaining('refused: gate_command contains the shell metacharacter ";"'),
+        output: expect.stringContaining(
+          'refused: gate_command: the command contains the shell metacharacter ";"',
+        ),
       }),
     ]);
     expect(existsSync(join(work, 'pwned'))).toBe(false);

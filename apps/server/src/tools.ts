@@ -6,7 +6,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve, sep } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { PtyManager } from '@aleph/pty';
-import { isShellSafe, type ScratchpadRow } from '@aleph/verification';
+import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
@@ -214,10 +214,10 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     kind: 'other',
     claim: () => ({ kind: 'exclusive', keys: ['goal'] }),
     execute: ({ objective, gate_command }, ctx) => {
-      if (gate_command !== undefined && !isShellSafe(gate_command)) {
-        const bad = [...gate_command].find((character) => !isShellSafe(`a${character}`)) ?? '';
+      const problem = gate_command === undefined ? undefined : shellSafetyProblem(gate_command);
+      if (problem !== undefined) {
         return Promise.resolve({
-          output: `refused: gate_command contains the shell metacharacter ${JSON.stringify(bad)}; use a plain command such as "pnpm test"`,
+          output: `refused: gate_command: ${problem}; use a plain command such as "pnpm test"`,
           isError: true,
         });
       }

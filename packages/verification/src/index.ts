@@ -29,6 +29,7 @@ export {
   DEFAULT_HOOK_TIMEOUT_MS,
   hookInput,
   isShellSafe,
+  shellSafetyProblem,
   ShellStopHook,
   type ShellStopHookOptions,
   type StopHookContext,

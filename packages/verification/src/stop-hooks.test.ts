@@ -9,6 +9,7 @@ import {
   KILL_GRACE_MS,
   OUTPUT_CAP_BYTES,
   ShellStopHook,
+  shellSafetyProblem,
   type StopHookContext,
 } from './index.js';
 
@@ -267,6 +268,18 @@ describe('isShellSafe', () => {
         const command = [...chars.slice(0, position), bad, ...chars.slice(position)].join('');
         return !isShellSafe(command);
       }),
+    );
+  });
+
+  it('property: shellSafetyProblem explains exactly what isShellSafe rejects', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (command) => {
+        const problem = shellSafetyProblem(command);
+        return (problem === undefined) === isShellSafe(command);
+      }),
+    );
+    expect(shellSafetyProblem('make test; rm -rf /')).toBe(
+      'the command contains the shell metacharacter ";"',
     );
   });
 

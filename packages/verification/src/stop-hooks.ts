@@ -48,6 +48,15 @@ export function isShellSafe(command: string): boolean {
   return SAFE.test(command) && command.trim() !== '';
 }
 
+/** Why `isShellSafe` rejects `command`, in words for an error message; undefined when it accepts it. */
+export function shellSafetyProblem(command: string): string | undefined {
+  if (command.trim() === '') return 'the command is empty';
+  const bad = [...command].find((character) => !SAFE_CHARACTER.test(character));
+  return bad === undefined
+    ? undefined
+    : `the command contains the shell metacharacter ${JSON.stringify(bad)}`;
+}
+
 export function hookInput(ctx: StopHookContext): string {
   return JSON.stringify({
     hook_event_name: 'Stop',
@@ -144,17 +153,8 @@ export class ShellStopHook implements StopHookHandler {
   }
 
   async evaluate(ctx: StopHookContext, signal: AbortSignal): Promise<StopHookVerdict> {
-    if (this.requireShellSafe && !isShellSafe(this.command)) {
-      const bad = [...this.command].find((character) => !SAFE_CHARACTER.test(character)) ?? '';
-      return {
-        kind: 'error',
-        hookName: this.name,
-        message:
-          this.command.trim() === ''
-            ? 'refused: the command is empty'
-            : `refused: the command contains the shell metacharacter ${JSON.stringify(bad)}`,
-      };
-    }
+    const problem = this.requireShellSafe ? shellSafetyProblem(this.command) : undefined;
+    if (problem !== undefined) return { kind: 'error', hookName: this.name, message: `refused: ${problem}` };
     const outcome = await runProcess({
       command: this.command,
       stdin: hookInput({ cwd: this.#options.cwd, ...ctx }),
