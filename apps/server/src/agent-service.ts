@@ -246,6 +246,7 @@ export class AgentService {
       maxIterations: config.agent.max_iterations,
       turnTimeoutMs: config.agent.turn_timeout_secs * 1000,
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
+      contextBudget: { maxTokens: config.agent.max_context_tokens },
     };
   }
 

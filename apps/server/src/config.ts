@@ -47,6 +47,8 @@ export const configSchema = z.strictObject({
       max_iterations: positiveInt.default(50),
       turn_timeout_secs: positive.default(300),
       tool_timeout_secs: positive.default(120),
+      /** Estimated tokens of history sent per turn; over it the harness compacts, then truncates. */
+      max_context_tokens: positiveInt.default(100_000),
       /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */
       gate_command: z.string().min(1).optional(),
       workdir: z.string().min(1).optional(),
