@@ -448,6 +448,31 @@ describe('sessions and sub-agents', () => {
     ]);
   });
 
+  it('resuming a log cut off mid-ACT answers the dangling tool calls as interrupted', async () => {
+    const store = new InMemorySessionStore();
+    const sessionId = await store.create();
+    await store.append(sessionId, { type: 'user', content: 'task' });
+    await store.append(sessionId, {
+      type: 'assistant',
+      content: '',
+      toolCalls: [{ id: 'c1', name: 'echo', args: { text: 'x' } }],
+    });
+    const provider = new ScriptedProvider([stop()]);
+    await harness(provider, { sessions: store }).run({ prompt: 'go on', sessionId });
+    expect(provider.requests[0]!.messages).toEqual([
+      { role: 'user', content: 'task' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'echo', args: { text: 'x' } }] },
+      {
+        role: 'tool',
+        toolCallId: 'c1',
+        toolName: 'echo',
+        content: expect.stringContaining('interrupted'),
+        isError: true,
+      },
+      { role: 'user', content: 'go on' },
+    ]);
+  });
+
   it('a sub-agent is dispatched as a child flow with its own session, reported as splitChild', async () => {
     const store = new InMemorySessionStore();
     const parentProvider = new ScriptedProvider([

@@ -63,8 +63,32 @@ interface RunState {
 function foldEvents(events: readonly SessionEvent[]): RunState {
   const state: RunState = { messages: [], history: [], scratchpad: undefined, toolCallsMade: 0 };
   for (const event of events) apply(state, event);
+  // A run killed mid-ACT left tool calls without results; providers refuse such a history, and the
+  // model should know those calls did not (or may not have) run.
+  const answered = new Set(
+    state.messages.flatMap((message) => (message.role === 'tool' ? [message.toolCallId] : [])),
+  );
+  const repaired: Message[] = [];
+  for (const message of state.messages) {
+    repaired.push(message);
+    if (message.role !== 'assistant') continue;
+    for (const call of message.toolCalls ?? []) {
+      if (answered.has(call.id)) continue;
+      repaired.push({
+        role: 'tool',
+        toolCallId: call.id,
+        toolName: call.name,
+        content: INTERRUPTED,
+        isError: true,
+      });
+    }
+  }
+  state.messages = repaired;
   return state;
 }
+
+const INTERRUPTED =
+  'no result: the previous run was interrupted before this call finished; check its effect before repeating it';
 
 function apply(state: RunState, event: SessionEventBody): void {
   switch (event.type) {
