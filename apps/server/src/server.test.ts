@@ -288,6 +288,17 @@ describe('the server process', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('a port already in use is a clear error and a non-zero exit', async () => {
+    const { server } = await start('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+    const port = new URL(server.url).port;
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-port-'));
+    writeFileSync(join(dir, 'aleph.toml'), `[gateway]\nport = ${port}\n`);
+    const result = await runToExit([MAIN, '--config', join(dir, 'aleph.toml')], { ALEPH_STATE_DIR: dir });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`port ${port} is in use: set [gateway].port or ALEPH_PORT`);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('`aleph run` streams a run and exits 0; `aleph sessions` lists it', async () => {
     const { server } = await start(agentConfig());
     const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token };
