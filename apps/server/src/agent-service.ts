@@ -14,13 +14,11 @@ import {
 import type { PowerCapability } from '@aleph/power';
 import type { PtyManager } from '@aleph/pty';
 import {
+  buildStopHooksFromConfig,
   ExtensionStopHookVerifier,
   MutationEvidenceVerifier,
-  parseStopHookEntries,
   parseVerdict,
   ScratchpadGoalVerifier,
-  ShellStopHook,
-  StopHookVerifier,
   ToolLoopVerifier,
   VerifierChain,
 } from '@aleph/verification';
@@ -197,20 +195,12 @@ export class AgentService {
 
   #deps(provider: AiProvider, cwd: string, orchestrator: Orchestrator, runId: string): HarnessDeps {
     const { config, logger } = this.#options;
-    const hooks = parseStopHookEntries(config.stop_hooks).map(
-      (entry) =>
-        new ShellStopHook({
-          name: entry.name,
-          command: entry.command,
-          cwd,
-          ...(entry.timeout_secs ? { timeoutMs: entry.timeout_secs * 1000 } : {}),
-        }),
-    );
     const onHookError = (error: { hookName: string; message: string }): void =>
       logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
+    const stopHooks = buildStopHooksFromConfig({ stop_hooks: config.stop_hooks }, { cwd, onHookError });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
-      .with(hooks.length > 0 ? new StopHookVerifier(hooks, { onHookError }) : null)
+      .with(stopHooks)
       .with(new ExtensionStopHookVerifier({ files: config.hooks.files, onHookError }))
       .with(new ToolLoopVerifier())
       .with(new ScratchpadGoalVerifier())

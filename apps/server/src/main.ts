@@ -2,6 +2,7 @@
 // `pnpm --filter server start`: load the config, start the server, print where it listens and the
 // token, and on SIGINT/SIGTERM end every run and every terminal, then exit 0.
 import { parseArgs } from 'node:util';
+import { VerificationError } from '@aleph/verification';
 import { ConfigError, loadConfig } from './config.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
@@ -34,7 +35,7 @@ async function main(): Promise<number> {
     if (
       error instanceof ProviderConfigError ||
       error instanceof ConfigError ||
-      (error as { code?: string }).code === 'invalid_hooks_file'
+      error instanceof VerificationError
     ) {
       console.error(`aleph: bad configuration\n${(error as Error).message}`);
       return 2;

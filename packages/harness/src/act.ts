@@ -104,11 +104,12 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
   const claims = parsed.map((entry): ResourceClaim =>
     entry.ok ? options.tools.claimOf(entry.tool, entry.args) : { kind: 'none' },
   );
+  const hashes = calls.map((call) => hashToolArgs(call.args));
   const outcomes: (ActOutcome | undefined)[] = calls.map(() => undefined);
   const firstByKey = new Map<string, number>();
   const duplicates = new Map<number, number>();
   calls.forEach((call, index) => {
-    const key = `${call.name}\u0000${hashToolArgs(call.args)}`;
+    const key = `${call.name}\u0000${hashes[index] ?? ''}`;
     const first = firstByKey.get(key);
     if (first === undefined) firstByKey.set(key, index);
     else duplicates.set(index, first);
@@ -132,7 +133,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
       result,
       ok,
       kind,
-      argsHash: hashToolArgs(call.args),
+      argsHash: hashes[index] ?? '',
       invocation: { callId: call.id, name: call.name, startedAt, endedAt: Date.now(), ok },
     };
   };
@@ -163,7 +164,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
         result: { output: `tool ${call.name} was cancelled before it ran`, isError: true },
         ok: false,
         kind: 'other',
-        argsHash: hashToolArgs(call.args),
+        argsHash: hashes[index] ?? '',
         invocation: {
           callId: call.id,
           name: call.name,

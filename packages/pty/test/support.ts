@@ -4,7 +4,7 @@ import { waitUntil as until } from '../src/testing.js';
 
 export { processAlive as alive, waitUntil as until } from '../src/testing.js';
 
-/** Collects a session's output as bytes and waits for a pattern in its latin1 view. */
+/** Collects a session's output as bytes and waits for a pattern in its UTF-8 text. */
 export function collect(session: PtySession) {
   const chunks: Buffer[] = [];
   session.onData((chunk) => chunks.push(chunk));

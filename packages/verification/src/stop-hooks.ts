@@ -37,7 +37,6 @@ export interface ShellStopHookOptions {
 
 export const DEFAULT_HOOK_TIMEOUT_MS = 60_000;
 
-const SAFE = /^[A-Za-z0-9 /\-._:'=]+$/;
 const SAFE_CHARACTER = /^[A-Za-z0-9 /\-._:'=]$/;
 
 /**
@@ -45,7 +44,7 @@ const SAFE_CHARACTER = /^[A-Za-z0-9 /\-._:'=]$/;
  * An empty (or blank) command is not safe: it would "pass" without checking anything.
  */
 export function isShellSafe(command: string): boolean {
-  return SAFE.test(command) && command.trim() !== '';
+  return shellSafetyProblem(command) === undefined;
 }
 
 /** Why `isShellSafe` rejects `command`, in words for an error message; undefined when it accepts it. */
