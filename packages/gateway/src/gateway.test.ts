@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { z } from 'zod';
 import { connectGateway, GatewayError, type GatewayClient } from './client.js';
-import { createGateway, ErrorCodes, PROTOCOL_VERSION, tokenSubprotocol } from './index.js';
+import { createGateway, DEFAULT_FLOW, ErrorCodes, PROTOCOL_VERSION, tokenSubprotocol } from './index.js';
 import { alive, outputOf, startGateway, TOKEN, until, type Harness } from '../test/support.js';
 
 let h: Harness;
@@ -399,6 +399,10 @@ describe('flow control, replay and keepalive', () => {
       (client.socket as unknown as { _socket: { resume(): void } })._socket.resume();
       await exit;
       expect(output.bytes().length).toBe(total);
+      // Bulk output is batched across reads, and no frame carries more than maxBatchBytes.
+      const largest = Math.max(...output.chunks.map((chunk) => chunk.data.length));
+      expect(largest).toBeGreaterThan(4096);
+      expect(largest).toBeLessThanOrEqual(DEFAULT_FLOW.maxBatchBytes);
     } finally {
       await slow.dispose();
     }

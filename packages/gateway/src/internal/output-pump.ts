@@ -41,13 +41,17 @@ export class OutputPump {
   }
 
   #onData(chunk: Buffer, offset: number): void {
-    if (this.#pendingBytes === 0) this.#firstOffset = offset;
-    this.#chunks.push(chunk);
-    this.#pendingBytes += chunk.length;
-    if (this.#pendingBytes >= this.#limits.maxBatchBytes) {
+    const max = this.#limits.maxBatchBytes;
+    // A frame never carries more than maxBatchBytes: what does not fit goes in the next one.
+    while (this.#pendingBytes + chunk.length >= max) {
+      const room = max - this.#pendingBytes;
+      this.#push(chunk.subarray(0, room), offset);
       this.flush();
-      return;
+      chunk = chunk.subarray(room);
+      offset += room;
     }
+    if (chunk.length === 0) return;
+    this.#push(chunk, offset);
     if (this.#scheduled !== undefined) return;
     // Interactive traffic (small frames) goes out after this tick's chunks: no added latency for an
     // echo. Bulk output (the last frame was large) is held for up to batchMs to make fewer frames.
@@ -56,6 +60,12 @@ export class OutputPump {
         ? this.#lastFlushAt + this.#limits.batchMs - performance.now()
         : 0;
     this.#scheduled = wait <= 0 ? setImmediate(() => this.flush()) : setTimeout(() => this.flush(), wait);
+  }
+
+  #push(chunk: Buffer, offset: number): void {
+    if (this.#pendingBytes === 0) this.#firstOffset = offset;
+    this.#chunks.push(chunk);
+    this.#pendingBytes += chunk.length;
   }
 
   flush(): void {
