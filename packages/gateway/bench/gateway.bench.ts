@@ -112,6 +112,9 @@ async function gatewayEcho(client: GatewayClient, rounds: number): Promise<numbe
 }
 
 const fmt = (n: number) => n.toFixed(3);
+// BENCH_ONLY=isolation (or a comma-separated list) runs just those parts.
+const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory') =>
+  !process.env['BENCH_ONLY'] || process.env['BENCH_ONLY'].split(',').includes(part);
 console.log('# @aleph/gateway (gateway in its own process; client here; raw node-pty in-process)');
 const server = await startServer();
 try {
@@ -119,96 +122,115 @@ try {
   await client.subscribe(['pty.*']);
 
   // 1. Throughput, interleaved raw/gateway, best of 3 each.
-  const raw: number[] = [];
-  const viaGateway: number[] = [];
-  for (let round = 0; round < 3; round += 1) {
-    raw.push(await rawThroughput());
-    viaGateway.push(await gatewayThroughput(client));
+  if (want('throughput')) {
+    const raw: number[] = [];
+    const viaGateway: number[] = [];
+    for (let round = 0; round < 3; round += 1) {
+      raw.push(await rawThroughput());
+      viaGateway.push(await gatewayThroughput(client));
+    }
+    const rawBest = Math.max(...raw);
+    const gwBest = Math.max(...viaGateway);
+    console.log(
+      `throughput, cat of ${(size / MiB).toFixed(0)} MiB: raw node-pty ${rawBest.toFixed(1)} MB/s, gateway ${gwBest.toFixed(1)} MB/s, ratio ${(gwBest / rawBest).toFixed(2)} (target ≥ 0.85)`,
+    );
   }
-  const rawBest = Math.max(...raw);
-  const gwBest = Math.max(...viaGateway);
-  console.log(
-    `throughput, cat of ${(size / MiB).toFixed(0)} MiB: raw node-pty ${rawBest.toFixed(1)} MB/s, gateway ${gwBest.toFixed(1)} MB/s, ratio ${(gwBest / rawBest).toFixed(2)} (target ≥ 0.85)`,
-  );
 
   // 2. Echo round trip.
-  await rawEcho(100);
-  await gatewayEcho(client, 100);
-  const rawRtt = await rawEcho(1000);
-  const gwRtt = await gatewayEcho(client, 1000);
-  console.log(
-    `echo RTT ×1000: raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p99 − raw p99 = ${fmt(pct(gwRtt, 0.99) - pct(rawRtt, 0.99))} ms (target ≤ 1 ms)`,
-  );
+  if (want('echo')) {
+    await rawEcho(100);
+    await gatewayEcho(client, 100);
+    const rawRtt = await rawEcho(1000);
+    const gwRtt = await gatewayEcho(client, 1000);
+    console.log(
+      `echo RTT ×1000: raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p99 − raw p99 = ${fmt(pct(gwRtt, 0.99) - pct(rawRtt, 0.99))} ms (target ≤ 1 ms)`,
+    );
+  }
 
   // 3. Isolation: 63 sessions flood (watched by another connection), the 64th echoes.
   // The watcher runs in its own process, so its parsing does not delay the echo measured here.
-  const watcher = spawnProcess(
-    process.execPath,
-    ['--import', 'tsx', join(import.meta.dirname, 'watch.ts'), server.url],
-    {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    },
-  );
-  let flooded = 0;
-  watcher.stdout.on('data', (data: Buffer) => {
-    const last = data.toString().trim().split('\n').at(-1);
-    if (last) flooded = Number(last);
-  });
-  const floods = [];
-  for (let i = 0; i < 63; i += 1) {
-    floods.push(
-      (
-        await client.spawn({
-          command: '/bin/sh',
-          args: ['-c', `while :; do cat ${file}; done`],
-          cols: 80,
-          rows: 24,
-        })
-      ).sessionId,
+  if (want('isolation')) {
+    const watcher = spawnProcess(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, 'watch.ts'), server.url],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      },
     );
-  }
-  const echoer = await connectGateway(server.url, { token: 'bench' });
-  const { sessionId: echoSession } = await echoer.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
-  await echoer.subscribe(['pty.*'], [echoSession]);
-  await client.subscribe(['pty.*'], ['none']); // the first client stops watching everything
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  const floodStart = flooded;
-  const isoStart = performance.now();
-  const isolation: number[] = [];
-  let waiting: (() => void) | undefined;
-  echoer.onOutput((output) => {
-    if (output.sessionId === echoSession) waiting?.();
-  });
-  for (let i = 0; i < 300; i += 1) {
-    const start = performance.now();
-    await new Promise<void>((resolve) => {
-      waiting = resolve;
-      void echoer.input(echoSession, 'x');
+    let flooded = 0;
+    watcher.stdout.on('data', (data: Buffer) => {
+      const last = data.toString().trim().split('\n').at(-1);
+      if (last) flooded = Number(last);
     });
-    isolation.push(performance.now() - start);
+    const floods = [];
+    for (let i = 0; i < 63; i += 1) {
+      floods.push(
+        (
+          await client.spawn({
+            command: '/bin/sh',
+            args: ['-c', `while :; do cat ${file}; done`],
+            cols: 80,
+            rows: 24,
+          })
+        ).sessionId,
+      );
+    }
+    const echoer = await connectGateway(server.url, { token: 'bench' });
+    const { sessionId: echoSession } = await echoer.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+    await echoer.subscribe(['pty.*'], [echoSession]);
+    await client.subscribe(['pty.*'], ['none']); // the first client stops watching everything
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const floodStart = flooded;
+    const cpuStart = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
+    const isoStart = performance.now();
+    const isolation: number[] = [];
+    let waiting: (() => void) | undefined;
+    echoer.onOutput((output) => {
+      if (output.sessionId === echoSession) waiting?.();
+    });
+    for (let i = 0; i < 300; i += 1) {
+      const start = performance.now();
+      await new Promise<void>((resolve) => {
+        waiting = resolve;
+        void echoer.input(echoSession, 'x');
+      });
+      isolation.push(performance.now() - start);
+    }
+    const floodRate = (flooded - floodStart) / MiB / ((performance.now() - isoStart) / 1000);
+    const loop = await client.request<{ p50: number; p99: number; max: number; cpu: NodeJS.CpuUsage }>(
+      'bench.loop',
+      {},
+    );
+    const serverCpu =
+      (loop.cpu.user + loop.cpu.system - cpuStart.user - cpuStart.system) /
+      1000 /
+      (performance.now() - isoStart);
+    console.log(
+      `isolation, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms); gateway event-loop delay p50 ${fmt(loop.p50)} ms p99 ${fmt(loop.p99)} ms max ${fmt(loop.max)} ms, CPU ${(serverCpu * 100).toFixed(0)}% of a core`,
+    );
+    for (const id of floods) await client.closeSession(id);
+    await echoer.closeSession(echoSession);
+    watcher.kill('SIGTERM');
+    await echoer.close();
   }
-  const floodRate = (flooded - floodStart) / MiB / ((performance.now() - isoStart) / 1000);
-  console.log(
-    `isolation, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms)`,
-  );
-  for (const id of floods) await client.closeSession(id);
-  await echoer.closeSession(echoSession);
-  watcher.kill('SIGTERM');
-  await echoer.close();
 
   // 4. Resident memory per idle session (server process; the programs are separate processes).
-  type Memory = { rss: number; heapUsed: number; external: number; arrayBuffers: number };
-  const before = await client.request<Memory>('bench.memory', {});
-  const idle = [];
-  for (let i = 0; i < 50; i += 1)
-    idle.push((await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId);
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const after = await client.request<Memory>('bench.memory', {});
-  const per = (key: keyof Memory) => ((after[key] - before[key]) / 50 / 1024).toFixed(0);
-  console.log(
-    `memory per idle session in the gateway process (50 sessions): RSS ${per('rss')} KiB, JS heap ${per('heapUsed')} KiB, buffers ${per('arrayBuffers')} KiB (the 1 MiB scrollback is reserved; pages are mapped as output fills it)`,
-  );
-  for (const id of idle) await client.closeSession(id);
+  if (want('memory')) {
+    type Memory = { rss: number; heapUsed: number; external: number; arrayBuffers: number };
+    const before = await client.request<Memory>('bench.memory', {});
+    const idle = [];
+    for (let i = 0; i < 50; i += 1)
+      idle.push(
+        (await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId,
+      );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const after = await client.request<Memory>('bench.memory', {});
+    const per = (key: keyof Memory) => ((after[key] - before[key]) / 50 / 1024).toFixed(0);
+    console.log(
+      `memory per idle session in the gateway process (50 sessions): RSS ${per('rss')} KiB, JS heap ${per('heapUsed')} KiB, buffers ${per('arrayBuffers')} KiB (the 1 MiB scrollback is reserved; pages are mapped as output fills it)`,
+    );
+    for (const id of idle) await client.closeSession(id);
+  }
   await client.close();
 } finally {
   await server.stop();

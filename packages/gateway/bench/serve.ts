@@ -1,5 +1,7 @@
 // A gateway in its own process for the benchmarks (as a server runs it): prints its URL, and
-// answers `bench.memory` with this process's memory usage.
+// answers `bench.memory` with this process's memory usage and `bench.loop` with its event-loop
+// delay since the last call (resetting it), and its CPU time.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { PtyManager } from '@aleph/pty';
 import { z } from 'zod';
 import { createGateway } from '../src/index.js';
@@ -11,6 +13,19 @@ const gateway = await createGateway({
 gateway.register('bench.memory', z.object({}).optional(), () => {
   global.gc?.();
   return process.memoryUsage();
+});
+const loop = monitorEventLoopDelay({ resolution: 1 });
+loop.enable();
+gateway.register('bench.loop', z.object({}).optional(), () => {
+  const ms = (ns: number) => ns / 1e6;
+  const result = {
+    p50: ms(loop.percentile(50)),
+    p99: ms(loop.percentile(99)),
+    max: ms(loop.max),
+    cpu: process.cpuUsage(),
+  };
+  loop.reset();
+  return result;
 });
 process.stdout.write(`${gateway.url}\n`);
 const stop = (): void => void gateway.close().then(() => process.exit(0));

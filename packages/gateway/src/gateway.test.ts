@@ -41,7 +41,8 @@ describe('terminals over the socket', () => {
   });
 
   it('carries UTF-8 intact across frames: 5000 × é and emoji', async () => {
-    const text = 'é'.repeat(5000) + '😀🚀'.repeat(3000) + 'end';
+    // Over 64 KiB (the most one frame carries), so it takes several frames; 'x' misaligns them.
+    const text = 'x' + 'é'.repeat(5000) + '😀🚀'.repeat(20000) + 'end';
     writeFileSync(join(dir, 'utf8.txt'), text);
     const client = await h.connect();
     await client.subscribe(['pty.*']);

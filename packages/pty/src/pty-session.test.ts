@@ -143,11 +143,12 @@ describe('PtySession', () => {
   });
 
   it('never loses the last output of a fast producer (node-pty EOF race)', async () => {
-    for (let round = 0; round < 5; round += 1) {
-      const session = spawn({ command: '/bin/sh', args: ['-c', 'head -c 2000000 /dev/zero | tr "\\0" d'] });
+    // Without the drain in PtySession, node-pty alone lost a tail in most such runs here.
+    for (let round = 0; round < 12; round += 1) {
+      const session = spawn({ command: '/bin/sh', args: ['-c', 'head -c 1000000 /dev/zero | tr "\\0" d'] });
       const output = collect(session);
       await session.exited;
-      expect(output.bytes().length).toBe(2_000_000);
+      expect(output.bytes().length).toBe(1_000_000);
     }
   });
 
