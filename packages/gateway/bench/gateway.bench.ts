@@ -58,20 +58,23 @@ async function rawThroughput(): Promise<number> {
 
 async function gatewayThroughput(client: GatewayClient): Promise<number> {
   const start = performance.now();
-  let bytes = 0;
-  const { sessionId } = await client.spawn({ command: '/bin/cat', args: [file], cols: 200, rows: 50 });
+  // Listen first: output can arrive in the same read as the spawn's result.
+  const bytes = new Map<string, number>();
+  const offOutput = client.onOutput((output) =>
+    bytes.set(output.sessionId, (bytes.get(output.sessionId) ?? 0) + output.data.length),
+  );
+  let sessionId: string | undefined;
+  const exited = new Map<string, () => void>();
+  const offExit = client.onExit((exit) => exited.get(exit.sessionId)?.());
   await new Promise<void>((resolve) => {
-    const offOutput = client.onOutput((output) => {
-      if (output.sessionId === sessionId) bytes += output.data.length;
-    });
-    const offExit = client.onExit((exit) => {
-      if (exit.sessionId !== sessionId) return;
-      offOutput();
-      offExit();
-      resolve();
+    void client.spawn({ command: '/bin/cat', args: [file], cols: 200, rows: 50 }).then((spawned) => {
+      sessionId = spawned.sessionId;
+      exited.set(sessionId, resolve);
     });
   });
-  return bytes / MiB / ((performance.now() - start) / 1000);
+  offOutput();
+  offExit();
+  return (bytes.get(sessionId as string) ?? 0) / MiB / ((performance.now() - start) / 1000);
 }
 
 async function rawEcho(rounds: number): Promise<number[]> {

@@ -25,6 +25,7 @@ export async function startGateway(
     manager,
     async connect(connectOptions = {}) {
       const client = await connectGateway(gateway.url, { token: TOKEN, ...connectOptions });
+      record(client);
       clients.push(client);
       return client;
     },
@@ -37,12 +38,28 @@ export async function startGateway(
 
 export { processAlive as alive, waitUntil as until } from '@aleph/pty/testing';
 
-/** Collects one session's output bytes as they arrive over the socket. */
+// Output can arrive in the same socket read as the spawn result, before code awaiting that result
+// runs: so each client records every session's output from the start, and outputOf reads that.
+const recorded = new WeakMap<GatewayClient, Map<string, PtyOutput[]>>();
+function record(client: GatewayClient): Map<string, PtyOutput[]> {
+  let sessions = recorded.get(client);
+  if (sessions === undefined) {
+    const map = new Map<string, PtyOutput[]>();
+    client.onOutput((output) => {
+      const chunks = map.get(output.sessionId) ?? [];
+      chunks.push(output);
+      map.set(output.sessionId, chunks);
+    });
+    recorded.set(client, (sessions = map));
+  }
+  return sessions;
+}
+
+/** One session's output bytes, as they arrived over the socket (from the start, for harness clients). */
 export function outputOf(client: GatewayClient, sessionId: string) {
-  const chunks: PtyOutput[] = [];
-  client.onOutput((output) => {
-    if (output.sessionId === sessionId) chunks.push(output);
-  });
+  const sessions = record(client);
+  const chunks = sessions.get(sessionId) ?? [];
+  sessions.set(sessionId, chunks);
   const bytes = () => Buffer.concat(chunks.map((chunk) => chunk.data));
   return {
     chunks,
