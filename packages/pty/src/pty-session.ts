@@ -2,7 +2,15 @@
 // addressed by byte offset, and a close that ends the whole process tree — HUP, then TERM, then
 // KILL after a deadline. Exit is reported once, after the last output was delivered.
 import { randomUUID } from 'node:crypto';
-import { accessSync, closeSync, constants as fsConstants, openSync, readSync, statSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants as fsConstants,
+  openSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
@@ -340,9 +348,20 @@ export class PtySession {
       throw new PtyError('session_closed', `session ${this.id} has ended`);
     }
     this.#lastActivityAt = Date.now();
-    this.#pty.write(
-      typeof data === 'string' ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength),
-    );
+    let bytes = typeof data === 'string' ? Buffer.from(data) : data;
+    // node-pty writes through the thread pool, a thread hop and a wakeup per keystroke. When
+    // nothing is queued before it, write straight to the master: the kernel takes it at once,
+    // or as much as it has room for, and node-pty's queue retries the rest (on EAGAIN) in order.
+    if (this.#fd !== undefined && this.#writeQueue()?.length === 0) {
+      try {
+        bytes = bytes.subarray(writeSync(this.#fd, bytes));
+      } catch {
+        // EAGAIN (the program is not reading) and the like: node-pty's queue takes it all
+      }
+    }
+    if (bytes.byteLength > 0) {
+      this.#pty.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    }
   }
 
   resize(cols: number, rows: number): void {
