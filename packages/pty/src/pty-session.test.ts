@@ -152,6 +152,18 @@ describe('PtySession', () => {
     }
   });
 
+  it('many floods at once take turns: each gets all its output, in order, and exits', async () => {
+    const floods = Array.from({ length: 12 }, (_, i) =>
+      spawn({ command: '/bin/sh', args: ['-c', `head -c 600000 /dev/zero | tr "\\0" ${'abcdefghijkl'[i]}`] }),
+    );
+    const outputs = floods.map((session) => collect(session));
+    await Promise.all(floods.map((session) => session.exited));
+    outputs.forEach((output, i) => {
+      expect(output.bytes().length).toBe(600_000);
+      expect(output.bytes().every((byte) => byte === 'abcdefghijkl'.charCodeAt(i))).toBe(true);
+    });
+  });
+
   it('replays from an offset out of the scrollback', async () => {
     const session = spawn({ command: '/bin/sh', args: ['-c', 'printf 0123456789'], scrollbackBytes: 4 });
     await session.exited;

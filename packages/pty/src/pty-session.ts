@@ -51,19 +51,36 @@ const SIGNAL_NAMES = new Map<number, string>(
 );
 const MAX_DIMENSION = 10_000;
 /**
- * One budget of extra reads per event-loop turn, shared by every session in the process: a turn
- * does at most about this much draining however many programs flood (see #onReadable).
+ * One budget of output per event-loop turn, shared by every session in the process. Past it, a
+ * session still flooding is paused and queued, and each turn resumes the longest-waiting few: so
+ * however many programs flood, a turn reads about this much and stays short, the floods take
+ * turns, and output that is not a flood (an echo, a prompt) is never held back.
  */
-// 64 KiB: one flood's full drain per turn; with 63 flooding, 256 KiB measured a worse isolation
-// p99 (58–63 ms against 42 ms) for no gain in throughput.
-const TURN_READ_BYTES = 64 * 1024;
+// 16 KiB, 2 resumed a turn: with 63 sessions flooding and one echoing (pnpm bench), echo p50
+// ~3 ms and p99 11–18 ms against 16–20 and 37–63 ms with no queue; the 63 floods then share
+// ~20 MB/s. 8 KiB/1 measured p99 10–13 ms for 12–14 MB/s; 32 KiB/4, p99 12–18 ms.
+const TURN_READ_BYTES = 16 * 1024;
+/** A read this large is a flood's (reads from a pty come in up to ~4 KiB). */
+const BULK_READ_BYTES = 1024;
+const RESUMED_PER_TURN = 2;
+let turnReaders = 0;
 let turnRead = 0;
 let turnEnd: NodeJS.Immediate | undefined;
+const waitingTurn = new Set<() => void>();
+function endTurn(): void {
+  turnEnd = undefined;
+  turnRead = 0;
+  turnReaders = 0;
+  let resumed = 0;
+  for (const resume of waitingTurn) {
+    if (resumed++ === RESUMED_PER_TURN) break;
+    waitingTurn.delete(resume);
+    resume();
+  }
+  if (waitingTurn.size > 0) turnEnd = setImmediate(endTurn);
+}
 function turnAllowance(): number {
-  turnEnd ??= setImmediate(() => {
-    turnEnd = undefined;
-    turnRead = 0;
-  });
+  turnEnd ??= setImmediate(endTurn);
   return Math.max(0, TURN_READ_BYTES - turnRead);
 }
 const EMPTY = Buffer.alloc(0);
@@ -142,6 +159,8 @@ export class PtySession {
   #closeReason: ExitReason | undefined;
   #closing: Promise<ExitInfo> | undefined;
   #paused = false;
+  /** Paused by the turn queue (a flood among floods), apart from pause() by the caller. */
+  #throttled = false;
   #pauseWatch: NodeJS.Timeout | undefined;
   /** The terminal's master side, which #onReadable reads from directly, and node-pty's stream on it. */
   readonly #fd: number | undefined;
@@ -210,6 +229,7 @@ export class PtySession {
       };
       this.#exitInfo = info;
       this.#stopPauseWatch();
+      waitingTurn.delete(this.#unthrottle);
       this.#releaseSlave();
       // Whatever the program left running in its session (a `sleep 1000 &`) goes with it.
       if (treeAlive(this.pid)) void this.#endTree();
@@ -228,14 +248,36 @@ export class PtySession {
    * node-pty's stream still holds older bytes (it buffers one read while paused): those go first.
    */
   #onReadable(first: Buffer): void {
+    // With no floods waiting their turn, the turn's first may drain a whole session budget;
+    // otherwise each reads only what the turn has left.
+    const turnLeft = turnAllowance();
+    const left = turnReaders === 0 && waitingTurn.size === 0 ? this.#readBudget : turnLeft;
     const allowance =
       this.#fd === undefined || (this.#socket?.readableLength ?? 0) > 0
         ? 0
-        : Math.min(turnAllowance(), this.#readBudget - first.length);
+        : Math.min(left, this.#readBudget) - first.length;
     const chunk = allowance > 0 ? this.#drain(first, allowance) : first;
-    turnRead += chunk.length - first.length;
+    turnRead += chunk.length;
+    if (chunk.length >= BULK_READ_BYTES) turnReaders += 1;
     this.#deliver(chunk);
+    // A lone flood is never held back: only floods competing in one turn take turns.
+    if (turnRead >= TURN_READ_BYTES && turnReaders > 1 && chunk.length >= BULK_READ_BYTES) this.#throttle();
   }
+
+  /** Paused until the turn queue lets this session read again (see TURN_READ_BYTES). */
+  #throttle(): void {
+    if (this.#throttled || this.#exitInfo !== undefined) return;
+    this.#throttled = true;
+    this.#pty.pause();
+    waitingTurn.add(this.#unthrottle);
+  }
+
+  readonly #unthrottle = (): void => {
+    waitingTurn.delete(this.#unthrottle);
+    if (!this.#throttled) return;
+    this.#throttled = false;
+    if (!this.#paused) this.#pty.resume();
+  };
 
   /**
    * Lost-output fix: when the program exits, the master may report EOF (EIO) while its last bytes
@@ -265,6 +307,7 @@ export class PtySession {
 
   #onProgramExit(): void {
     // A paused stream may hold one older read: let it flow first, then take the rest.
+    this.#unthrottle();
     this.resume();
     setImmediate(() => {
       for (let total = 0; total < MAX_EXIT_DRAIN_BYTES;) {
@@ -389,7 +432,7 @@ export class PtySession {
     this.#stopPauseWatch();
     if (!this.#paused) return;
     this.#paused = false;
-    this.#pty.resume();
+    if (!this.#throttled) this.#pty.resume();
   }
 
   #stopPauseWatch(): void {
