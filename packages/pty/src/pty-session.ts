@@ -164,7 +164,7 @@ export class PtySession {
   #pauseWatch: NodeJS.Timeout | undefined;
   /** The terminal's master side, which #onReadable reads from directly, and node-pty's stream on it. */
   readonly #fd: number | undefined;
-  readonly #socket: { readableLength: number } | undefined;
+  readonly #socket: { readableLength: number; destroyed: boolean } | undefined;
   /** Our own handle on the slave side while the program runs; see #holdSlave. */
   #slaveFd: number | undefined;
   readonly #readBudget: number;
@@ -209,7 +209,7 @@ export class PtySession {
     const internals = this.#pty as unknown as { _fd?: unknown; _socket?: unknown; _pty?: unknown };
     if (process.platform !== 'win32' && typeof internals._fd === 'number') {
       this.#fd = internals._fd;
-      this.#socket = internals._socket as { readableLength: number } | undefined;
+      this.#socket = internals._socket as { readableLength: number; destroyed: boolean } | undefined;
       this.#holdSlave(internals._pty);
     }
     this.createdAt = Date.now();
@@ -328,6 +328,8 @@ export class PtySession {
 
   /** `first` and up to `limit` more bytes read straight from the master. */
   #drain(first: Buffer, limit: number): Buffer {
+    // Once node-pty destroyed its stream the descriptor is closed, and its number may be reused.
+    if (this.#socket?.destroyed !== false) return first;
     const scratch = scratchOf(limit);
     let filled = 0;
     while (filled < limit) {
