@@ -157,7 +157,13 @@ describe('PtySession', () => {
       spawn({ command: '/bin/sh', args: ['-c', `head -c 600000 /dev/zero | tr "\\0" ${'abcdefghijkl'[i]}`] }),
     );
     const outputs = floods.map((session) => collect(session));
+    // Typing meanwhile makes the floods yield for a few turns each time; nothing is lost either way.
+    const typed = spawn({ command: '/bin/cat' });
+    const echoed = collect(typed);
+    const typing = setInterval(() => typed.write('k'), 2);
     await Promise.all(floods.map((session) => session.exited));
+    clearInterval(typing);
+    await until(() => echoed.bytes().length > 0, 'the echo');
     outputs.forEach((output, i) => {
       expect(output.bytes().length).toBe(600_000);
       expect(output.bytes().every((byte) => byte === 'abcdefghijkl'.charCodeAt(i))).toBe(true);
