@@ -158,11 +158,14 @@ describe('PtySession', () => {
     );
     const outputs = floods.map((session) => collect(session));
     // Typing meanwhile makes the floods yield for a few turns each time; nothing is lost either way.
-    const typed = spawn({ command: '/bin/cat' });
+    const typed = spawn({ command: '/bin/cat', args: [] });
     const echoed = collect(typed);
     const typing = setInterval(() => typed.write('k'), 2);
-    await Promise.all(floods.map((session) => session.exited));
-    clearInterval(typing);
+    try {
+      await Promise.all(floods.map((session) => session.exited));
+    } finally {
+      clearInterval(typing);
+    }
     await until(() => echoed.bytes().length > 0, 'the echo');
     outputs.forEach((output, i) => {
       expect(output.bytes().length).toBe(600_000);
