@@ -86,9 +86,9 @@ function endTurn(): void {
   }
   if (waitingTurn.size > 0) turnEnd = setImmediate(endTurn);
 }
-function turnAllowance(): number {
+/** Schedules this turn's end (which resets the budget and advances turnCount). */
+function inTurn(): void {
   turnEnd ??= setImmediate(endTurn);
-  return Math.max(0, TURN_READ_BYTES - turnRead);
 }
 const EMPTY = Buffer.alloc(0);
 /** After the exit, background jobs may still write to the terminal: read at most this much. */
@@ -257,7 +257,8 @@ export class PtySession {
   #onReadable(first: Buffer): void {
     // With no floods waiting their turn, the turn's first may drain a whole session budget;
     // otherwise each reads only what the turn has left.
-    const turnLeft = turnAllowance();
+    inTurn();
+    const turnLeft = Math.max(0, TURN_READ_BYTES - turnRead);
     const left = turnReaders === 0 && waitingTurn.size === 0 ? this.#readBudget : turnLeft;
     const allowance =
       this.#fd === undefined || (this.#socket?.readableLength ?? 0) > 0
@@ -265,10 +266,10 @@ export class PtySession {
         : Math.min(left, this.#readBudget) - first.length;
     const chunk = allowance > 0 ? this.#drain(first, allowance) : first;
     turnRead += chunk.length;
-    if (chunk.length >= BULK_READ_BYTES) turnReaders += 1;
     this.#deliver(chunk);
+    if (chunk.length < BULK_READ_BYTES) return; // not a flood: never held back
+    turnReaders += 1;
     // A lone flood is never held back: only floods competing in one turn take turns.
-    if (chunk.length < BULK_READ_BYTES) return;
     if ((turnRead >= TURN_READ_BYTES && turnReaders > 1) || turnCount < quietUntil) this.#throttle();
   }
 
@@ -296,11 +297,12 @@ export class PtySession {
    * master closes at once: the exit is reported right after the last output.
    */
   #holdSlave(slavePath: unknown): void {
-    if (typeof slavePath !== 'string') return;
-    try {
-      this.#slaveFd = openSync(slavePath, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
-    } catch {
-      return; // best effort: without it we are only as good as node-pty
+    if (typeof slavePath === 'string') {
+      try {
+        this.#slaveFd = openSync(slavePath, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
+      } catch {
+        // best effort: without it we are only as good as node-pty at the tail (the hook still serves)
+      }
     }
     let boundClose: unknown = undefined;
     Object.defineProperty(this.#pty, '_boundClose', {
@@ -403,7 +405,7 @@ export class PtySession {
     this.#lastActivityAt = Date.now();
     // Someone is typing: for the next turns, floods yield so the echo comes back at once.
     quietUntil = turnCount + QUIET_TURNS;
-    turnAllowance();
+    inTurn();
     let bytes = typeof data === 'string' ? Buffer.from(data) : data;
     // node-pty writes through the thread pool, a thread hop and a wakeup per keystroke. When
     // nothing is queued before it, write straight to the master: the kernel takes it at once,
@@ -433,8 +435,8 @@ export class PtySession {
     if (this.#paused || this.#exitInfo !== undefined) return;
     this.#paused = true;
     this.#pty.pause();
-    // node-pty drains for only 200 ms after the program exits; a paused reader would lose the
-    // tail. While paused, watch for the exit and resume so the tail reaches the scrollback.
+    // A paused reader would lose the tail: the exit hook (#holdSlave) resumes it; Windows polls.
+    if (this.#fd !== undefined) return;
     this.#pauseWatch = setInterval(() => {
       if (!this.#leaderAlive()) this.resume();
     }, 50);
