@@ -23,7 +23,9 @@ function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
   const child = spawnProcess(
     process.execPath,
     [
-      ...(process.env['PROF'] ? ['--cpu-prof', '--cpu-prof-dir=/tmp/prof-server'] : []),
+      ...(process.env['PROF']
+        ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir=/tmp/prof-server']
+        : []),
       '--expose-gc',
       '--import',
       'tsx',
@@ -202,16 +204,19 @@ try {
       isolation.push(performance.now() - start);
     }
     const floodRate = (flooded - floodStart) / MiB / ((performance.now() - isoStart) / 1000);
-    const loop = await client.request<{ p50: number; p99: number; max: number; cpu: NodeJS.CpuUsage }>(
-      'bench.loop',
-      {},
-    );
+    const loop = await client.request<{
+      p50: number;
+      p99: number;
+      max: number;
+      cpu: NodeJS.CpuUsage;
+      gc: { count: number; totalMs: number; maxMs: number };
+    }>('bench.loop', {});
     const serverCpu =
       (loop.cpu.user + loop.cpu.system - cpuStart.user - cpuStart.system) /
       1000 /
       (performance.now() - isoStart);
     console.log(
-      `isolation, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms); gateway event-loop delay p50 ${fmt(loop.p50)} ms p99 ${fmt(loop.p99)} ms max ${fmt(loop.max)} ms, CPU ${(serverCpu * 100).toFixed(0)}% of a core`,
+      `isolation, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms); gateway event-loop delay p50 ${fmt(loop.p50)} ms p99 ${fmt(loop.p99)} ms max ${fmt(loop.max)} ms, GC ${loop.gc.count} pauses, ${fmt(loop.gc.totalMs)} ms in all, longest ${fmt(loop.gc.maxMs)} ms, CPU ${(serverCpu * 100).toFixed(0)}% of a core`,
     );
     for (const id of floods) await client.closeSession(id);
     await echoer.closeSession(echoSession);

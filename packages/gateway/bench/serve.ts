@@ -1,7 +1,7 @@
 // A gateway in its own process for the benchmarks (as a server runs it): prints its URL, and
 // answers `bench.memory` with this process's memory usage and `bench.loop` with its event-loop
-// delay since the last call (resetting it), and its CPU time.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+// delay and GC pauses since the last call (resetting them), and its CPU time.
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { PtyManager } from '@aleph/pty';
 import { z } from 'zod';
 import { createGateway } from '../src/index.js';
@@ -16,6 +16,14 @@ gateway.register('bench.memory', z.object({}).optional(), () => {
 });
 const loop = monitorEventLoopDelay({ resolution: 1 });
 loop.enable();
+const gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gc.count += 1;
+    gc.totalMs += entry.duration;
+    gc.maxMs = Math.max(gc.maxMs, entry.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
 gateway.register('bench.loop', z.object({}).optional(), () => {
   const ms = (ns: number) => ns / 1e6;
   const result = {
@@ -23,8 +31,10 @@ gateway.register('bench.loop', z.object({}).optional(), () => {
     p99: ms(loop.percentile(99)),
     max: ms(loop.max),
     cpu: process.cpuUsage(),
+    gc: { ...gc },
   };
   loop.reset();
+  Object.assign(gc, { count: 0, totalMs: 0, maxMs: 0 });
   return result;
 });
 process.stdout.write(`${gateway.url}\n`);

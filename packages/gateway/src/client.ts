@@ -30,6 +30,15 @@ export interface ConnectOptions {
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
+/**
+ * Auto-acks go out once this much of a session's output was handled since its last ack, and the
+ * rest ACK_AFTER_MS after the last output: half the server's default low-water mark, so flow
+ * control sees a client that keeps up as keeping up, with one ack per 128 KiB instead of one per
+ * frame (each ack costs the server a wakeup and a parse).
+ */
+const ACK_EVERY_BYTES = 128 * 1024;
+const ACK_AFTER_MS = 20;
+
 export class GatewayClient {
   readonly socket: WebSocket;
   readonly #pending = new Map<number, Pending>();
@@ -37,8 +46,11 @@ export class GatewayClient {
   readonly #exitListeners = new Set<(exit: PtyExitEvent) => void>();
   readonly #eventListeners = new Set<(topic: string, params: unknown) => void>();
   readonly #autoAck: boolean;
+  /** Per session: the newest offset handled, and the last one acknowledged. */
   readonly #ackDue = new Map<string, number>();
-  #ackScheduled = false;
+  readonly #acked = new Map<string, number>();
+  #ackNow: NodeJS.Immediate | undefined;
+  #ackLater: NodeJS.Timeout | undefined;
   #nextId = 1;
   readonly closed: Promise<{ code: number; reason: string }>;
 
@@ -204,24 +216,34 @@ export class GatewayClient {
       for (const listener of this.#outputListeners) listener(output);
       if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
     } else if (topic === 'pty.exit') {
-      for (const listener of this.#exitListeners) listener(params as PtyExitEvent);
+      const exit = params as PtyExitEvent;
+      this.#ackDue.delete(exit.sessionId);
+      this.#acked.delete(exit.sessionId);
+      for (const listener of this.#exitListeners) listener(exit);
     }
   }
 
-  /** One ack per session per tick, for the newest offset handled. */
+  /** At most one ack per session per tick, for the newest offset handled (see ACK_EVERY_BYTES). */
   #scheduleAck(sessionId: string, offset: number): void {
     this.#ackDue.set(sessionId, Math.max(offset, this.#ackDue.get(sessionId) ?? 0));
-    if (this.#ackScheduled) return;
-    this.#ackScheduled = true;
-    setImmediate(() => {
-      this.#ackScheduled = false;
-      for (const [id, due] of this.#ackDue) {
-        this.socket.send(
-          JSON.stringify({ jsonrpc: '2.0', method: 'pty.ack', params: { sessionId: id, offset: due } }),
-        );
-      }
-      this.#ackDue.clear();
-    });
+    if (offset - (this.#acked.get(sessionId) ?? 0) >= ACK_EVERY_BYTES) {
+      this.#ackNow ??= setImmediate(() => this.#sendAcks());
+    } else if (this.#ackLater === undefined) {
+      this.#ackLater = setTimeout(() => this.#sendAcks(), ACK_AFTER_MS);
+      this.#ackLater.unref();
+    }
+  }
+
+  #sendAcks(): void {
+    if (this.#ackNow !== undefined) clearImmediate(this.#ackNow);
+    if (this.#ackLater !== undefined) clearTimeout(this.#ackLater);
+    this.#ackNow = this.#ackLater = undefined;
+    if (this.socket.readyState !== WebSocket.OPEN) return this.#ackDue.clear();
+    for (const [sessionId, offset] of this.#ackDue) {
+      this.socket.send(JSON.stringify({ jsonrpc: '2.0', method: 'pty.ack', params: { sessionId, offset } }));
+      this.#acked.set(sessionId, offset);
+    }
+    this.#ackDue.clear();
   }
 }
 

@@ -434,6 +434,52 @@ describe('flow control, replay and keepalive', () => {
     }
   });
 
+  it('the typed client acks every 128 KiB, and keeps a session flowing under tighter marks', async () => {
+    const acksOf = (client: GatewayClient): number[] => {
+      const acks: number[] = [];
+      const send = client.socket.send.bind(client.socket);
+      client.socket.send = ((data: string, ...rest: never[]) => {
+        const message = JSON.parse(data) as { method?: string; params?: { offset: number } };
+        if (message.method === 'pty.ack') acks.push(message.params!.offset);
+        return send(data, ...rest);
+      }) as typeof client.socket.send;
+      return acks;
+    };
+    const produce = async (client: GatewayClient, total: number) => {
+      await client.subscribe(['pty.*']);
+      const exit = new Promise((resolve) => client.onExit(resolve));
+      const { sessionId } = await client.spawn({
+        command: '/bin/sh',
+        args: ['-c', `head -c ${total} /dev/zero | tr '\\0' a`],
+        cols: 80,
+        rows: 24,
+      });
+      await exit;
+      const bytes = outputOf(client, sessionId).bytes();
+      expect(bytes.length).toBe(total);
+      expect(bytes.every((byte) => byte === 0x61)).toBe(true);
+    };
+    // Default marks: one ack per 128 KiB handled (not one per frame or per tick), in order.
+    const client = await h.connect();
+    const acks = acksOf(client);
+    const total = 4 * 1024 * 1024;
+    await produce(client, total);
+    expect(acks.length).toBeGreaterThan(0);
+    expect(acks.length).toBeLessThanOrEqual(total / (128 * 1024) + 1);
+    expect(acks).toEqual([...acks].sort((a, b) => a - b));
+    // Marks below the ack step: the pty pauses at each 64 KiB, and the client's trailing ack (20 ms
+    // after its last output) is what resumes it. Nothing stalls, and nothing is lost.
+    const tight = await startGateway({ flow: { highWaterBytes: 64 * 1024, lowWaterBytes: 16 * 1024 } });
+    try {
+      const tightClient = await tight.connect();
+      const tightAcks = acksOf(tightClient);
+      await produce(tightClient, 1024 * 1024);
+      expect(tightAcks.length).toBeGreaterThan(0);
+    } finally {
+      await tight.dispose();
+    }
+  });
+
   it('reconnect and replay from an offset returns exactly the missed bytes', async () => {
     const first = await h.connect();
     await first.subscribe(['pty.*']);

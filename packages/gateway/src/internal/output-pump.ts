@@ -18,6 +18,8 @@ export interface FlowLimits {
 export const SLOW_CONSUMER_CLOSE_CODE = 4008;
 /** A frame this large means bulk output: the next one may wait for the batch window. */
 const BULK_FRAME_BYTES = 1024;
+/** #scheduled when the flush is a microtask (nothing to cancel). */
+const SOON = Symbol('soon');
 
 export class OutputPump {
   readonly #session: PtySession;
@@ -28,7 +30,7 @@ export class OutputPump {
   #firstOffset = 0;
   #lastFlushAt = 0;
   #lastFrameBytes = 0;
-  #scheduled: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  #scheduled: NodeJS.Timeout | NodeJS.Immediate | typeof SOON | undefined;
   #flowCheck: NodeJS.Timeout | undefined;
   readonly #quotedId: string;
 
@@ -53,12 +55,15 @@ export class OutputPump {
     if (chunk.length === 0) return;
     this.#push(chunk, offset);
     if (this.#scheduled !== undefined) return;
-    // Interactive traffic (small frames) goes out after this tick's chunks: no added latency for an
-    // echo. Bulk output (the last frame was large) is held for up to batchMs to make fewer frames.
-    const wait =
-      this.#lastFrameBytes >= BULK_FRAME_BYTES
-        ? this.#lastFlushAt + this.#limits.batchMs - performance.now()
-        : 0;
+    // Interactive traffic (small frames) goes out as soon as this read's chunks are in, before the
+    // event loop moves on to other sessions: no added latency for an echo, however busy the loop.
+    // Bulk output (the last frame was large) is held for up to batchMs to make fewer frames.
+    if (this.#lastFrameBytes < BULK_FRAME_BYTES) {
+      this.#scheduled = SOON;
+      queueMicrotask(() => this.#scheduled === SOON && this.flush());
+      return;
+    }
+    const wait = this.#lastFlushAt + this.#limits.batchMs - performance.now();
     this.#scheduled = wait <= 0 ? setImmediate(() => this.flush()) : setTimeout(() => this.flush(), wait);
   }
 
@@ -69,11 +74,11 @@ export class OutputPump {
   }
 
   flush(): void {
-    if (this.#scheduled !== undefined) {
+    if (this.#scheduled !== undefined && this.#scheduled !== SOON) {
       clearTimeout(this.#scheduled as NodeJS.Timeout);
       clearImmediate(this.#scheduled as NodeJS.Immediate);
-      this.#scheduled = undefined;
     }
+    this.#scheduled = undefined;
     if (this.#pendingBytes === 0) return;
     const data =
       this.#chunks.length === 1
