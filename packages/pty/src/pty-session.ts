@@ -256,15 +256,13 @@ export class PtySession {
    */
   #onReadable(first: Buffer): void {
     // With no floods waiting their turn, the turn's first may drain a whole session budget;
-    // otherwise each reads only what the turn has left.
+    // otherwise each reads only what the turn has left. A short read (an echo, a prompt) found the
+    // buffer nearly empty: no drain, whose read would only fail with EAGAIN (an exception, in Node).
     inTurn();
     const turnLeft = Math.max(0, TURN_READ_BYTES - turnRead);
     const left = turnReaders === 0 && waitingTurn.size === 0 ? this.#readBudget : turnLeft;
-    const allowance =
-      this.#fd === undefined || (this.#socket?.readableLength ?? 0) > 0
-        ? 0
-        : Math.min(left, this.#readBudget) - first.length;
-    const chunk = allowance > 0 ? this.#drain(first, allowance) : first;
+    const drain = this.#fd !== undefined && first.length >= BULK_READ_BYTES && !this.#socket?.readableLength;
+    const chunk = drain ? this.#drain(first, Math.min(left, this.#readBudget) - first.length) : first;
     turnRead += chunk.length;
     this.#deliver(chunk);
     if (chunk.length < BULK_READ_BYTES) return; // not a flood: never held back
