@@ -16,6 +16,7 @@ import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { signalTree, treeAlive } from './internal/process-tree.js';
+import { spawnWithoutFork } from './internal/spawner.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
 export type ExitReason = 'exited' | 'closed' | 'evicted' | 'expired' | 'shutdown';
@@ -198,14 +199,17 @@ export class PtySession {
     const env = { ...process.env, TERM: 'xterm-256color', ...options.env };
     checkSpawnable(this.command, cwd, env);
     try {
-      this.#pty = nodePty.spawn(this.command, [...this.args], {
-        name: 'xterm-256color',
-        cols: options.cols,
-        rows: options.rows,
-        cwd,
-        env,
-        encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
-      });
+      // Linux: without forking this process (see internal/spawner.ts); elsewhere, node-pty.
+      this.#pty =
+        spawnWithoutFork(this.command, this.args, { cols: options.cols, rows: options.rows, cwd, env }) ??
+        nodePty.spawn(this.command, [...this.args], {
+          name: 'xterm-256color',
+          cols: options.cols,
+          rows: options.rows,
+          cwd,
+          env,
+          encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
+        });
     } catch (error) {
       throw new PtyError('spawn_failed', `could not start ${this.command}: ${(error as Error).message}`, {
         cause: error,

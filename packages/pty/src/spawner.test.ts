@@ -1,0 +1,73 @@
+// Spawning without forking the server (internal/spawner.ts), on Linux. Its own file: the last test
+// kills the helper, and the module remembers that for the rest of this process.
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PtySession } from './index.js';
+import { alive, collect, until } from '../test/support.js';
+
+const sessions: PtySession[] = [];
+const spawn = (command: string, args: string[]) => {
+  const session = PtySession.spawn({ command, args, cols: 80, rows: 24 });
+  sessions.push(session);
+  return session;
+};
+afterEach(async () => {
+  await Promise.all(sessions.splice(0).map((session) => session.close()));
+});
+
+/** ppid, session id and controlling terminal of a process, from /proc. */
+function stat(pid: number): { ppid: number; sid: number; ttyNr: number } {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(fields[1]), sid: Number(fields[3]), ttyNr: Number(fields[4]) };
+}
+
+describe.runIf(process.platform === 'linux')('spawning without forking the server', () => {
+  it('runs the program from the helper, as a session leader with its terminal as controlling tty', async () => {
+    const session = spawn('/bin/sh', ['-c', 'tty; stty size; read line; echo "got $line"; exit 7']);
+    const output = collect(session);
+    const program = stat(session.pid);
+    expect(program.ppid).not.toBe(process.pid); // not our child: nothing forked us
+    expect(alive(program.ppid)).toBe(true);
+    expect(program.sid).toBe(session.pid);
+    expect(program.ttyNr).not.toBe(0);
+    await output.waitFor(/\/dev\/pts\/\d+\r\n24 80\r\n/);
+    session.write('hello\r');
+    await output.waitFor(/got hello\r\n/);
+    expect(await session.exited).toEqual({ exitCode: 7, signal: null, reason: 'exited' });
+  });
+
+  it('delivers Ctrl-C to the foreground job, which only a controlling terminal does', async () => {
+    const session = spawn('/bin/bash', ['--norc', '--noprofile', '-i']);
+    const output = collect(session);
+    session.write('sleep 100\r');
+    await until(() => /sleep 100/.test(output.text()), 'the command to be typed');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    session.write('\x03');
+    session.write('echo "status $?"\r');
+    await output.waitFor(/status 130/); // 128 + SIGINT: the terminal interrupted the foreground job
+  });
+
+  it('reports a signal, and the exit only after the last output', async () => {
+    const session = spawn('/bin/sh', ['-c', 'head -c 300000 /dev/zero | tr "\\0" z; kill -TERM $$']);
+    const output = collect(session);
+    expect(await session.exited).toEqual({ exitCode: null, signal: 'SIGTERM', reason: 'exited' });
+    expect(output.bytes().length).toBe(300000);
+  });
+
+  it('if the helper dies, running sessions still exit and new ones spawn the old way', async () => {
+    const running = spawn('/bin/cat', []);
+    const helper = stat(running.pid).ppid;
+    expect(helper).not.toBe(process.pid);
+    process.kill(helper, 'SIGKILL');
+    await until(() => !alive(helper), 'the helper to die');
+    process.kill(running.pid, 'SIGTERM');
+    const exit = await running.exited;
+    expect(exit.reason).toBe('exited');
+    const next = spawn('/bin/sh', ['-c', 'echo fallback; exit 3']);
+    const output = collect(next);
+    expect(stat(next.pid).ppid).toBe(process.pid); // node-pty forked us this time
+    expect(await next.exited).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
+    expect(output.text()).toContain('fallback');
+  });
+});
