@@ -2,6 +2,7 @@
 // rejection, an idle TTL, and one place that ends them all on shutdown. Every end says why.
 import { EventEmitter } from 'node:events';
 import { PtyError } from './errors.js';
+import { prepareSpawner } from './internal/spawner.js';
 import { PtySession, type ExitInfo, type PtySpawnOptions } from './pty-session.js';
 
 export type EvictionPolicy = 'evict-oldest' | 'reject';
@@ -48,6 +49,7 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
       options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, Math.floor(this.idleTtlMs / 10)));
     this.#sweeper = setInterval(() => this.#expireIdle(), interval);
     this.#sweeper.unref();
+    prepareSpawner();
   }
 
   get size(): number {

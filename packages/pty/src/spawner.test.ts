@@ -64,10 +64,11 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     process.kill(running.pid, 'SIGTERM');
     const exit = await running.exited;
     expect(exit.reason).toBe('exited');
-    const next = spawn('/bin/sh', ['-c', 'echo fallback; exit 3']);
+    const next = spawn('/bin/sh', ['-c', 'read word; echo "fallback $word"; exit 3']);
     const output = collect(next);
     expect(stat(next.pid).ppid).toBe(process.pid); // node-pty forked us this time
+    next.write('works\r');
     expect(await next.exited).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
-    expect(output.text()).toContain('fallback');
+    expect(output.text()).toContain('fallback works');
   });
 });

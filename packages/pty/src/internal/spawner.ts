@@ -33,8 +33,8 @@ const [requestPath, replyPath] = process.argv.slice(1);
 const [request, reply] = [fs.openSync(requestPath, 'r'), fs.openSync(replyPath, 'w')];
 const report = (line) => process.stdout.write(JSON.stringify(line) + '\\n');
 const nap = new Int32Array(new SharedArrayBuffer(4));
-// Answer once setsid has made the program a session leader (or it ended): from then on, signals
-// to its session reach it, as they would right after forkpty.
+// Answer once setsid has made the program a session leader with the terminal as its controlling
+// tty (or it ended): from then on, signals to its session reach it, as right after forkpty.
 const settle = (pid) => {
   for (const deadline = Date.now() + 1000; Date.now() < deadline; Atomics.wait(nap, 0, 0, 0.2)) {
     let stat;
@@ -44,7 +44,7 @@ const settle = (pid) => {
       return;
     }
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (fields[0] === 'Z' || Number(fields[3]) === pid) return;
+    if (fields[0] === 'Z' || (Number(fields[3]) === pid && fields[4] !== '0')) return;
   }
 };
 let pending = '';
@@ -204,14 +204,22 @@ export interface HelperSpawnOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
 }
 
+/**
+ * Starts the helper now, in the background (a PtyManager does, when constructed), so that the first
+ * spawn does not wait ~150 ms for it to boot. Idempotent.
+ */
+export function prepareSpawner(): void {
+  if (helper === undefined) helper = startHelper();
+}
+
 /** `file` on a terminal of our own, run by the helper; undefined where that is not possible. */
 export function spawnWithoutFork(
   file: string,
   args: readonly string[],
   options: HelperSpawnOptions,
 ): IPty | undefined {
-  if (helper === undefined) helper = startHelper();
-  if (helper === null) return undefined;
+  prepareSpawner();
+  if (!helper) return undefined;
   const started = helper;
   const term = started.native.open(options.cols, options.rows);
   const env = { ...options.env, PWD: options.cwd };
