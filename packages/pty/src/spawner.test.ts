@@ -55,6 +55,16 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     expect(output.bytes().length).toBe(300000);
   });
 
+  it('the helper outlives a Ctrl-C or hangup sent to the whole process group', async () => {
+    const first = spawn('/bin/cat', []);
+    const helper = stat(first.pid).ppid;
+    expect(helper).not.toBe(process.pid);
+    for (const signal of ['SIGINT', 'SIGHUP', 'SIGTERM'] as const) process.kill(helper, signal);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(alive(helper)).toBe(true);
+    expect(stat(spawn('/bin/cat', []).pid).ppid).toBe(helper);
+  });
+
   it('if the helper dies, running sessions still exit and new ones spawn the old way', async () => {
     const running = spawn('/bin/cat', []);
     const helper = stat(running.pid).ppid;

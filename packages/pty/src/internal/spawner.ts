@@ -71,6 +71,9 @@ fs.createReadStream(null, { fd: request }).on('data', (data) => {
     fs.writeSync(reply, JSON.stringify(answer) + '\\n');
   }
 });
+// Ctrl-C in the server's terminal, or a hangup, reaches the helper too (same process group): it
+// stays until the server has closed its sessions, and goes when the server does (stdin closes).
+for (const signal of ['SIGINT', 'SIGHUP', 'SIGTERM']) process.on(signal, () => {});
 process.stdin.on('end', () => {
   fs.rmSync(require('node:path').dirname(requestPath), { recursive: true, force: true });
   process.exit(0);
