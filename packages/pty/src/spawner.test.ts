@@ -1,6 +1,7 @@
 // Spawning without forking the server (internal/spawner.ts), on Linux. Its own file: the last test
 // kills the helper, and the module remembers that for the rest of this process.
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PtySession } from './index.js';
 import { alive, collect, until } from '../test/support.js';
@@ -63,6 +64,29 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(alive(helper)).toBe(true);
     expect(stat(spawn('/bin/cat', []).pid).ppid).toBe(helper);
+  });
+
+  it('a process that exits, even before its helper has booted, leaves no helper behind', async () => {
+    const mark = `aleph-helper-test-${process.pid}-${Date.now()}`;
+    const markedProcesses = () =>
+      readdirSync('/proc').filter((entry) => {
+        try {
+          return /^\d+$/.test(entry) && readFileSync(`/proc/${entry}/environ`, 'latin1').includes(mark);
+        } catch {
+          return false; // gone meanwhile, or not ours to read
+        }
+      });
+    const dist = new URL('../dist/index.js', import.meta.url).href;
+    for (const script of [
+      `const { PtyManager } = await import('${dist}'); new PtyManager(); process.exit(0);`,
+      `const { PtyManager } = await import('${dist}'); new PtyManager().spawn({ command: '/bin/cat', cols: 80, rows: 24 }); process.exit(0);`,
+    ]) {
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+        env: { ...process.env, MARK: mark },
+        stdio: 'ignore', // or this would wait for a leftover helper, which inherits stderr
+      });
+      await until(() => markedProcesses().length === 0, 'the helper (and cat) to exit', 5000);
+    }
   });
 
   it('if the helper dies, running sessions still exit and new ones spawn the old way', async () => {

@@ -30,7 +30,9 @@ const HELPER = `
 const fs = require('node:fs');
 const { spawn } = require('node:child_process');
 const [requestPath, replyPath] = process.argv.slice(1);
-const [request, reply] = [fs.openSync(requestPath, 'r'), fs.openSync(replyPath, 'w')];
+// Read-write, so neither open waits for the server's end: if the server is already gone, the
+// helper must still reach its event loop, see stdin close, and exit.
+const [request, reply] = [requestPath, replyPath].map((path) => fs.openSync(path, fs.constants.O_RDWR));
 const report = (line) => process.stdout.write(JSON.stringify(line) + '\\n');
 const nap = new Int32Array(new SharedArrayBuffer(4));
 // Answer once setsid has made the program a session leader with the terminal as its controlling
@@ -48,7 +50,9 @@ const settle = (pid) => {
   }
 };
 let pending = '';
-fs.createReadStream(null, { fd: request }).on('data', (data) => {
+// A socket over the FIFO (epoll), not a file stream: a thread-pool read blocked on a FIFO would
+// keep process.exit() from ever returning.
+new (require('node:net').Socket)({ fd: request, writable: false }).on('data', (data) => {
   pending += data;
   for (let at; (at = pending.indexOf('\\n')) >= 0; pending = pending.slice(at + 1)) {
     const { file, args, cwd, env, tty } = JSON.parse(pending.slice(0, at));
