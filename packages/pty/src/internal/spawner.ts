@@ -237,7 +237,7 @@ export function spawnWithoutFork(
     closeQuietly(term.master);
     if (answer === undefined) {
       helper = null; // silent or gone: node-pty spawns from now on
-      started.process.kill();
+      started.process.kill('SIGKILL'); // it ignores the others (see HELPER)
     }
     return undefined;
   }
