@@ -57,10 +57,10 @@ const MAX_DIMENSION = 10_000;
  * however many programs flood, a turn reads about this much and stays short, the floods take
  * turns, and output that is not a flood (an echo, a prompt) is never held back.
  */
-// 16 KiB, 2 resumed a turn: with 63 sessions flooding and one echoing (pnpm bench), echo p50
-// ~3 ms and p99 11–18 ms against 16–20 and 37–63 ms with no queue; the 63 floods then share
-// ~20 MB/s. 8 KiB/1 measured p99 10–13 ms for 12–14 MB/s; 32 KiB/4, p99 12–18 ms.
-const TURN_READ_BYTES = 16 * 1024;
+// 8 KiB, 2 resumed a turn: with 63 sessions flooding and one echoing (pnpm bench, 6 runs paired
+// with 16 KiB), echo p50 1.4–2.6 ms against 2.0–3.4, p99 lower in every pair (6.4–14.2 against
+// 8.3–15.4), the floods' share ~10% less (10.5–17.6 MB/s). With no queue, p99 was 37–63 ms.
+const TURN_READ_BYTES = 8 * 1024;
 /** A read this large is a flood's (reads from a pty come in up to ~4 KiB). */
 const BULK_READ_BYTES = 1024;
 const RESUMED_PER_TURN = 2;
