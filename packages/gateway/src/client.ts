@@ -31,10 +31,10 @@ export interface ConnectOptions {
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
 /**
- * Auto-acks go out once this much of a session's output was handled since its last ack, and the
- * rest ACK_AFTER_MS after the last output: half the server's default low-water mark, so flow
- * control sees a client that keeps up as keeping up, with one ack per 128 KiB instead of one per
- * frame (each ack costs the server a wakeup and a parse).
+ * Auto-acks go out once this much of a session's output was handled since its last ack (half the
+ * server's default low-water mark), and otherwise at most ACK_AFTER_MS after the first output not
+ * yet acked: flow control sees a client that keeps up as keeping up, with one ack per 128 KiB
+ * instead of one per frame (each ack costs the server a wakeup and a parse).
  */
 const ACK_EVERY_BYTES = 128 * 1024;
 const ACK_AFTER_MS = 20;
