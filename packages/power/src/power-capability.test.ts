@@ -16,12 +16,17 @@ case "$(basename "$0")" in
 esac
 `;
 
+/** Running: not gone, and not a zombie waiting to be reaped (it has exited then, on Linux). */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return process.platform !== 'linux'; // no /proc here: signal 0 is all we have
   }
 }
 
