@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
@@ -7,6 +8,7 @@ import { CLI, startServerProcess, type ServerProcess } from '../test/server-proc
 let server: ServerProcess | undefined;
 afterEach(async () => {
   await server?.stop();
+  if (server) rmSync(server.stateDir, { recursive: true, force: true });
 });
 
 it('`aleph attach` replays the scrollback, forwards keystrokes in raw mode and detaches with Ctrl-]', async () => {
