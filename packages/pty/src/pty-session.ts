@@ -15,7 +15,7 @@ import { delimiter, join } from 'node:path';
 import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
-import { signalTree, treeAlive } from './internal/process-tree.js';
+import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
 import { spawnWithoutFork } from './internal/spawner.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
@@ -440,7 +440,7 @@ export class PtySession {
     // A paused reader would lose the tail: the exit hook (#holdSlave) resumes it; Windows polls.
     if (this.#fd !== undefined) return;
     this.#pauseWatch = setInterval(() => {
-      if (!this.#leaderAlive()) this.resume();
+      if (!processAlive(this.pid)) this.resume();
     }, 50);
     this.#pauseWatch.unref();
   }
@@ -455,15 +455,6 @@ export class PtySession {
   #stopPauseWatch(): void {
     if (this.#pauseWatch !== undefined) clearInterval(this.#pauseWatch);
     this.#pauseWatch = undefined;
-  }
-
-  #leaderAlive(): boolean {
-    try {
-      process.kill(this.pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
   }
 
   replay(fromOffset: number): ReplayChunk {

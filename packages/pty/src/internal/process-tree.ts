@@ -3,6 +3,23 @@
 // on Linux we signal every process of the session, elsewhere the leader's process group.
 import { readdirSync, readFileSync } from 'node:fs';
 
+/** Running — not merely a zombie waiting to be reaped (Linux `/proc`; elsewhere signal 0). */
+export function processAlive(pid: number): boolean {
+  if (process.platform !== 'linux') {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  try {
+    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
 /** Pids of live (non-zombie) processes whose session id is `sid`. */
 export function sessionMembers(sid: number): number[] {
   if (process.platform !== 'linux') return [];

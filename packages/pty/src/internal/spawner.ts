@@ -14,7 +14,6 @@ import {
   constants,
   mkdtempSync,
   openSync,
-  readFileSync,
   readSync,
   rmSync,
   writeSync,
@@ -24,6 +23,7 @@ import { constants as osConstants, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
+import { processAlive } from './process-tree.js';
 
 /** The helper: one JSON request a line; answers each on the reply FIFO; reports exits on stdout. */
 const HELPER = `
@@ -179,21 +179,12 @@ function ask(started: Helper, request: object): { pid?: number; error?: string }
       text += buffer.toString('utf8', 0, readSync(started.reply, buffer, 0, buffer.length, null));
     } catch {
       // EAGAIN: not answered yet. The event loop is not running, so look at the helper directly.
-      if (Date.now() > deadline || (tries % 50 === 0 && !running(started.process.pid))) return undefined;
+      if (Date.now() > deadline || (tries % 50 === 0 && !processAlive(started.process.pid ?? 0)))
+        return undefined;
       Atomics.wait(nap, 0, 0, 0.2);
     }
   }
   return JSON.parse(text) as { pid?: number; error?: string };
-}
-
-/** Whether `pid` is alive and not a zombie (its exit not yet seen by the event loop). */
-function running(pid: number | undefined): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !'ZX'.includes(stat.charAt(stat.lastIndexOf(')') + 2));
-  } catch {
-    return false;
-  }
 }
 
 function closeQuietly(fd: number): void {
@@ -320,11 +311,7 @@ class HelperTerminal {
   /** The helper is gone: poll for the program's end (its exit status is then unknown). */
   watchLeader(): void {
     this.#watch = setInterval(() => {
-      try {
-        process.kill(this.pid, 0);
-      } catch {
-        this.programExited(null, null);
-      }
+      if (!processAlive(this.pid)) this.programExited(null, null);
     }, 100);
   }
 
@@ -362,13 +349,5 @@ class HelperTerminal {
 
   resume(): void {
     this._socket.resume();
-  }
-
-  kill(signal: NodeJS.Signals = 'SIGHUP'): void {
-    try {
-      process.kill(this.pid, signal);
-    } catch {
-      // already gone
-    }
   }
 }
