@@ -77,17 +77,19 @@ describe('the server process', () => {
     const { server, client } = await start('[gateway]\nport = 0\n');
     expect(server.stdout()).toContain('no LLM provider configured');
     await client.subscribe(['pty.*']);
+    // Listen before spawning: the output can arrive in the same socket read as the spawn's result.
+    const outputs = new Map<string, string>();
+    client.onOutput((output) =>
+      outputs.set(output.sessionId, (outputs.get(output.sessionId) ?? '') + output.data.toString()),
+    );
     const { sessionId } = await client.spawn({
       command: '/bin/sh',
       args: ['-c', 'echo from-the-pty; sleep 5'],
       cols: 80,
       rows: 24,
     });
-    let seen = '';
-    client.onOutput((output) => {
-      if (output.sessionId === sessionId) seen += output.data.toString();
-    });
-    await expect.poll(() => seen, { timeout: 10_000 }).toContain('from-the-pty');
+    const seen = () => outputs.get(sessionId) ?? '';
+    await expect.poll(seen, { timeout: 10_000 }).toContain('from-the-pty');
     await expect(client.request('agent.run', { prompt: 'hi' })).rejects.toMatchObject({
       code: 'no_provider',
       message: expect.stringContaining('[agent]'),
