@@ -3,7 +3,7 @@
 // automatically once your handler returns, which is what drives the server's flow control.
 import { WebSocket } from 'ws';
 import { GatewayError } from './errors.js';
-import { rawText } from './internal/raw-data.js';
+import { rawText, readOutputFrame } from './internal/frames.js';
 import {
   ErrorCodes,
   PROTOCOL_VERSION,
@@ -58,7 +58,13 @@ export class GatewayClient {
     this.socket = socket;
     this.#autoAck = options.autoAck ?? true;
     socket.on('message', (raw, isBinary) => {
-      if (!isBinary) this.#onMessage(rawText(raw));
+      if (isBinary) return;
+      // Output, nearly all the traffic, is read without JSON.parse; anything else parses as JSON.
+      const frame = Buffer.isBuffer(raw) ? readOutputFrame(raw) : undefined;
+      if (frame === undefined) return this.#onMessage(rawText(raw));
+      const { bytes, ...params } = frame;
+      for (const listener of this.#eventListeners) listener('pty.output', params);
+      this.#onOutput({ sessionId: params.sessionId, offset: params.offset, data: bytes });
     });
     this.closed = new Promise((resolve) => {
       socket.on('close', (code, reason) => {
@@ -208,19 +214,22 @@ export class GatewayClient {
     for (const listener of this.#eventListeners) listener(topic, params);
     if (topic === 'pty.output') {
       const event = params as { sessionId: string; offset: number; data: string };
-      const output: PtyOutput = {
+      this.#onOutput({
         sessionId: event.sessionId,
         offset: event.offset,
         data: Buffer.from(event.data, 'base64'),
-      };
-      for (const listener of this.#outputListeners) listener(output);
-      if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
+      });
     } else if (topic === 'pty.exit') {
       const exit = params as PtyExitEvent;
       this.#ackDue.delete(exit.sessionId);
       this.#acked.delete(exit.sessionId);
       for (const listener of this.#exitListeners) listener(exit);
     }
+  }
+
+  #onOutput(output: PtyOutput): void {
+    for (const listener of this.#outputListeners) listener(output);
+    if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
   }
 
   /** At most one ack per session per tick, for the newest offset handled (see ACK_EVERY_BYTES). */

@@ -11,7 +11,7 @@ import type { ZodType } from 'zod';
 import { GatewayError } from './errors.js';
 import { isLoopback, originAllowed, presentedToken, selectProtocol, tokensEqual } from './internal/auth.js';
 import { Connection } from './internal/connection.js';
-import { rawText } from './internal/raw-data.js';
+import { rawText } from './internal/frames.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
 import { registerPtyMethods } from './pty-methods.js';
 import {

@@ -44,7 +44,8 @@ export class Connection {
     return Math.max(this.unacked(sessionId), this.socket.bufferedAmount);
   }
 
-  send(frame: string): void {
-    if (this.open) this.socket.send(frame);
+  /** Sends a text frame (a Buffer holds its UTF-8 bytes). */
+  send(frame: string | Buffer): void {
+    if (this.open) this.socket.send(frame, { binary: false });
   }
 }

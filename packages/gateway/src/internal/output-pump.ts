@@ -6,6 +6,7 @@
 // the session for everyone else.
 import type { PtySession } from '@aleph/pty';
 import type { Connection } from './connection.js';
+import { outputFrame } from './frames.js';
 
 export interface FlowLimits {
   readonly batchMs: number;
@@ -89,7 +90,7 @@ export class OutputPump {
     this.#pendingBytes = 0;
     this.#lastFlushAt = performance.now();
     this.#lastFrameBytes = data.length;
-    const frame = `{"jsonrpc":"2.0","method":"pty.output","params":{"sessionId":${this.#quotedId},"offset":${offset},"data":"${data.toString('base64')}"}}`;
+    const frame = outputFrame(this.#quotedId, offset, data);
     const end = offset + data.length;
     let over = false;
     for (const connection of this.#connections()) {
