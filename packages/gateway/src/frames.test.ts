@@ -1,8 +1,10 @@
 // The output frame's fast reader against JSON.parse, the reference: it must read every frame the
 // server builds exactly as JSON.parse does, and anything it accepts must mean the same to JSON.parse.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { outputFrame, readOutputFrame } from './internal/frames.js';
+import type { PtyOutput } from './client.js';
+import { startGateway, until, type Harness } from '../test/support.js';
 
 const asJson = (frame: Buffer) =>
   (JSON.parse(frame.toString('utf8')) as { params: { sessionId: string; offset: number; data: string } })
@@ -84,5 +86,30 @@ describe('pty.output frames', () => {
       '',
     ])
       expect(readOutputFrame(Buffer.from(text))).toBeUndefined();
+  });
+});
+
+describe('the typed client', () => {
+  let harness: Harness | undefined;
+  afterEach(() => harness?.dispose());
+
+  it('reads pty.output in any JSON layout, not only the one the server builds', async () => {
+    harness = await startGateway();
+    const client = await harness.connect({ autoAck: false });
+    await client.subscribe(['pty.*']);
+    const outputs: PtyOutput[] = [];
+    const events: unknown[] = [];
+    client.onOutput((output) => outputs.push(output));
+    client.onEvent((topic, params) => topic === 'pty.output' && events.push(params));
+    // publish() serializes with JSON.stringify: keys in this order, and a quote escaped.
+    const reordered = { data: Buffer.from('hé').toString('base64'), offset: 7, sessionId: 'a' };
+    harness.gateway.publish('pty.output', reordered);
+    harness.gateway.publish('pty.output', { sessionId: 'say "hi"', offset: 0, data: 'AA==' });
+    await until(() => outputs.length === 2, 'both outputs');
+    expect(outputs).toEqual([
+      { sessionId: 'a', offset: 7, data: Buffer.from('hé') },
+      { sessionId: 'say "hi"', offset: 0, data: Buffer.from([0]) },
+    ]);
+    expect(events).toEqual([reordered, { sessionId: 'say "hi"', offset: 0, data: 'AA==' }]);
   });
 });
