@@ -2,21 +2,12 @@
 // addressed by byte offset, and a close that ends the whole process tree — HUP, then TERM, then
 // KILL after a deadline. Exit is reported once, after the last output was delivered.
 import { randomUUID } from 'node:crypto';
-import {
-  accessSync,
-  closeSync,
-  constants as fsConstants,
-  openSync,
-  readSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { closeSync, constants as fsConstants, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
-import { spawnWithoutFork } from './internal/spawner.js';
+import { findExecutable, spawnWithoutFork } from './internal/spawner.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
 export type ExitReason = 'exited' | 'closed' | 'evicted' | 'expired' | 'shutdown';
@@ -128,21 +119,7 @@ function checkSpawnable(command: string, cwd: string, env: NodeJS.ProcessEnv): v
   } catch {
     throw new PtyError('spawn_failed', `working directory ${cwd} does not exist or is not a directory`);
   }
-  if (process.platform === 'win32') return;
-  const candidates = command.includes('/')
-    ? [command.startsWith('/') ? command : join(cwd, command)]
-    : (env['PATH'] ?? '')
-        .split(delimiter)
-        .filter(Boolean)
-        .map((dir) => join(dir, command));
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      if (statSync(candidate).isFile()) return;
-    } catch {
-      // try the next one
-    }
-  }
+  if (process.platform === 'win32' || findExecutable(command, cwd, env) !== undefined) return;
   throw new PtyError(
     'spawn_failed',
     `${command}: no such executable${command.includes('/') ? '' : ' on PATH'}`,

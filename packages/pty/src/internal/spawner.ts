@@ -16,11 +16,12 @@ import {
   openSync,
   readSync,
   rmSync,
+  statSync,
   writeSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants as osConstants, tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
 import { processAlive } from './process-tree.js';
@@ -105,11 +106,18 @@ interface Helper {
 
 let helper: Helper | null | undefined; // null: not available here (or no longer); do not retry
 
-function onPath(name: string): boolean {
-  return (process.env['PATH'] ?? '').split(delimiter).some((dir) => {
+/** Where `command` runs from: itself if it has a slash (relative to `cwd`), else the first on PATH. */
+export function findExecutable(command: string, cwd: string, env: NodeJS.ProcessEnv): string | undefined {
+  const candidates = command.includes('/')
+    ? [isAbsolute(command) ? command : join(cwd, command)]
+    : (env['PATH'] ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((dir) => join(dir, command));
+  return candidates.find((candidate) => {
     try {
-      accessSync(join(dir, name), constants.X_OK);
-      return true;
+      accessSync(candidate, constants.X_OK);
+      return statSync(candidate).isFile();
     } catch {
       return false;
     }
@@ -118,7 +126,7 @@ function onPath(name: string): boolean {
 
 function startHelper(): Helper | null {
   if (process.platform !== 'linux' || process.env['ALEPH_PTY_FORK'] === '1') return null;
-  if (!onPath('setsid') || !onPath('mkfifo')) return null;
+  for (const tool of ['setsid', 'mkfifo']) if (!findExecutable(tool, '/', process.env)) return null;
   try {
     // node-pty 1.1.0 (pinned) exposes openpty and the window-size ioctl in its native module.
     const utils = createRequire(import.meta.url)('node-pty/lib/utils') as {
