@@ -40,10 +40,11 @@ async function until(predicate: () => boolean, what: string, ms = 5000): Promise
 
 let dir: string;
 let env: NodeJS.ProcessEnv;
-const log = (): string[] =>
-  existsSync(join(dir, 'argv.log')) ? readFileSync(join(dir, 'argv.log'), 'utf8').trim().split('\n') : [];
-const pids = (): number[] =>
-  existsSync(join(dir, 'pids')) ? readFileSync(join(dir, 'pids'), 'utf8').trim().split('\n').map(Number) : [];
+/** The complete lines of a file the fake appends to (the shell creates it before it writes). */
+const lines = (file: string): string[] =>
+  existsSync(join(dir, file)) ? readFileSync(join(dir, file), 'utf8').split('\n').slice(0, -1) : [];
+const log = (): string[] => lines('argv.log');
+const pids = (): number[] => lines('pids').map(Number);
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'aleph-power-'));
