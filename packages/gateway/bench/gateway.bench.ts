@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { WebSocket } from 'ws';
 import { connectGateway, PROTOCOL_VERSION, type GatewayClient } from '../src/client.js';
+import { roundTrips } from './round-trips.js';
 
 const MiB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), 'aleph-bench-'));
@@ -103,9 +104,8 @@ async function countingThroughput(client: GatewayClient): Promise<number> {
   const start = performance.now();
   await new Promise<void>((resolve) => {
     socket.on('message', (frame: Buffer) => {
-      const at = frame.indexOf(dataKey);
       if (frame.includes('"method":"pty.output"'))
-        bytes += ((frame.length - at - dataKey.length - 3) * 3) / 4;
+        bytes += ((frame.length - frame.indexOf(dataKey) - dataKey.length - 3) * 3) / 4;
       else if (frame.includes('"method":"pty.exit"')) resolve();
       else if (frame.includes('"id":1,'))
         // subscribed: now start the producer
@@ -130,19 +130,11 @@ async function countingThroughput(client: GatewayClient): Promise<number> {
 
 async function gatewayEcho(client: GatewayClient, warmUp: number, rounds: number): Promise<number[]> {
   const { sessionId } = await client.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
-  const samples: number[] = [];
-  let waiting: (() => void) | undefined;
+  const trips = roundTrips(() => void client.input(sessionId, 'x'));
   const off = client.onOutput((output) => {
-    if (output.sessionId === sessionId) waiting?.();
+    if (output.sessionId === sessionId) trips.arrived();
   });
-  for (let i = 0; i < warmUp + rounds; i += 1) {
-    const start = performance.now();
-    await new Promise<void>((resolve) => {
-      waiting = resolve;
-      void client.input(sessionId, 'x');
-    });
-    if (i >= warmUp) samples.push(performance.now() - start);
-  }
+  const samples = await trips.time(warmUp, rounds);
   off();
   await client.closeSession(sessionId);
   return samples;
@@ -236,19 +228,11 @@ try {
     const floodStart = flooded;
     const cpuStart = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
     const isoStart = performance.now();
-    const isolation: number[] = [];
-    let waiting: (() => void) | undefined;
+    const trips = roundTrips(() => void echoer.input(echoSession, 'x'));
     echoer.onOutput((output) => {
-      if (output.sessionId === echoSession) waiting?.();
+      if (output.sessionId === echoSession) trips.arrived();
     });
-    for (let i = 0; i < 1000; i += 1) {
-      const start = performance.now();
-      await new Promise<void>((resolve) => {
-        waiting = resolve;
-        void echoer.input(echoSession, 'x');
-      });
-      isolation.push(performance.now() - start);
-    }
+    const isolation = await trips.time(0, 1000);
     const floodRate = (flooded - floodStart) / MiB / ((performance.now() - isoStart) / 1000);
     const loop = await client.request<{
       p50: number;

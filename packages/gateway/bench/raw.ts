@@ -4,6 +4,7 @@
 // that process measures next. Takes one command a line on stdin, answers one JSON line.
 import { createInterface } from 'node:readline';
 import * as nodePty from 'node-pty';
+import { roundTrips } from './round-trips.js';
 
 const MiB = 1024 * 1024;
 
@@ -22,17 +23,9 @@ async function throughput(file: string): Promise<number> {
 /** Round trips through one `cat`, in ms: `warmUp` of them first, unmeasured, then `rounds`. */
 async function echo(warmUp: number, rounds: number): Promise<number[]> {
   const pty = nodePty.spawn('/bin/cat', [], { cols: 80, rows: 24, encoding: null });
-  const samples: number[] = [];
-  let waiting: (() => void) | undefined;
-  pty.onData(() => waiting?.());
-  for (let i = 0; i < warmUp + rounds; i += 1) {
-    const start = performance.now();
-    await new Promise<void>((resolve) => {
-      waiting = resolve;
-      pty.write('x');
-    });
-    if (i >= warmUp) samples.push(performance.now() - start);
-  }
+  const trips = roundTrips(() => pty.write('x'));
+  pty.onData(trips.arrived);
+  const samples = await trips.time(warmUp, rounds);
   pty.kill('SIGKILL');
   return samples;
 }

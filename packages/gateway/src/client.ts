@@ -63,8 +63,7 @@ export class GatewayClient {
       const frame = Buffer.isBuffer(raw) ? readOutputFrame(raw) : undefined;
       if (frame === undefined) return this.#onMessage(rawText(raw));
       const { bytes, ...params } = frame;
-      for (const listener of this.#eventListeners) listener('pty.output', params);
-      this.#onOutput({ sessionId: params.sessionId, offset: params.offset, data: bytes });
+      this.#onNotification('pty.output', params, bytes);
     });
     this.closed = new Promise((resolve) => {
       socket.on('close', (code, reason) => {
@@ -210,26 +209,24 @@ export class GatewayClient {
     }
   }
 
-  #onNotification(topic: string, params: unknown): void {
+  /** `bytes`: the output already decoded, when the frame was read without JSON.parse. */
+  #onNotification(topic: string, params: unknown, bytes?: Buffer): void {
     for (const listener of this.#eventListeners) listener(topic, params);
     if (topic === 'pty.output') {
       const event = params as { sessionId: string; offset: number; data: string };
-      this.#onOutput({
+      const output: PtyOutput = {
         sessionId: event.sessionId,
         offset: event.offset,
-        data: Buffer.from(event.data, 'base64'),
-      });
+        data: bytes ?? Buffer.from(event.data, 'base64'),
+      };
+      for (const listener of this.#outputListeners) listener(output);
+      if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
     } else if (topic === 'pty.exit') {
       const exit = params as PtyExitEvent;
       this.#ackDue.delete(exit.sessionId);
       this.#acked.delete(exit.sessionId);
       for (const listener of this.#exitListeners) listener(exit);
     }
-  }
-
-  #onOutput(output: PtyOutput): void {
-    for (const listener of this.#outputListeners) listener(output);
-    if (this.#autoAck) this.#scheduleAck(output.sessionId, output.offset + output.data.length);
   }
 
   /** At most one ack per session per tick, for the newest offset handled (see ACK_EVERY_BYTES). */

@@ -2,7 +2,7 @@
 // server builds exactly as JSON.parse does, and anything it accepts must mean the same to JSON.parse.
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { outputFrame, readOutputFrame } from './internal/frames.js';
+import { outputFramer, readOutputFrame } from './internal/frames.js';
 import type { PtyOutput } from './client.js';
 import { startGateway, until, type Harness } from '../test/support.js';
 
@@ -18,7 +18,7 @@ describe('pty.output frames', () => {
         fc.maxSafeNat(),
         fc.uint8Array({ maxLength: 300 }),
         (sessionId, offset, bytes) => {
-          const frame = outputFrame(JSON.stringify(sessionId), offset, Buffer.from(bytes));
+          const frame = outputFramer(sessionId)(offset, Buffer.from(bytes));
           const expected = { sessionId, offset, data: Buffer.from(bytes).toString('base64') };
           expect(asJson(frame)).toEqual(expected);
           // Ids that need escaping in JSON take the slow path; all else reads fast, and the same.
@@ -33,11 +33,7 @@ describe('pty.output frames', () => {
   });
 
   it('accepts a damaged or foreign frame only if JSON.parse reads the same from it', () => {
-    const base = outputFrame(
-      JSON.stringify('0c6d1f3e-8b1c-4a55-9d4e-2f4b1b9e5a77'),
-      4096,
-      Buffer.from('hé!'),
-    );
+    const base = outputFramer('0c6d1f3e-8b1c-4a55-9d4e-2f4b1b9e5a77')(4096, Buffer.from('hé!'));
     const edit = fc.record({
       at: fc.nat({ max: base.length }),
       remove: fc.nat({ max: 3 }),

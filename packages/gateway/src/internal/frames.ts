@@ -25,11 +25,13 @@ const SUFFIX_BYTES = Buffer.from(SUFFIX, 'latin1');
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-/** The frame for `data` at `offset` of the session whose id is `quotedId` (JSON-quoted). */
-export function outputFrame(quotedId: string, offset: number, data: Buffer): Buffer {
-  const text = `${PREFIX}${quotedId},"offset":${offset},"data":"${data.toString('base64')}${SUFFIX}`;
+/** Builds the output frames of one session: its id quoted, and the frame's encoding, worked out once. */
+export function outputFramer(sessionId: string): (offset: number, data: Buffer) => Buffer {
+  const head = `${PREFIX}${JSON.stringify(sessionId)},"offset":`;
   // Session ids are UUIDs, so the frame is ASCII, whose UTF-8 bytes are its latin1 bytes.
-  return Buffer.from(text, Buffer.byteLength(quotedId) === quotedId.length ? 'latin1' : 'utf8');
+  const encoding = Buffer.byteLength(head) === head.length ? 'latin1' : 'utf8';
+  return (offset, data) =>
+    Buffer.from(`${head}${offset},"data":"${data.toString('base64')}${SUFFIX}`, encoding);
 }
 
 export interface OutputFields {
@@ -42,7 +44,7 @@ export interface OutputFields {
 }
 
 /**
- * The fields of a frame laid out as outputFrame() builds it, or undefined for any other text (and
+ * The fields of a frame laid out as outputFramer() builds it, or undefined for any other text (and
  * for anything JSON.parse would read otherwise: escapes, control characters, non-base64 data).
  */
 export function readOutputFrame(frame: Buffer): OutputFields | undefined {

@@ -6,7 +6,7 @@
 // the session for everyone else.
 import type { PtySession } from '@aleph/pty';
 import type { Connection } from './connection.js';
-import { outputFrame } from './frames.js';
+import { outputFramer } from './frames.js';
 
 export interface FlowLimits {
   readonly batchMs: number;
@@ -33,13 +33,13 @@ export class OutputPump {
   #lastFrameBytes = 0;
   #scheduled: NodeJS.Timeout | NodeJS.Immediate | typeof SOON | undefined;
   #flowCheck: NodeJS.Timeout | undefined;
-  readonly #quotedId: string;
+  readonly #frame: (offset: number, data: Buffer) => Buffer;
 
   constructor(session: PtySession, connections: () => Iterable<Connection>, limits: FlowLimits) {
     this.#session = session;
     this.#connections = connections;
     this.#limits = limits;
-    this.#quotedId = JSON.stringify(session.id);
+    this.#frame = outputFramer(session.id);
     session.onData((chunk, offset) => this.#onData(chunk, offset));
   }
 
@@ -90,7 +90,7 @@ export class OutputPump {
     this.#pendingBytes = 0;
     this.#lastFlushAt = performance.now();
     this.#lastFrameBytes = data.length;
-    const frame = outputFrame(this.#quotedId, offset, data);
+    const frame = this.#frame(offset, data);
     const end = offset + data.length;
     let over = false;
     for (const connection of this.#connections()) {
