@@ -12,7 +12,9 @@ export const ALLOWED_DEPENDENCIES: Readonly<Record<string, readonly string[]>> =
   verification: [],
   harness: ['verification', 'power'],
   gateway: ['pty'],
-  server: ['power', 'pty', 'verification', 'harness', 'gateway'],
+  sandbox: [],
+  console: ['gateway'],
+  server: ['power', 'pty', 'verification', 'harness', 'gateway', 'sandbox'],
 };
 
 export interface Violation {
