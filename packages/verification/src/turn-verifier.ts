@@ -43,6 +43,12 @@ export interface TurnVerifyContext {
   readonly sessionId?: string;
   readonly robustnessProfile?: RobustnessProfile;
   readonly scratchpad?: readonly ScratchpadRow[];
+  /** The run's project root (its cwd): hooks run there and see it as `CLAUDE_PROJECT_DIR`. */
+  readonly projectDir?: string;
+  /** A Claude Code-format JSONL transcript of this session, handed to hooks as `transcript_path`. */
+  readonly transcriptPath?: string;
+  /** Claude Code's `permission_mode` for hooks (e.g. `default`, `acceptEdits`, `bypassPermissions`). */
+  readonly permissionMode?: string;
 }
 
 export interface TurnVerifier {
