@@ -4,7 +4,7 @@
 // call is bounded by its timeout; a throw, a timeout or bad args become an error result.
 import { hashToolArgs } from '@aleph/verification';
 import type { ToolService } from './tool-service.js';
-import type { ResourceClaim, ToolCall, ToolInvocation, ToolResult } from './types.js';
+import type { CommandSandbox, ResourceClaim, ToolCall, ToolInvocation, ToolResult } from './types.js';
 
 export interface ActOutcome {
   readonly call: ToolCall;
@@ -22,6 +22,7 @@ export interface ActOptions {
   readonly defaultTimeoutMs: number;
   /** A guardrail rewrote some call's args: run the whole batch serially. */
   readonly serial: boolean;
+  readonly sandbox?: CommandSandbox | undefined;
 }
 
 function keysOverlap(a: readonly string[], b: readonly string[]): boolean {
@@ -82,7 +83,11 @@ async function runOne(
       });
     });
     return await Promise.race([
-      tool.execute(parsedArgs, { signal: controller.signal, sessionId: options.sessionId }),
+      tool.execute(parsedArgs, {
+        signal: controller.signal,
+        sessionId: options.sessionId,
+        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+      }),
       deadline,
       aborted,
     ]);

@@ -9,6 +9,7 @@ import {
   AgentHarness,
   InMemorySessionStore,
   Orchestrator,
+  type CommandSandbox,
   type HarnessDeps,
   type Message,
   type Tool,
@@ -498,5 +499,25 @@ describe('sessions and sub-agents', () => {
     expect(child).not.toBe(result.sessionId);
     expect((await store.load(child!)).events[0]).toMatchObject({ type: 'user', content: 'count the files' });
     expect(parentProvider.requests[1]!.messages.at(-1)!.content).toContain('there are 3 files');
+  });
+});
+
+describe('dependencies handed to tools', () => {
+  it('HarnessDeps.sandbox reaches every tool as ToolContext.sandbox', async () => {
+    const seen: unknown[] = [];
+    const sandbox: CommandSandbox = {
+      backend: 'none',
+      wrap: (command) => ({ ...command, env: {} }),
+    };
+    const probe: Tool<object> = {
+      name: 'probe',
+      description: 'records its context',
+      input: z.object({}),
+      execute: (_args, ctx) => (seen.push(ctx.sandbox), Promise.resolve({ output: 'ok' })),
+    };
+    await harness(new ScriptedProvider([callTool('probe'), stop()]), { tools: [probe], sandbox }).run({
+      prompt: 'x',
+    });
+    expect(seen).toEqual([sandbox]);
   });
 });

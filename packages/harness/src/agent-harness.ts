@@ -32,6 +32,10 @@ export interface RunInput {
   readonly prompt: string;
   /** Resume this session from its log; a new session when absent. */
   readonly sessionId?: string;
+  /** The run's project root (the tools' cwd): hooks get it as `cwd`/`CLAUDE_PROJECT_DIR`. */
+  readonly cwd?: string;
+  /** Told to hooks as Claude Code's `permission_mode` (default `bypassPermissions`: nobody asks). */
+  readonly permissionMode?: string;
 }
 
 export interface RunOptions {
@@ -288,6 +292,7 @@ export class AgentHarness {
       recentToolCalls: [...state.history, ...proposed].slice(-TOOL_HISTORY_WINDOW),
       callsThisTurn: proposed.length,
       sessionId: turn.sessionId,
+      ...(deps.robustnessProfile ? { robustnessProfile: deps.robustnessProfile } : {}),
       ...(stopRequested ? { stopReason: response.stopReason || 'end_turn' } : {}),
       ...(state.scratchpad ? { scratchpad: state.scratchpad } : {}),
     };
@@ -338,6 +343,7 @@ export class AgentHarness {
       signal,
       defaultTimeoutMs: deps.defaultToolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
       serial: rewritten,
+      sandbox: deps.sandbox,
     });
     if (signal.aborted) return { end: { kind: 'cancelled' }, usage, text: response.text };
 

@@ -13,3 +13,19 @@ export class HarnessError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * A provider failure that retrying cannot fix (401/403, an unknown model, a bad URL): the run ends at
+ * once as `error: llm` with this message. Recognised by `fatal === true`, so a provider need not
+ * import this class.
+ */
+export class FatalProviderError extends Error {
+  override readonly name = 'FatalProviderError';
+  readonly fatal = true;
+  readonly status?: number;
+
+  constructor(message: string, options?: { status?: number; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    if (options?.status !== undefined) this.status = options.status;
+  }
+}

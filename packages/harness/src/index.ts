@@ -17,7 +17,7 @@ export {
   truncateToFit,
   type FitResult,
 } from './context-budget.js';
-export { HarnessError, type HarnessErrorCode } from './errors.js';
+export { FatalProviderError, HarnessError, type HarnessErrorCode } from './errors.js';
 export { Orchestrator, type FlowRequest, type OrchestratorOptions } from './orchestrator.js';
 export { AGENT_ROLE_PROMPT } from './prompt.js';
 export { createFileSessionStore, InMemorySessionStore } from './session-store.js';

@@ -1,7 +1,7 @@
 // The harness's contracts: what a provider, a tool and a session store look like, and what a run
 // reports. Values, not exceptions, for expected outcomes (a terminate reason, a tool result).
 import type { PowerCapability } from '@aleph/power';
-import type { ScratchpadRow, VerifierChain, VerifierVerdict } from '@aleph/verification';
+import type { RobustnessProfile, ScratchpadRow, VerifierChain, VerifierVerdict } from '@aleph/verification';
 import type { ZodType } from 'zod';
 import type { ToolService } from './tool-service.js';
 
@@ -40,10 +40,18 @@ export interface TokenUsage {
   readonly outputTokens: number;
 }
 
+/**
+ * Why the provider stopped generating. `max_tokens` with no tool calls is a cut-off reply, not a
+ * stop; `content_filter` ends the run as an error. Any other string is read as `other` (a provider
+ * that does not map its finish reasons yet).
+ */
+export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'content_filter' | 'error' | 'other';
+
 export interface ThinkResponse {
   readonly text: string;
   readonly toolCalls: readonly ToolCall[];
-  readonly stopReason: 'end_turn' | 'tool_use' | 'max_tokens' | (string & {});
+  // TODO(harness): drop `(string & {})` once apps/server's provider maps every finish reason.
+  readonly stopReason: StopReason | (string & {});
   readonly usage?: TokenUsage;
 }
 
@@ -66,9 +74,27 @@ export interface ToolResult {
   readonly splitChild?: string;
 }
 
+/** Runs a command confined by a policy (the same shape as @aleph/sandbox's `Sandbox`). */
+export interface CommandSandbox {
+  readonly backend: 'bubblewrap' | 'sandbox-exec' | 'none';
+  wrap(command: {
+    readonly file: string;
+    readonly args: readonly string[];
+    readonly cwd: string;
+    readonly env: Readonly<Record<string, string | undefined>>;
+  }): {
+    readonly file: string;
+    readonly args: readonly string[];
+    readonly cwd: string;
+    readonly env: Record<string, string>;
+  };
+}
+
 export interface ToolContext {
   readonly signal: AbortSignal;
   readonly sessionId: string;
+  /** Wrap every command the model chose in this (HarnessDeps.sandbox). */
+  readonly sandbox?: CommandSandbox;
 }
 
 export interface Tool<A = unknown> {
@@ -106,6 +132,8 @@ export interface TurnStep {
   readonly vetoed: boolean;
   readonly splitChild?: string;
   readonly iteration: number;
+  /** Why this turn failed without running anything: the provider's message (ECONNREFUSED, 5xx, …). */
+  readonly error?: string;
 }
 
 export type HarnessErrorInfo =
@@ -119,9 +147,12 @@ export type TerminateReason =
   | { readonly kind: 'model_stop' }
   | { readonly kind: 'halted'; readonly by: string; readonly reason: string }
   | { readonly kind: 'max_iterations' }
-  | { readonly kind: 'consecutive_failures'; readonly count: number }
+  /** `lastError`: the last provider failure's message, when a provider failure ended the streak. */
+  | { readonly kind: 'consecutive_failures'; readonly count: number; readonly lastError?: string }
   | { readonly kind: 'cancelled' }
-  | { readonly kind: 'error'; readonly error: HarnessErrorInfo };
+  | { readonly kind: 'error'; readonly error: HarnessErrorInfo }
+  /** The log has no `terminate` event and no process is running it: found after a crash. */
+  | { readonly kind: 'interrupted' };
 
 export interface RunResult {
   readonly sessionId: string;
@@ -186,6 +217,29 @@ export interface Guardrails {
   toolArgs?(call: ToolCall): unknown;
 }
 
+export interface ToolHookContext {
+  readonly sessionId: string;
+  readonly signal: AbortSignal;
+  /** The run's project root (its cwd), when the caller gave one. */
+  readonly projectDir?: string;
+  readonly transcriptPath?: string;
+  readonly permissionMode?: string;
+}
+
+export type ToolHookDecision =
+  | { readonly kind: 'allow' }
+  /** The call is not run; its result is `reason`, as an error. */
+  | { readonly kind: 'deny'; readonly reason: string }
+  /** The call runs with these args; the whole batch then runs serially. */
+  | { readonly kind: 'rewrite'; readonly args: unknown };
+
+/** Pre/PostToolUse: a generic hook point the server adapts Claude Code's tool hooks to. */
+export interface ToolHooks {
+  before?(call: ToolCall, ctx: ToolHookContext): Promise<ToolHookDecision>;
+  /** `feedback` is shown to the model before its next Think. */
+  after?(call: ToolCall, result: ToolResult, ctx: ToolHookContext): Promise<void | { feedback: string }>;
+}
+
 export interface ContextBudgetOptions {
   /** Estimated tokens the messages may use. */
   readonly maxTokens: number;
@@ -208,4 +262,9 @@ export interface HarnessDeps {
   readonly contextBudget?: ContextBudgetOptions;
   readonly guardrails?: Guardrails;
   readonly systemPrompt?: string;
+  /** Per-model verifier thresholds, handed to every verifier in the context. */
+  readonly robustnessProfile?: RobustnessProfile;
+  readonly toolHooks?: ToolHooks;
+  /** Handed to tools as `ToolContext.sandbox`; the harness never runs a command itself. */
+  readonly sandbox?: CommandSandbox;
 }
