@@ -7,13 +7,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   AgentHarness,
+  FatalProviderError,
   InMemorySessionStore,
   Orchestrator,
   type CommandSandbox,
   type HarnessDeps,
   type Message,
+  type ThinkResponse,
   type Tool,
   type ToolInvocation,
+  type TurnStep,
 } from './index.js';
 import { callTool, callTools, ScriptedProvider, stop } from './testing.js';
 
@@ -128,9 +131,63 @@ describe('ends', () => {
     const provider = new ScriptedProvider([() => Promise.reject(new Error('503 from upstream'))], {
       repeatLast: true,
     });
-    const result = await harness(provider).run({ prompt: 'x' });
-    expect(result.terminateReason).toEqual({ kind: 'consecutive_failures', count: 3 });
+    const steps: TurnStep[] = [];
+    const result = await harness(provider).run({ prompt: 'x' }, { onStep: (step) => steps.push(step) });
+    expect(result.terminateReason).toEqual({
+      kind: 'consecutive_failures',
+      count: 3,
+      lastError: '503 from upstream',
+    });
     expect(lastUserText(provider.requests[2]!.messages)).toContain('503 from upstream');
+    // The cause is in every step, for the server to show (not only in the session file).
+    expect(steps.map((step) => step.error)).toEqual(Array(3).fill('503 from upstream'));
+  });
+
+  it('a FatalProviderError (or any rejection with fatal: true) ends the run at once as error: llm', async () => {
+    for (const fatal of [
+      new FatalProviderError('401 Unauthorized: API key is missing', { status: 401 }),
+      Object.assign(new Error('model "nope" not found'), { fatal: true }),
+    ]) {
+      const provider = new ScriptedProvider([() => Promise.reject(fatal)], { repeatLast: true });
+      const result = await harness(provider).run({ prompt: 'x' });
+      expect(result.terminateReason).toEqual({
+        kind: 'error',
+        error: { kind: 'llm', message: fatal.message },
+      });
+      expect(provider.requests).toHaveLength(1);
+    }
+  });
+
+  it('a reply cut off at the token limit is not a stop: the model is told and the run goes on', async () => {
+    const cut: ThinkResponse = { text: 'Here is the long answ', toolCalls: [], stopReason: 'max_tokens' };
+    const provider = new ScriptedProvider([cut, stop('short answer')]);
+    const steps: TurnStep[] = [];
+    const result = await harness(provider).run({ prompt: 'x' }, { onStep: (step) => steps.push(step) });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(result.finalText).toBe('short answer');
+    expect(provider.requests).toHaveLength(2);
+    expect(provider.requests[1]!.messages.at(-2)).toEqual({ role: 'assistant', content: cut.text });
+    expect(lastUserText(provider.requests[1]!.messages)).toMatch(/cut off at the output token limit/);
+    expect(steps[0]).toMatchObject({ state: 'continue', error: expect.stringMatching(/cut off/) });
+  });
+
+  it('a model that is cut off every time is ended by the failure watchdog, naming the cause', async () => {
+    const cut: ThinkResponse = { text: '…', toolCalls: [], stopReason: 'max_tokens' };
+    const result = await harness(new ScriptedProvider([cut], { repeatLast: true })).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({
+      kind: 'consecutive_failures',
+      count: 3,
+      lastError: 'the reply was cut off at the output token limit',
+    });
+  });
+
+  it('a content-filter finish ends the run as an error, never as a stop', async () => {
+    const filtered: ThinkResponse = { text: '', toolCalls: [], stopReason: 'content_filter' };
+    const result = await harness(new ScriptedProvider([filtered, stop()])).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({
+      kind: 'error',
+      error: { kind: 'llm', message: "the provider's content filter stopped the reply" },
+    });
   });
 
   it('an abort mid-tool ends the run cancelled, promptly, and the tool sees it', async () => {

@@ -21,8 +21,10 @@ import type {
   RunResult,
   SessionEvent,
   SessionEventBody,
+  StopReason,
   TerminateReason,
   ThinkResponse,
+  TokenUsage,
   ToolCall,
   ToolInvocation,
   TurnStep,
@@ -49,6 +51,32 @@ export const DEFAULT_MAX_ITERATIONS = 50;
 export const DEFAULT_TURN_TIMEOUT_MS = 300_000;
 export const DEFAULT_TOOL_TIMEOUT_MS = 120_000;
 export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
+
+const STOP_REASONS: ReadonlySet<string> = new Set<StopReason>([
+  'end_turn',
+  'tool_use',
+  'max_tokens',
+  'content_filter',
+  'error',
+  'other',
+]);
+
+/** The provider's finish reason, as one of ours; an empty one is a plain end of turn. */
+function stopReasonOf(response: ThinkResponse): StopReason {
+  if (!response.stopReason) return 'end_turn';
+  return STOP_REASONS.has(response.stopReason) ? (response.stopReason as StopReason) : 'other';
+}
+
+function usageOf(response: ThinkResponse): { usage?: TokenUsage } {
+  return response.usage ? { usage: response.usage } : {};
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message || error.name : String(error);
+}
+
+const CUT_OFF =
+  'your reply is incomplete and was not taken as a stop. Continue from where it broke off; keep replies shorter, and split long output across tool calls.';
 
 class StallError extends Error {
   constructor(readonly elapsedMs: number) {
@@ -158,6 +186,7 @@ export class AgentHarness {
     let totalTokens = 0;
     let finalText = '';
     let failures = 0;
+    let lastError: string | undefined;
 
     const log = async (event: SessionEventBody): Promise<void> => {
       const stored = await sessions.append(sessionId, event);
@@ -190,17 +219,25 @@ export class AgentHarness {
         const outcome = await this.#turn({ state, sessionId, iterations, signal, log, timeline });
         if (outcome.usage) totalTokens += outcome.usage;
         if (outcome.text !== undefined) finalText = outcome.text;
-        if (outcome.failed) failures += 1;
-        else if (outcome.step !== undefined) failures = 0;
+        if (outcome.failed) {
+          failures += 1;
+          lastError = outcome.step?.error;
+        } else if (outcome.step !== undefined) {
+          failures = 0;
+          lastError = undefined;
+        }
         if (outcome.step !== undefined) await log({ type: 'turn_step', step: outcome.step });
         await sessions.flush(sessionId); // the turn boundary: everything so far is durable
         if (outcome.step !== undefined) options.onStep?.(outcome.step);
         if (outcome.end !== undefined) return await finish(outcome.end);
-        if (failures >= maxFailures) return await finish({ kind: 'consecutive_failures', count: failures });
+        if (failures >= maxFailures) {
+          const cause = lastError === undefined ? {} : { lastError };
+          return await finish({ kind: 'consecutive_failures', count: failures, ...cause });
+        }
       }
     } catch (error) {
       if (signal.aborted) return await finish({ kind: 'cancelled' });
-      const message = (error as Error).message ?? String(error);
+      const message = errorMessage(error);
       const kind = error instanceof HarnessError && error.code === 'session' ? 'session' : 'llm';
       return await finish({ kind: 'error', error: { kind, message } });
     }
@@ -245,17 +282,24 @@ export class AgentHarness {
       if (signal.aborted) return { end: { kind: 'cancelled' } };
       if (error instanceof StallError)
         return { end: { kind: 'error', error: { kind: 'stalled_turn', elapsedMs: error.elapsedMs } } };
-      await log({
-        type: 'feedback',
-        content: `[harness] the provider call failed: ${(error as Error).message}`,
-      });
+      const message = errorMessage(error);
+      // A fatal error (a bad key, an unknown model) will not heal by asking again.
+      if ((error as { fatal?: unknown } | null)?.fatal === true)
+        return { end: { kind: 'error', error: { kind: 'llm', message } } };
+      await log({ type: 'feedback', content: `[harness] the provider call failed: ${message}` });
       return {
         failed: true,
-        step: { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations },
+        step: { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations, error: message },
       };
     }
     response = deps.guardrails?.output?.(response) ?? response;
     const usage = response.usage ? response.usage.inputTokens + response.usage.outputTokens : 0;
+    const stopReason = stopReasonOf(response);
+    if (stopReason === 'content_filter') {
+      await log({ type: 'assistant', content: response.text, toolCalls: [], ...usageOf(response) });
+      const message = "the provider's content filter stopped the reply";
+      return { end: { kind: 'error', error: { kind: 'llm', message } }, usage, text: response.text };
+    }
 
     // RESOLVE
     const calls = response.toolCalls.map((call) => ({
@@ -269,12 +313,17 @@ export class AgentHarness {
       if (args !== call.args) rewritten = true;
       return { ...call, args };
     });
-    await log({
-      type: 'assistant',
-      content: response.text,
-      toolCalls: calls,
-      ...(response.usage ? { usage: response.usage } : {}),
-    });
+    await log({ type: 'assistant', content: response.text, toolCalls: calls, ...usageOf(response) });
+    if (calls.length === 0 && (stopReason === 'max_tokens' || stopReason === 'error')) {
+      // Not a stop: the reply was cut off (or broke off). Say so and go on, bounded by the watchdog.
+      const message =
+        stopReason === 'max_tokens'
+          ? 'the reply was cut off at the output token limit'
+          : 'the provider ended the reply with an error';
+      await log({ type: 'feedback', content: `[harness] ${message}: ${CUT_OFF}` });
+      const step: TurnStep = { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations };
+      return { step: { ...step, error: message }, failed: true, usage, text: response.text };
+    }
     const stopRequested = calls.length === 0;
 
     // Verifier chain
@@ -293,7 +342,7 @@ export class AgentHarness {
       callsThisTurn: proposed.length,
       sessionId: turn.sessionId,
       ...(deps.robustnessProfile ? { robustnessProfile: deps.robustnessProfile } : {}),
-      ...(stopRequested ? { stopReason: response.stopReason || 'end_turn' } : {}),
+      ...(stopRequested ? { stopReason } : {}),
       ...(state.scratchpad ? { scratchpad: state.scratchpad } : {}),
     };
     const verdict = deps.verifier ? await deps.verifier.run(context, signal) : { kind: 'continue' as const };
