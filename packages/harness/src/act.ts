@@ -1,7 +1,8 @@
 // ACT: run a turn's tool calls. Calls are partitioned by resource claim into ordered groups — no
 // two calls in a group conflict; a group runs concurrently, groups one after another — and results
-// come back in the model's order. A duplicate (name, canonical args) reuses the first result; every
-// call is bounded by its timeout; a throw, a timeout or bad args become an error result.
+// come back in the model's order. A duplicate read-only call (name, canonical args) reuses the first
+// result, within or across batches, until anything else runs; every call is bounded by its
+// timeout; a throw, a timeout or bad args become an error result.
 import { hashToolArgs } from '@aleph/verification';
 import type { ToolService } from './tool-service.js';
 import type { CommandSandbox, ResourceClaim, ToolCall, ToolInvocation, ToolResult } from './types.js';
@@ -23,6 +24,10 @@ export interface ActOptions {
   /** A guardrail rewrote some call's args: run the whole batch serially. */
   readonly serial: boolean;
   readonly sandbox?: CommandSandbox | undefined;
+  /** Reuse read-only results across batches (one per run); within the batch when absent. */
+  readonly cache?: EvidenceCache | undefined;
+  /** Calls a tool hook denied, by call id: each one's result is the reason, as an error. */
+  readonly denied?: ReadonlyMap<string, string> | undefined;
 }
 
 function keysOverlap(a: readonly string[], b: readonly string[]): boolean {
@@ -104,20 +109,41 @@ async function runOne(
   }
 }
 
+/** `name\0argsHash` → an earlier batch's result of a read-only call; any other call empties it. */
+export type EvidenceCache = Map<string, ToolResult>;
+
 export async function act(calls: readonly ToolCall[], options: ActOptions): Promise<ActOutcome[]> {
-  const parsed = calls.map((call) => options.tools.parse(call.name, call.args));
+  const parsed = calls.map((call) => {
+    const reason = options.denied?.get(call.id);
+    return reason === undefined
+      ? options.tools.parse(call.name, call.args)
+      : ({ ok: false, error: reason } as const);
+  });
   const claims = parsed.map((entry): ResourceClaim =>
     entry.ok ? options.tools.claimOf(entry.tool, entry.args) : { kind: 'none' },
   );
   const hashes = calls.map((call) => hashToolArgs(call.args));
   const outcomes: (ActOutcome | undefined)[] = calls.map(() => undefined);
+  // Only a read-only (`evidence`) call is reused, and only while nothing else ran in between (in
+  // the model's order): a write, a shell command or any tool not known to be read-only may have
+  // changed what it read.
+  const cache = options.cache ?? new Map<string, ToolResult>();
+  const keys = calls.map((call, index) => `${call.name}\u0000${hashes[index] ?? ''}`);
   const firstByKey = new Map<string, number>();
-  const duplicates = new Map<number, number>();
-  calls.forEach((call, index) => {
-    const key = `${call.name}\u0000${hashes[index] ?? ''}`;
-    const first = firstByKey.get(key);
-    if (first === undefined) firstByKey.set(key, index);
-    else duplicates.set(index, first);
+  const duplicates = new Map<number, number | ToolResult>();
+  let changed = false;
+  parsed.forEach((entry, index) => {
+    if (!entry.ok) return;
+    const key = keys[index] as string;
+    if (entry.tool.kind !== 'evidence') {
+      firstByKey.clear();
+      cache.clear();
+      changed = true;
+      return;
+    }
+    const earlier = firstByKey.get(key) ?? cache.get(key);
+    if (earlier === undefined) firstByKey.set(key, index);
+    else duplicates.set(index, earlier);
   });
 
   const execute = async (index: number): Promise<void> => {
@@ -152,15 +178,36 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
     if (options.signal.aborted) break;
     await Promise.all(group.map((position) => execute(unique[position] as number)));
   }
-  for (const [index, first] of duplicates) {
-    const original = outcomes[first];
-    if (original === undefined) continue;
+  for (const [index, earlier] of duplicates) {
     const call = calls[index] as ToolCall;
+    const original =
+      typeof earlier === 'number'
+        ? outcomes[earlier]
+        : {
+            result: earlier,
+            ok: true,
+            kind: 'evidence' as const,
+            argsHash: hashes[index] ?? '',
+            invocation: {
+              callId: call.id,
+              name: call.name,
+              startedAt: Date.now(),
+              endedAt: Date.now(),
+              ok: true,
+            },
+          };
+    if (original === undefined) continue;
     outcomes[index] = {
       ...original,
       call,
       invocation: { ...original.invocation, callId: call.id, deduplicated: true },
     };
+  }
+  // A batch that ran nothing but reads leaves its results reusable by the next one.
+  if (!changed && !options.signal.aborted) {
+    outcomes.forEach((outcome, index) => {
+      if (outcome?.ok && outcome.kind === 'evidence') cache.set(keys[index] as string, outcome.result);
+    });
   }
   return calls.map(
     (call, index) =>

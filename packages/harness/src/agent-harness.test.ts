@@ -279,6 +279,45 @@ describe('verifier chain', () => {
   });
 });
 
+describe('tool-loop verifier', () => {
+  const reader: Tool<{ path: string }> = {
+    name: 'read',
+    description: 'read',
+    input: z.object({ path: z.string() }),
+    claim: () => ({ kind: 'none' }),
+    execute: () => Promise.resolve({ output: 'same' }),
+  };
+  const looping = () => new ScriptedProvider([callTool('read', { path: 'a' })], { repeatLast: true });
+
+  it('a halt threshold above the 8-call window fires', async () => {
+    const chain = VerifierChain.builder()
+      .with(new ToolLoopVerifier({ haltThreshold: 12 }))
+      .build();
+    const provider = looping();
+    const result = await harness(provider, { verifier: chain, tools: [reader], maxIterations: 20 }).run({
+      prompt: 'x',
+    });
+    expect(result.terminateReason).toMatchObject({
+      kind: 'halted',
+      by: 'tool_loop',
+      reason: expect.stringContaining('12 times in a row'),
+    });
+    expect(provider.requests).toHaveLength(12);
+  });
+
+  it("the model's robustness profile (HarnessDeps.robustnessProfile) sets the thresholds", async () => {
+    const chain = VerifierChain.builder().with(new ToolLoopVerifier()).build();
+    const provider = looping();
+    const result = await harness(provider, {
+      verifier: chain,
+      tools: [reader],
+      robustnessProfile: { toolLoopRepeatThreshold: 2, toolLoopHaltThreshold: 10 },
+    }).run({ prompt: 'x' });
+    expect(lastUserText(provider.requests[2]!.messages)).toMatch(/called read 2 times in a row/);
+    expect(result.terminateReason).toMatchObject({ reason: expect.stringContaining('10 times in a row') });
+  });
+});
+
 describe('ACT', () => {
   const timed = (
     name: string,
@@ -361,20 +400,56 @@ describe('ACT', () => {
     expect(overlap(a, b)).toBe(false);
   });
 
-  it('a duplicate (name, canonical args) within a stage reuses the first result; not across turns', async () => {
+  it('a duplicate read-only call reuses the first result within or across batches, until anything else runs', async () => {
     const ran: string[] = [];
-    const tools = [timed('read', (args) => ({ kind: 'shared', keys: [args.path] }), ran)];
+    const read = {
+      ...timed('read', (args) => ({ kind: 'shared', keys: [args.path] }), ran),
+      kind: 'evidence' as const,
+    };
+    const write = {
+      ...timed('write', (args) => ({ kind: 'exclusive', keys: [args.path] }), ran),
+      kind: 'mutation' as const,
+    };
+    const other = timed('probe', () => ({ kind: 'none' }), ran); // not known to be read-only
     const provider = new ScriptedProvider([
-      callTools([
-        { name: 'read', args: { path: '/a' } },
-        { name: 'read', args: { path: '/a' } },
-      ]),
       callTool('read', { path: '/a' }),
+      callTool('read', { path: '/a' }), // reused across batches
+      callTools([
+        { name: 'read', args: { path: '/a' } }, // reused
+        { name: 'probe', args: { path: '/p' } },
+        { name: 'probe', args: { path: '/p' } }, // may have side effects: runs again
+        { name: 'read', args: { path: '/a' } }, // a probe ran since: runs again
+      ]),
+      callTool('write', { path: '/a' }),
+      callTool('read', { path: '/a' }), // a write ran since: runs again
+      callTools([
+        { name: 'read', args: { path: '/b' } },
+        { name: 'write', args: { path: '/b' } },
+        { name: 'read', args: { path: '/b' } }, // after the write in the same batch: runs again
+      ]),
+      callTool('read', { path: '/b' }), // the last batch wrote: runs again
       stop(),
     ]);
-    const result = await harness(provider, { tools }).run({ prompt: 'x' });
-    expect(ran).toEqual(['read:/a', 'read:/a']); // once in turn 1, once in turn 2
-    expect(result.toolTimeline[1]).toMatchObject({ deduplicated: true, ok: true });
+    const result = await harness(provider, { tools: [read, write, other] }).run({ prompt: 'x' });
+    expect(ran).toEqual([
+      'read:/a',
+      'probe:/p',
+      'probe:/p',
+      'read:/a',
+      'write:/a',
+      'read:/a',
+      'read:/b',
+      'write:/b',
+      'read:/b',
+      'read:/b',
+    ]);
+    expect(result.toolTimeline.filter((call) => call.deduplicated).map((call) => call.ok)).toEqual([
+      true,
+      true,
+    ]);
+    // A reused result is the same text the model read the first time.
+    const toolText = (index: number) => provider.requests[index]!.messages.at(-1)!.content;
+    expect(toolText(2)).toBe('read /a');
   });
 
   it('a tool timeout becomes an error result the next Think reads', async () => {

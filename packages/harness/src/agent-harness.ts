@@ -10,7 +10,7 @@ import {
   type ToolCallSummary,
   type TurnVerifyContext,
 } from '@aleph/verification';
-import { act, type ActOutcome } from './act.js';
+import { act, type ActOutcome, type EvidenceCache } from './act.js';
 import { fitToBudget } from './context-budget.js';
 import { HarnessError } from './errors.js';
 import { AGENT_ROLE_PROMPT } from './prompt.js';
@@ -75,6 +75,22 @@ function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message || error.name : String(error);
 }
 
+/**
+ * The verifier's view of the history: the last TOOL_HISTORY_WINDOW calls, reaching further back
+ * while they repeat the last one, so a loop-halt threshold above the window can still fire.
+ */
+function recent(history: readonly ToolCallSummary[]): ToolCallSummary[] {
+  const last = history.at(-1);
+  let streak = 0;
+  while (
+    streak < history.length &&
+    history[history.length - 1 - streak]?.name === last?.name &&
+    history[history.length - 1 - streak]?.argsHash === last?.argsHash
+  )
+    streak += 1;
+  return history.slice(-Math.max(TOOL_HISTORY_WINDOW, streak));
+}
+
 const CUT_OFF =
   'your reply is incomplete and was not taken as a stop. Continue from where it broke off; keep replies shorter, and split long output across tool calls.';
 
@@ -88,12 +104,20 @@ class StallError extends Error {
 interface RunState {
   messages: Message[];
   history: ToolCallSummary[];
+  /** Read-only results reusable by a later identical call (this run only). */
+  cache: EvidenceCache;
   scratchpad: ScratchpadRow[] | undefined;
   toolCallsMade: number;
 }
 
 function foldEvents(events: readonly SessionEvent[]): RunState {
-  const state: RunState = { messages: [], history: [], scratchpad: undefined, toolCallsMade: 0 };
+  const state: RunState = {
+    messages: [],
+    history: [],
+    cache: new Map(),
+    scratchpad: undefined,
+    toolCallsMade: 0,
+  };
   for (const event of events) apply(state, event);
   // A run killed mid-ACT left tool calls without results; providers refuse such a history, and the
   // model should know those calls did not (or may not have) run.
@@ -338,7 +362,7 @@ export class AgentHarness {
       iterations: turn.iterations,
       toolCallsMade: state.toolCallsMade + proposed.length,
       finalText: response.text,
-      recentToolCalls: [...state.history, ...proposed].slice(-TOOL_HISTORY_WINDOW),
+      recentToolCalls: recent([...state.history, ...proposed]),
       callsThisTurn: proposed.length,
       sessionId: turn.sessionId,
       ...(deps.robustnessProfile ? { robustnessProfile: deps.robustnessProfile } : {}),
@@ -393,6 +417,7 @@ export class AgentHarness {
       defaultTimeoutMs: deps.defaultToolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
       serial: rewritten,
       sandbox: deps.sandbox,
+      cache: state.cache,
     });
     if (signal.aborted) return { end: { kind: 'cancelled' }, usage, text: response.text };
 
@@ -431,7 +456,7 @@ export class AgentHarness {
   }
 
   #remember(state: RunState, summaries: readonly ToolCallSummary[]): void {
-    state.history = [...state.history, ...summaries].slice(-TOOL_HISTORY_WINDOW);
+    state.history = recent([...state.history, ...summaries]);
     state.toolCallsMade += summaries.length;
   }
 

@@ -14,7 +14,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
   pty: { lines: 1190, files: 8 },
   verification: { lines: 1100, files: 15 },
-  harness: { lines: 1480, files: 12 },
+  harness: { lines: 1550, files: 12 },
   gateway: { lines: 1270, files: 10 },
   server: { lines: 1400, files: 10 },
 };
