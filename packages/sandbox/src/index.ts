@@ -1,0 +1,24 @@
+// @aleph/sandbox: confine a command the model chose (bubblewrap / sandbox-exec), scrub secrets.
+export {
+  createSandbox,
+  INSTALL_HINT,
+  probeSandbox,
+  type ConfiguredSandbox,
+  type CreateSandboxOptions,
+  type ProbeOptions,
+  type Sandbox,
+  type SandboxBackend,
+  type SandboxCommand,
+  type SandboxMode,
+  type SandboxProbe,
+  type WrappedCommand,
+} from './sandbox.js';
+export {
+  ENV_ALLOW_LIST,
+  PROTECTED_HOME_PATHS,
+  sandboxEnv,
+  scrubEnv,
+  type DeniedPath,
+  type SandboxPolicy,
+} from './policy.js';
+export { SandboxError, type SandboxErrorCode } from './errors.js';

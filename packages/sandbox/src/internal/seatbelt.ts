@@ -1,0 +1,32 @@
+// The macOS sandbox-exec (Seatbelt) profile for one command. Kept small on purpose: everything is
+// allowed but writes outside the cwd and temp dirs, any access to the denied paths, and (network
+// off) any network but local unix sockets. Later rules win over earlier ones in SBPL.
+import type { DeniedPath } from '../policy.js';
+
+export interface SeatbeltOptions {
+  readonly cwd: string;
+  readonly deny: readonly DeniedPath[];
+  readonly network: 'off' | 'on';
+}
+
+/** An SBPL string literal. */
+const literal = (text: string): string => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+
+const filter = ({ path, kind }: DeniedPath): string =>
+  `(${kind === 'dir' ? 'subpath' : 'literal'} ${literal(path)})`;
+
+export function seatbeltProfile(options: SeatbeltOptions): string {
+  const lines = [
+    '(version 1)',
+    '(allow default)',
+    '(deny file-write*)',
+    `(allow file-write* (subpath ${literal(options.cwd)}) (subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null") (literal "/dev/tty"))`,
+  ];
+  if (options.deny.length > 0) {
+    lines.push(`(deny file-read* file-write* ${options.deny.map(filter).join(' ')})`);
+  }
+  if (options.network === 'off') {
+    lines.push('(deny network*)', '(allow network* (remote unix-socket))');
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,106 @@
+// What a sandboxed command may see: the policy as configured, checked once into absolute real
+// paths, and the environment it gets. Paths that do not exist, relative paths and the root are
+// errors naming the key; the built-in secrets under $HOME are denied only where they exist.
+import { realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, join, sep } from 'node:path';
+import { SandboxError } from './errors.js';
+
+export interface SandboxPolicy {
+  /** `off`: a network namespace of its own (loopback only, nothing of the host's listening). */
+  readonly network: 'off' | 'on';
+  /** Made unreadable (absolute, or `~/…`). Each must exist; e.g. the server's state dir. */
+  readonly denyRead?: readonly string[] | undefined;
+  /** Environment names passed through beyond the built-in allow-list (`*_TOKEN` only when listed). */
+  readonly env?: readonly string[] | undefined;
+  /** Names never passed, even when listed: the provider's key variable. `ALEPH_*` never is. */
+  readonly secretEnv?: readonly string[] | undefined;
+}
+
+/** The environment a sandboxed command keeps, besides `LC_*` and the policy's `env`. */
+export const ENV_ALLOW_LIST = ['PATH', 'HOME', 'USER', 'LANG', 'TERM', 'SHELL', 'TZ'] as const;
+
+/** Denied under $HOME whenever they exist. */
+export const PROTECTED_HOME_PATHS = ['.ssh', '.aws', '.config/gcloud', '.netrc'] as const;
+
+export interface DeniedPath {
+  readonly path: string;
+  readonly kind: 'dir' | 'file';
+}
+
+export interface ResolvedPolicy {
+  readonly network: 'off' | 'on';
+  readonly deny: readonly DeniedPath[];
+  readonly env: ReadonlySet<string>;
+  readonly secretEnv: ReadonlySet<string>;
+}
+
+/** The sandbox makes its own /proc and /dev: denying inside them means nothing. */
+const PSEUDO_FILESYSTEMS = ['/proc', '/dev'];
+
+export const isWithin = (path: string, root: string): boolean =>
+  path === root || path.startsWith(root === sep ? root : root + sep);
+
+function denied(path: string): DeniedPath {
+  return { path: realpathSync(path), kind: statSync(path).isDirectory() ? 'dir' : 'file' };
+}
+
+export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
+  const deny: DeniedPath[] = [];
+  for (const relative of PROTECTED_HOME_PATHS) {
+    try {
+      deny.push(denied(join(home, relative)));
+    } catch {
+      // absent: nothing to hide
+    }
+  }
+  for (const entry of policy.denyRead ?? []) {
+    const path = entry === '~' || entry.startsWith('~/') ? join(home, entry.slice(1)) : entry;
+    if (!isAbsolute(path) || PSEUDO_FILESYSTEMS.some((root) => isWithin(path, root)) || path === sep) {
+      throw new SandboxError(
+        'path_invalid',
+        `deny_read: ${JSON.stringify(entry)} is not a path on the filesystem (absolute or ~/…, not / or under /proc, /dev)`,
+      );
+    }
+    try {
+      deny.push(denied(path));
+    } catch (error) {
+      throw new SandboxError('path_missing', `deny_read: ${path} does not exist`, { cause: error });
+    }
+  }
+  const secretEnv = new Set(policy.secretEnv ?? []);
+  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv };
+}
+
+const isAllowed = (name: string, policy: ResolvedPolicy): boolean =>
+  !name.startsWith('ALEPH_') &&
+  !policy.secretEnv.has(name) &&
+  ((ENV_ALLOW_LIST as readonly string[]).includes(name) || name.startsWith('LC_') || policy.env.has(name));
+
+/** The allow-listed environment of a confined command. */
+export function sandboxEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  policy: ResolvedPolicy,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && isAllowed(name, policy)) out[name] = value;
+  }
+  return out;
+}
+
+/**
+ * The environment of any child of the server, confined or not: everything but the server's own
+ * secrets (`ALEPH_TOKEN` and the named variables).
+ */
+export function scrubEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  secretNames: Iterable<string> = [],
+): Record<string, string> {
+  const secrets = new Set(['ALEPH_TOKEN', ...secretNames]);
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && !secrets.has(name)) out[name] = value;
+  }
+  return out;
+}

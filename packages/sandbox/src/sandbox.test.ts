@@ -1,0 +1,304 @@
+// Real bubblewrap (CI installs it): what a confined command can and cannot do, and the same
+// commands with the mode off. The test root lives in /var/tmp so that the private /tmp of the
+// sandbox does not hide the paths the policy is meant to hide.
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createSandbox, type SandboxMode, type WrappedCommand } from './sandbox.js';
+import { SandboxError } from './errors.js';
+
+const linux = process.platform === 'linux';
+
+interface Ran {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function run(command: WrappedCommand): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command.file, command.args, {
+      cwd: command.cwd,
+      env: command.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject).on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+let root = '';
+let work = '';
+let state = '';
+let home = '';
+let listener: Server;
+let port = 0;
+
+beforeAll(async () => {
+  root = mkdtempSync('/var/tmp/aleph-sandbox-test-');
+  work = join(root, 'work');
+  state = join(root, 'state');
+  home = join(root, 'home');
+  mkdirSync(work);
+  mkdirSync(state);
+  mkdirSync(join(home, '.ssh'), { recursive: true });
+  writeFileSync(join(state, 'token'), 'gateway-token-123\n');
+  writeFileSync(join(home, '.ssh', 'id_ed25519'), 'private-key\n');
+  writeFileSync(join(home, '.netrc'), 'machine x password hunter2\n');
+  listener = createServer((socket) => socket.end('hello\n'));
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  port = (listener.address() as { port: number }).port;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => listener.close(resolve));
+  rmSync(root, { recursive: true, force: true });
+});
+
+const SECRET_ENV = {
+  ALEPH_TOKEN: 'aleph-token-secret',
+  ALEPH_URL: 'http://127.0.0.1:1',
+  PROVIDER_KEY: 'provider-key-secret',
+  OPENAI_API_KEY: 'openai-key-secret',
+  GITHUB_TOKEN: 'github-token-secret',
+  LISTED_TOKEN: 'listed-token-value',
+};
+
+function sandbox(mode: SandboxMode, network: 'on' | 'off' = 'off') {
+  return createSandbox(
+    { network, denyRead: [state], env: ['LISTED_TOKEN', 'PROVIDER_KEY'], secretEnv: ['PROVIDER_KEY'] },
+    { mode, home },
+  );
+}
+
+const sh = (mode: SandboxMode, script: string, network: 'on' | 'off' = 'off'): Promise<Ran> =>
+  run(
+    sandbox(mode, network).wrap({
+      file: '/bin/sh',
+      args: ['-c', script],
+      cwd: work,
+      env: { ...process.env, ...SECRET_ENV },
+    }),
+  );
+
+describe.skipIf(!linux)('bubblewrap (required)', () => {
+  it('uses bubblewrap on this machine', () => {
+    expect(sandbox('required').backend).toBe('bubblewrap');
+  });
+
+  it('writes in the cwd and the private /tmp, and nowhere else', async () => {
+    const ran = await sh(
+      'required',
+      'echo in > inside.txt && echo t > /tmp/t && cat /tmp/t; echo out > ../outside.txt',
+    );
+    expect(readFileSync(join(work, 'inside.txt'), 'utf8')).toBe('in\n');
+    expect(ran.stdout).toBe('t\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(ran.code).not.toBe(0);
+    expect(readdirSync(root)).not.toContain('outside.txt');
+  });
+
+  it('cannot read the denied state dir, ~/.ssh or ~/.netrc', async () => {
+    const ran = await sh(
+      'required',
+      `cat ${state}/token; cat ${home}/.ssh/id_ed25519; cat ${home}/.netrc; ls ${state}`,
+    );
+    expect(ran.stdout).not.toMatch(/gateway-token-123|private-key|hunter2|token/);
+    expect(ran.stderr).toMatch(/token: No such file/);
+  });
+
+  it('sees no ALEPH_*, no provider key, no *_TOKEN or *_API_KEY unless listed', async () => {
+    const ran = await sh('required', 'env');
+    expect(ran.stdout).not.toMatch(/aleph-token-secret|ALEPH_|provider-key-secret|openai-key|github-token/);
+    expect(ran.stdout).toMatch(/^LISTED_TOKEN=listed-token-value$/m);
+    expect(ran.stdout).toMatch(/^PATH=/m);
+  });
+
+  const connect = (network: 'on' | 'off', mode: SandboxMode = 'required') =>
+    run(
+      sandbox(mode, network).wrap({
+        file: process.execPath,
+        args: [
+          '-e',
+          `require('net').connect(${port}, '127.0.0.1').on('data', (d) => process.stdout.write('got ' + d)).on('error', (e) => { console.log(e.code); process.exitCode = 1; })`,
+        ],
+        cwd: work,
+        env: process.env,
+      }),
+    );
+
+  it('cannot reach a listener on the host loopback with network off', async () => {
+    const ran = await connect('off');
+    expect(ran.stdout).not.toMatch(/got hello/);
+    expect(ran.code).toBe(1);
+  });
+
+  it('reaches it with network on', async () => {
+    const ran = await connect('on');
+    expect(ran.stdout).toBe('got hello\n');
+  });
+
+  it('leaves nothing behind: a setsid escapee dies with the command', async () => {
+    const marker = String(900_000 + Math.floor(Math.random() * 99_999));
+    const ran = await sh('required', escapee(marker));
+    try {
+      expect(ran.stdout).toBe('started\n');
+      await waitFor(() => sleepers(marker).length === 0);
+    } finally {
+      for (const pid of sleepers(marker)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('refuses a cwd under a denied path, naming it', () => {
+    const error = catchError(() =>
+      sandbox('required').wrap({ file: '/bin/true', args: [], cwd: state, env: {} }),
+    );
+    expect(error).toBeInstanceOf(SandboxError);
+    expect(error).toMatchObject({ code: 'cwd_denied' });
+    expect(error.message).toBe(`cwd: ${state} is under the denied path ${state}`);
+  });
+});
+
+describe.skipIf(!linux)('mode off: the same commands run unconfined', () => {
+  it('reports backend none and why', () => {
+    const off = sandbox('off');
+    expect(off.backend).toBe('none');
+    expect(off.unconfinedReason).toBe('sandbox mode is off');
+  });
+
+  it('writes outside the cwd and reads the state dir', async () => {
+    const ran = await sh('off', `echo out > ../outside-off.txt && cat ${state}/token`);
+    expect(ran.code).toBe(0);
+    expect(ran.stdout).toBe('gateway-token-123\n');
+    expect(readFileSync(join(root, 'outside-off.txt'), 'utf8')).toBe('out\n');
+  });
+
+  it('still strips ALEPH_TOKEN and the provider key, keeps the rest', async () => {
+    const ran = await sh('off', 'env');
+    expect(ran.stdout).not.toMatch(/aleph-token-secret|provider-key-secret/);
+    expect(ran.stdout).toMatch(/^OPENAI_API_KEY=openai-key-secret$/m);
+  });
+
+  it('reaches the host loopback', async () => {
+    const ran = await run(
+      sandbox('off').wrap({
+        file: process.execPath,
+        args: [
+          '-e',
+          `require('net').connect(${port}, '127.0.0.1').on('data', (d) => process.stdout.write('got ' + d))`,
+        ],
+        cwd: work,
+        env: process.env,
+      }),
+    );
+    expect(ran.stdout).toBe('got hello\n');
+  });
+
+  it('lets a setsid escapee outlive the command (which is why the sandbox matters)', async () => {
+    const marker = String(900_000 + Math.floor(Math.random() * 99_999));
+    await sh('off', escapee(marker));
+    try {
+      await waitFor(() => sleepers(marker).length === 1);
+    } finally {
+      for (const pid of sleepers(marker)) process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
+describe('bad input', () => {
+  let fake = '';
+  afterEach(() => rmSync(fake, { force: true, recursive: true }));
+
+  it('a deny_read path that does not exist names the key', () => {
+    const error = catchError(() =>
+      createSandbox({ network: 'off', denyRead: ['/nonexistent/secrets'] }, { mode: 'off', home }),
+    );
+    expect(error).toMatchObject({
+      code: 'path_missing',
+      message: 'deny_read: /nonexistent/secrets does not exist',
+    });
+  });
+
+  it('a deny_read outside the filesystem names the key', () => {
+    for (const path of ['relative/dir', '/', '/proc/1/environ']) {
+      const error = catchError(() =>
+        createSandbox({ network: 'off', denyRead: [path] }, { mode: 'auto', home }),
+      );
+      expect(error).toMatchObject({ code: 'path_invalid' });
+      expect(error.message).toMatch(new RegExp(`^deny_read: "${path.replace(/\//g, '\\/')}" is not a path`));
+    }
+  });
+
+  it.skipIf(!linux)(
+    'bwrap present but failing: required throws the cause, auto runs unconfined and says why',
+    () => {
+      fake = mkdtempSync('/var/tmp/aleph-fake-bwrap-');
+      const bwrapPath = join(fake, 'bwrap');
+      writeFileSync(
+        bwrapPath,
+        '#!/bin/sh\necho "bwrap: No permissions to create a new namespace" >&2\nexit 1\n',
+      );
+      chmodSync(bwrapPath, 0o755);
+      const error = catchError(() =>
+        createSandbox({ network: 'off' }, { mode: 'required', bwrapPath, home }),
+      );
+      expect(error).toMatchObject({
+        code: 'backend_failed',
+        message: `${bwrapPath} fails to start a sandbox: bwrap: No permissions to create a new namespace`,
+      });
+      const auto = createSandbox({ network: 'off' }, { mode: 'auto', bwrapPath, home });
+      expect(auto.backend).toBe('none');
+      expect(auto.unconfinedReason).toMatch(/No permissions to create a new namespace/);
+    },
+  );
+
+  it.skipIf(!linux)('no bwrap at all: required names the package to install', () => {
+    const error = catchError(() =>
+      createSandbox({ network: 'off' }, { mode: 'required', env: { PATH: '' }, home }),
+    );
+    expect(error).toMatchObject({ code: 'backend_missing' });
+    expect(error.message).toMatch(/^bwrap not found on PATH: install bubblewrap/);
+  });
+});
+
+function catchError(work: () => unknown): Error & { code?: string } {
+  try {
+    work();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected an error');
+}
+
+/** Starts `setsid sleep <marker>` and returns once it runs (setsid execs sleep in the same pid). */
+const escapee = (marker: string): string =>
+  `setsid sleep ${marker} >/dev/null 2>&1 & until grep -qa ${marker} /proc/$!/cmdline; do :; done; echo started`;
+
+/** Pids of `sleep <marker>` processes, from /proc. */
+function sleepers(marker: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (cmdline === `sleep\0${marker}\0` && !/\) Z /.test(stat)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

@@ -1,0 +1,185 @@
+// A Sandbox wraps a command the model chose into one that runs confined by a policy: bubblewrap on
+// Linux, sandbox-exec on macOS, or `none`. The mode decides what happens without a working
+// backend: `required` throws (SandboxError), `auto` runs unconfined and says why, `off` never
+// confines. Every backend, `none` included, strips the server's secrets from the environment.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { SandboxError } from './errors.js';
+import { baseArgs, bubblewrapArgs } from './internal/bubblewrap.js';
+import { seatbeltProfile } from './internal/seatbelt.js';
+import {
+  isWithin,
+  resolvePolicy,
+  sandboxEnv,
+  scrubEnv,
+  type ResolvedPolicy,
+  type SandboxPolicy,
+} from './policy.js';
+
+export interface SandboxCommand {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+export interface WrappedCommand {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  /** The whole environment: spawn with exactly this, merged with nothing. */
+  readonly env: Record<string, string>;
+}
+
+export type SandboxBackend = 'bubblewrap' | 'sandbox-exec' | 'none';
+
+export interface Sandbox {
+  readonly backend: SandboxBackend;
+  /** Throws SandboxError when the cwd is missing or denied. */
+  wrap(command: SandboxCommand): WrappedCommand;
+}
+
+export type SandboxMode = 'auto' | 'required' | 'off';
+
+export interface ConfiguredSandbox extends Sandbox {
+  readonly mode: SandboxMode;
+  /** Why commands run unconfined, when `backend` is `none`. */
+  readonly unconfinedReason?: string;
+}
+
+export type SandboxProbe =
+  | { readonly kind: 'available'; readonly backend: 'bubblewrap' | 'sandbox-exec'; readonly path: string }
+  | { readonly kind: 'missing'; readonly reason: string }
+  | { readonly kind: 'failed'; readonly reason: string };
+
+export interface ProbeOptions {
+  readonly platform?: NodeJS.Platform;
+  /** The bwrap to use; default: `bwrap` on `PATH`. */
+  readonly bwrapPath?: string;
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}
+
+export interface CreateSandboxOptions extends ProbeOptions {
+  readonly mode: SandboxMode;
+  /** Where `~` and the protected home paths resolve; default: the user's home. */
+  readonly home?: string;
+}
+
+const SANDBOX_EXEC = '/usr/bin/sandbox-exec';
+
+export const INSTALL_HINT =
+  'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)';
+
+function onPath(name: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  for (const dir of (env['PATH'] ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return join(dir, name);
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** Whether this platform has a backend that works: runs one `true` under bwrap to find out. */
+export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {
+  const platform = options.platform ?? process.platform;
+  if (platform === 'darwin') {
+    try {
+      accessSync(SANDBOX_EXEC, constants.X_OK);
+      return { kind: 'available', backend: 'sandbox-exec', path: SANDBOX_EXEC };
+    } catch {
+      return { kind: 'missing', reason: `${SANDBOX_EXEC} not found` };
+    }
+  }
+  if (platform !== 'linux') return { kind: 'missing', reason: `no sandbox backend on ${platform}` };
+  const path = options.bwrapPath ?? onPath('bwrap', options.env ?? process.env);
+  if (path === undefined) return { kind: 'missing', reason: `bwrap not found on PATH: ${INSTALL_HINT}` };
+  const result = spawnSync(path, [...baseArgs('off'), '--', 'true'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  if (result.error !== undefined) {
+    return { kind: 'failed', reason: `${path} could not run: ${result.error.message}` };
+  }
+  if (result.status !== 0) {
+    const first = result.stderr.split('\n').find((line) => line.trim() !== '') ?? `exit ${result.status}`;
+    return { kind: 'failed', reason: `${path} fails to start a sandbox: ${first.trim()}` };
+  }
+  return { kind: 'available', backend: 'bubblewrap', path };
+}
+
+function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
+  let real: string;
+  try {
+    real = realpathSync(cwd);
+    if (!statSync(real).isDirectory()) throw new Error('not a directory');
+  } catch (error) {
+    throw new SandboxError('cwd_missing', `cwd: ${cwd} is not a directory`, { cause: error });
+  }
+  const under = policy.deny.find((denied) => isWithin(real, denied.path));
+  if (under !== undefined) {
+    throw new SandboxError('cwd_denied', `cwd: ${real} is under the denied path ${under.path}`);
+  }
+  return real;
+}
+
+function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): ConfiguredSandbox {
+  return {
+    backend: 'none',
+    mode,
+    unconfinedReason: reason,
+    wrap: (command) => ({
+      file: command.file,
+      args: [...command.args],
+      cwd: command.cwd,
+      env: scrubEnv(command.env, policy.secretEnv),
+    }),
+  };
+}
+
+/** Builds the sandbox for a policy; throws SandboxError for a bad policy or, in `required` mode, no backend. */
+export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptions): ConfiguredSandbox {
+  const resolved = resolvePolicy(policy, options.home ?? homedir());
+  const { mode } = options;
+  if (mode === 'off') return unconfined(mode, resolved, 'sandbox mode is off');
+  const probe = probeSandbox(options);
+  switch (probe.kind) {
+    case 'missing':
+    case 'failed':
+      if (mode === 'required') {
+        throw new SandboxError(probe.kind === 'missing' ? 'backend_missing' : 'backend_failed', probe.reason);
+      }
+      return unconfined(mode, resolved, probe.reason);
+    case 'available': {
+      const { backend, path } = probe;
+      return {
+        backend,
+        mode,
+        wrap: (command) => {
+          const cwd = confinedCwd(command.cwd, resolved);
+          const env = sandboxEnv(command.env, resolved);
+          const args =
+            backend === 'bubblewrap'
+              ? bubblewrapArgs(resolved, cwd, command)
+              : [
+                  '-p',
+                  seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network }),
+                  command.file,
+                  ...command.args,
+                ];
+          return { file: path, args, cwd, env };
+        },
+      };
+    }
+    default: {
+      const never: never = probe;
+      return never;
+    }
+  }
+}
