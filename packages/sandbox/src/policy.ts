@@ -72,7 +72,7 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
   return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv };
 }
 
-const isAllowed = (name: string, policy: ResolvedPolicy): boolean =>
+export const isAllowed = (name: string, policy: ResolvedPolicy): boolean =>
   !name.startsWith('ALEPH_') &&
   !policy.secretEnv.has(name) &&
   ((ENV_ALLOW_LIST as readonly string[]).includes(name) || name.startsWith('LC_') || policy.env.has(name));
@@ -87,6 +87,18 @@ export function sandboxEnv(
     if (value !== undefined && isAllowed(name, policy)) out[name] = value;
   }
   return out;
+}
+
+/**
+ * Names a confined command must not inherit: a spawner may merge our env over its own (a pty, a
+ * hook runner), so the backend unsets these names itself. Names only: values never reach argv.
+ */
+export function unsetNames(
+  envs: readonly Readonly<Record<string, string | undefined>>[],
+  policy: ResolvedPolicy,
+): string[] {
+  const names = new Set(envs.flatMap((env) => Object.keys(env)));
+  return [...names].filter((name) => !isAllowed(name, policy)).sort();
 }
 
 /**

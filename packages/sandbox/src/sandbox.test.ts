@@ -119,6 +119,18 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stdout).toMatch(/^PATH=/m);
   });
 
+  it('sees none of them either when the spawner merges the env over its own (as a pty does)', async () => {
+    const box = createSandbox(
+      { network: 'off', secretEnv: ['PROVIDER_KEY'] },
+      { mode: 'required', home, env: { ...process.env, ...SECRET_ENV } },
+    );
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'env'], cwd: work, env: process.env });
+    expect(wrapped.args.join(' ')).not.toMatch(/secret/);
+    const ran = await run({ ...wrapped, env: { ...process.env, ...SECRET_ENV, ...wrapped.env } });
+    expect(ran.stdout).not.toMatch(/secret|ALEPH_/);
+    expect(ran.stdout).toMatch(/^PATH=/m);
+  });
+
   const connect = (network: 'on' | 'off', mode: SandboxMode = 'required') =>
     run(
       sandbox(mode, network).wrap({

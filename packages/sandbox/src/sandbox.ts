@@ -15,6 +15,7 @@ import {
   sandboxEnv,
   scrubEnv,
   type ResolvedPolicy,
+  unsetNames,
   type SandboxPolicy,
 } from './policy.js';
 
@@ -29,7 +30,8 @@ export interface WrappedCommand {
   readonly file: string;
   readonly args: readonly string[];
   readonly cwd: string;
-  /** The whole environment: spawn with exactly this, merged with nothing. */
+  /** The environment to spawn with. A spawner that merges it over its own is safe: the backend
+   * unsets every other name it can know of (this process's and the command's). */
   readonly env: Record<string, string>;
 }
 
@@ -58,6 +60,7 @@ export interface ProbeOptions {
   readonly platform?: NodeJS.Platform;
   /** The bwrap to use; default: `bwrap` on `PATH`. */
   readonly bwrapPath?: string;
+  /** This process's environment (for `PATH`, and the names a spawner may merge in); default: process.env. */
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
@@ -158,18 +161,22 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       return unconfined(mode, resolved, probe.reason);
     case 'available': {
       const { backend, path } = probe;
+      const inherited = options.env ?? process.env;
       return {
         backend,
         mode,
         wrap: (command) => {
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);
+          const unset = unsetNames([command.env, inherited], resolved);
           const args =
             backend === 'bubblewrap'
-              ? bubblewrapArgs(resolved, cwd, command)
+              ? bubblewrapArgs(resolved, cwd, command, unset)
               : [
                   '-p',
                   seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network }),
+                  '/usr/bin/env',
+                  ...unset.flatMap((name) => ['-u', name]),
                   command.file,
                   ...command.args,
                 ];

@@ -31,8 +31,10 @@ export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
   command: { file: string; args: readonly string[] },
+  unset: readonly string[],
 ): string[] {
   const args = baseArgs(policy.network);
+  for (const name of unset) args.push('--unsetenv', name);
   args.push('--bind', cwd, cwd);
   for (const { path, kind } of policy.deny) {
     // Under the private /tmp and outside the cwd, a path is hidden already.
