@@ -3,6 +3,7 @@
 import { EventEmitter } from 'node:events';
 import { PtyError } from './errors.js';
 import { prepareSpawner } from './internal/spawner.js';
+import { prepareWatchdog } from './internal/watchdog.js';
 import { PtySession, type ExitInfo, type PtySpawnOptions } from './pty-session.js';
 
 export type EvictionPolicy = 'evict-oldest' | 'reject';
@@ -49,6 +50,7 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
       options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, Math.floor(this.idleTtlMs / 10)));
     this.#sweeper = setInterval(() => this.#expireIdle(), interval);
     this.#sweeper.unref();
+    prepareWatchdog();
     prepareSpawner();
   }
 

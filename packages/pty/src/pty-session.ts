@@ -8,6 +8,7 @@ import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
 import { findExecutable, spawnWithoutFork } from './internal/spawner.js';
+import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
 export type ExitReason = 'exited' | 'closed' | 'evicted' | 'expired' | 'shutdown';
@@ -193,6 +194,7 @@ export class PtySession {
       });
     }
     this.pid = this.#pty.pid;
+    watchSession(this.pid); // if this process dies, even by SIGKILL, the session goes with it
     // node-pty 1.1.0 (pinned) keeps the master's descriptor, its stream and the slave's path here.
     const internals = this.#pty as unknown as { _fd?: unknown; _socket?: unknown; _pty?: unknown };
     if (process.platform !== 'win32' && typeof internals._fd === 'number') {
@@ -220,7 +222,9 @@ export class PtySession {
       waitingTurn.delete(this.#unthrottle);
       this.#releaseSlave();
       // Whatever the program left running in its session (a `sleep 1000 &`) goes with it.
-      if (treeAlive(this.pid)) void this.#endTree();
+      void (treeAlive(this.pid) ? this.#endTree() : Promise.resolve()).then(() => {
+        if (!treeAlive(this.pid)) unwatchSession(this.pid);
+      });
       for (const listener of this.#exitListeners) listener(info);
       this.#dataListeners.clear();
       this.#exitListeners.clear();
