@@ -16,7 +16,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   verification: { lines: 1100, files: 15 },
   harness: { lines: 1550, files: 12 },
   gateway: { lines: 1270, files: 10 },
-  sandbox: { lines: 440, files: 6 },
+  sandbox: { lines: 460, files: 6 },
   server: { lines: 1400, files: 10 },
 };
 
