@@ -112,9 +112,13 @@ export class GatewayClient {
     return this.call('pty.list', {});
   }
 
-  async replay(sessionId: string, fromOffset: number): Promise<{ offset: number; data: Buffer }> {
+  /** One answer's worth (at most MAX_REPLAY_BYTES) from `fromOffset`; `end` says how far there is. */
+  async replay(
+    sessionId: string,
+    fromOffset: number,
+  ): Promise<{ offset: number; data: Buffer; end: number }> {
     const result = await this.call('pty.replay', { sessionId, fromOffset });
-    return { offset: result.offset, data: Buffer.from(result.data, 'base64') };
+    return { offset: result.offset, data: Buffer.from(result.data, 'base64'), end: result.end };
   }
 
   ack(sessionId: string, offset: number): Promise<MethodResult<'pty.ack'>> {
@@ -169,8 +173,13 @@ export class GatewayClient {
       if (replayed) deliver(output.data, output.offset);
       else early.push(output);
     });
-    const replay = await this.replay(sessionId, fromOffset);
-    deliver(replay.data, replay.offset);
+    // Replay comes in bounded answers: ask until the one that reaches the end it reports.
+    for (let from = fromOffset; ;) {
+      const replay = await this.replay(sessionId, from);
+      deliver(replay.data, replay.offset);
+      from = replay.offset + replay.data.length;
+      if (from >= replay.end || replay.data.length === 0) break;
+    }
     replayed = true;
     for (const output of early) deliver(output.data, output.offset);
     return off;

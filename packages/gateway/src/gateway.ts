@@ -48,7 +48,17 @@ export interface GatewayOptions {
   readonly inputQueueBytes?: number;
   readonly pingIntervalMs?: number;
   readonly flow?: Partial<FlowLimits>;
+  /**
+   * Outbound bytes a connection may have unread (replies, replay, events) before it reads no more
+   * requests and answers `busy`; at four times this it is closed with 4008. Default 4 MiB.
+   */
+  readonly outboundBudgetBytes?: number;
 }
+
+/** Requests a connection may have running at once; past it, new ones are answered `busy`. */
+const MAX_IN_FLIGHT = 256;
+/** A reply this large waits for no one: over the budget it is answered `busy` instead. */
+const LARGE_REPLY_CHARS = 64 * 1024;
 
 export interface RequestContext {
   readonly connectionId: string;
@@ -168,8 +178,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     body: { result: unknown } | { error: RpcErrorObject },
   ): void => {
     if (id === undefined) return; // a notification gets no answer
-    connection.send(JSON.stringify({ jsonrpc: '2.0', id, ...body }));
+    const frame = JSON.stringify({ jsonrpc: '2.0', id, ...body });
+    if (frame.length > LARGE_REPLY_CHARS && connection.overBudget) return busy(connection, id);
+    connection.send(frame);
   };
+  const busy = (connection: Connection, id: string | number | null): void =>
+    connection.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: ErrorCodes.busy,
+          message: `this connection has ${connection.outboundBytes} bytes sent and not read: read them, then retry`,
+          data: { code: 'busy', outboundBytes: connection.outboundBytes },
+        },
+      }),
+    );
   const fail = (
     connection: Connection,
     id: string | number | null | undefined,
@@ -209,6 +233,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       );
     }
     const { method } = request.data;
+    // A client that does not read its answers gets no more work done for it (notifications, such
+    // as acks, still count: they only relieve the server).
+    if (request.data.id !== undefined && (connection.overBudget || connection.inFlight >= MAX_IN_FLIGHT))
+      return busy(connection, request.data.id);
     const entry = handlers.get(method);
     if (entry === undefined)
       return fail(connection, request.data.id, 'method_not_found', `unknown method "${method}"`);
@@ -222,6 +250,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         issue ? formatZodIssue(issue) : 'invalid params',
       );
     }
+    connection.inFlight += 1;
     try {
       const result = await entry.handler(params.data, {
         connectionId: connection.id,
@@ -239,11 +268,19 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         'internal_error',
         `internal error in ${method}: ${(error as Error).message ?? String(error)}`,
       );
+    } finally {
+      connection.inFlight -= 1;
     }
   }
 
   function accept(ws: WebSocket): void {
-    const connection = new Connection(randomUUID(), ws);
+    const id = randomUUID();
+    const connection = new Connection(id, ws, options.outboundBudgetBytes ?? 4 * 1024 * 1024, (bytes) =>
+      logger.info(
+        { connection: id, outboundBytes: bytes },
+        'connection over its outbound budget: reading held',
+      ),
+    );
     connections.set(connection.id, connection);
     logger.debug({ connection: connection.id }, 'client connected');
     ws.on('message', (raw, isBinary) => {
@@ -255,6 +292,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ws.on('error', (error) => logger.warn({ err: error, connection: connection.id }, 'socket error'));
     ws.on('close', (code) => {
       connections.delete(connection.id);
+      connection.dispose();
       connection.controller.abort(new GatewayError('internal_error', 'connection closed'));
       logger.debug({ connection: connection.id, code }, 'client disconnected');
       for (const pump of pumps.values()) pump.checkFlow();

@@ -10,5 +10,6 @@ export {
 } from './gateway.js';
 export { GatewayError } from './errors.js';
 export { tokenSubprotocol } from './internal/auth.js';
-export { SLOW_CONSUMER_CLOSE_CODE, type FlowLimits } from './internal/output-pump.js';
+export { SLOW_CONSUMER_CLOSE_CODE } from './internal/connection.js';
+export { type FlowLimits } from './internal/output-pump.js';
 export * from './protocol.js';

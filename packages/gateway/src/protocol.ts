@@ -8,6 +8,8 @@ export const TOKEN_SUBPROTOCOL_PREFIX = 'aleph.token.';
 export const WEBSOCKET_PATH = '/ws';
 /** Largest decoded `pty.input` payload. */
 export const MAX_INPUT_BYTES = 64 * 1024;
+/** Most output bytes one `pty.replay` answer carries: ask again from where it ended for more. */
+export const MAX_REPLAY_BYTES = 64 * 1024;
 
 /** Stable error codes: the number is JSON-RPC's, `data.code` the name clients match on. */
 export const ErrorCodes = {
@@ -78,9 +80,18 @@ export const methods = {
     ),
   },
   'pty.replay': {
-    params: z.strictObject({ sessionId, fromOffset: z.int().min(0) }),
-    /** `offset` is where `data` starts: `fromOffset`, or the oldest byte still kept. */
-    result: z.object({ offset: z.number(), data: z.string() }),
+    params: z.strictObject({
+      sessionId,
+      fromOffset: z.int().min(0),
+      /** At most this many bytes (and never more than MAX_REPLAY_BYTES). */
+      maxBytes: z.int().min(1).optional(),
+    }),
+    /**
+     * `offset` is where `data` starts: `fromOffset`, or the oldest byte still kept. `end` is the
+     * offset one past the newest output byte: while `offset` + the data's length is below it,
+     * there is more to ask for.
+     */
+    result: z.object({ offset: z.number(), data: z.string(), end: z.number() }),
   },
   'pty.ack': {
     params: z.strictObject({ sessionId, offset: z.int().min(0) }),

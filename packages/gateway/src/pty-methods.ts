@@ -3,7 +3,7 @@ import type { PtyManager } from '@aleph/pty';
 import { GatewayError } from './errors.js';
 import type { Gateway } from './gateway.js';
 import type { OutputPump } from './internal/output-pump.js';
-import { MAX_INPUT_BYTES, methods, type MethodResult } from './protocol.js';
+import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
 
 export interface PtyMethodsOptions {
   readonly ptyManager: PtyManager;
@@ -68,7 +68,8 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
 
   gateway.register('pty.replay', methods['pty.replay'].params, (params): MethodResult<'pty.replay'> => {
     const { offset, data } = ptyManager.require(params.sessionId).replay(params.fromOffset);
-    return { offset, data: data.toString('base64') };
+    const length = Math.min(data.length, params.maxBytes ?? MAX_REPLAY_BYTES, MAX_REPLAY_BYTES);
+    return { offset, data: data.toString('base64', 0, length), end: offset + data.length };
   });
 
   gateway.register('pty.ack', methods['pty.ack'].params, (params, context): MethodResult<'pty.ack'> => {

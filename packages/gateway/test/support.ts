@@ -69,3 +69,89 @@ export function outputOf(client: GatewayClient, sessionId: string) {
       until(() => pattern.test(bytes().toString('utf8')), String(pattern), ms),
   };
 }
+
+/**
+ * A WebSocket client written by hand over a TCP socket, for clients `ws` will not imitate: one that
+ * sends frames and never reads what comes back (its socket is paused after the handshake).
+ */
+export async function silentClient(
+  url: string,
+  options: { token: string; headers?: Record<string, string> },
+): Promise<{ send(text: string): void; read(onText: (text: string) => void): void; destroy(): void }> {
+  const { hostname, port, pathname } = new URL(url);
+  const { connect } = await import('node:net');
+  const { randomBytes } = await import('node:crypto');
+  const socket = connect({ host: hostname, port: Number(port) });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const headers = {
+    host: `${hostname}:${port}`,
+    upgrade: 'websocket',
+    connection: 'Upgrade',
+    'sec-websocket-key': randomBytes(16).toString('base64'),
+    'sec-websocket-version': '13',
+    'sec-websocket-protocol': 'aleph.v1',
+    authorization: `Bearer ${options.token}`,
+    ...options.headers,
+  };
+  socket.write(
+    `GET ${pathname} HTTP/1.1\r\n${Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('')}\r\n`,
+  );
+  let pending = Buffer.alloc(0);
+  const head = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      const end = pending.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.off('data', onData);
+      socket.pause();
+      const text = pending.toString('latin1', 0, end);
+      pending = pending.subarray(end + 4);
+      resolve(text);
+    };
+    socket.on('data', onData).once('error', reject);
+  });
+  if (!head.startsWith('HTTP/1.1 101')) throw new Error(`upgrade refused: ${head.split('\r\n')[0]}`);
+  return {
+    send(text) {
+      const payload = Buffer.from(text, 'utf8');
+      const mask = randomBytes(4);
+      const length =
+        payload.length < 126
+          ? Buffer.from([0x81, 0x80 | payload.length])
+          : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+      const masked = Buffer.from(payload.map((byte, index) => byte ^ mask[index % 4]!));
+      socket.write(Buffer.concat([length, mask, masked]));
+    },
+    /** Starts reading: every text frame the server sent (it never masks, never fragments here). */
+    read(onText) {
+      const parse = () => {
+        for (;;) {
+          if (pending.length < 2) return;
+          let length = pending[1]! & 0x7f;
+          let at = 2;
+          if (length === 126) {
+            if (pending.length < 4) return;
+            length = pending.readUInt16BE(2);
+            at = 4;
+          } else if (length === 127) {
+            if (pending.length < 10) return;
+            length = Number(pending.readBigUInt64BE(2));
+            at = 10;
+          }
+          if (pending.length < at + length) return;
+          if ((pending[0]! & 0x0f) === 1) onText(pending.toString('utf8', at, at + length));
+          pending = pending.subarray(at + length);
+        }
+      };
+      socket.on('data', (chunk: Buffer) => {
+        pending = Buffer.concat([pending, chunk]);
+        parse();
+      });
+      socket.resume();
+      parse();
+    },
+    destroy: () => socket.destroy(),
+  };
+}

@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 1240, files: 9 },
   verification: { lines: 1100, files: 15 },
   harness: { lines: 1550, files: 12 },
-  gateway: { lines: 1270, files: 10 },
+  gateway: { lines: 1390, files: 10 },
   sandbox: { lines: 460, files: 6 },
   server: { lines: 1400, files: 10 },
 };

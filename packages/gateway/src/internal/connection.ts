@@ -1,7 +1,15 @@
-// One client socket: its subscriptions, what it was sent and acknowledged per session, and an
-// AbortController that every request it made observes.
+// One client socket: its subscriptions, what it was sent and acknowledged per session, an
+// AbortController that every request it made observes, and its outbound budget. Every byte the
+// gateway sends (replies, replay, events) sits in the socket's buffer until the client reads it:
+// past the budget the connection reads no more requests (and the few already read are answered
+// `busy`), and past four budgets it is closed, so a client that stops reading cannot grow the
+// server's memory without bound.
 import type { WebSocket } from 'ws';
 import { topicMatches } from '../protocol.js';
+
+export const SLOW_CONSUMER_CLOSE_CODE = 4008;
+/** How often a connection that stopped reading is checked for having drained. */
+const DRAIN_CHECK_MS = 10;
 
 export class Connection {
   readonly id: string;
@@ -16,14 +24,36 @@ export class Connection {
   /** Since when this connection has been over the high-water mark (slow-consumer clock). */
   overSince: number | undefined;
   awaitingPong = false;
+  /** Requests read and not answered yet. */
+  inFlight = 0;
+  /** Outbound bytes (ws's queue and the socket's) past which the connection stops reading. */
+  readonly budgetBytes: number;
+  readonly #onHold: (outboundBytes: number) => void;
+  #drainCheck: NodeJS.Timeout | undefined;
 
-  constructor(id: string, socket: WebSocket) {
+  constructor(
+    id: string,
+    socket: WebSocket,
+    budgetBytes: number,
+    onHold: (outboundBytes: number) => void = () => {},
+  ) {
     this.id = id;
     this.socket = socket;
+    this.budgetBytes = budgetBytes;
+    this.#onHold = onHold;
   }
 
   get open(): boolean {
     return this.socket.readyState === this.socket.OPEN;
+  }
+
+  /** Bytes sent to this client that it has not read yet. */
+  get outboundBytes(): number {
+    return this.socket.bufferedAmount;
+  }
+
+  get overBudget(): boolean {
+    return this.socket.bufferedAmount > this.budgetBytes;
   }
 
   wants(topic: string, sessionId?: string): boolean {
@@ -44,8 +74,35 @@ export class Connection {
     return Math.max(this.unacked(sessionId), this.socket.bufferedAmount);
   }
 
-  /** Sends a text frame (a Buffer holds its UTF-8 bytes). */
+  /** Sends a text frame (a Buffer holds its UTF-8 bytes), then holds reading if over budget. */
   send(frame: string | Buffer): void {
-    if (this.open) this.socket.send(frame, { binary: false });
+    if (!this.open) return;
+    this.socket.send(frame, { binary: false });
+    if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
+  }
+
+  #holdReading(): void {
+    if (this.socket.bufferedAmount > 4 * this.budgetBytes) {
+      this.socket.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer: read what was sent, then reconnect');
+      return;
+    }
+    if (this.#drainCheck !== undefined) return;
+    this.socket.pause();
+    this.#onHold(this.socket.bufferedAmount);
+    this.#drainCheck = setInterval(() => {
+      if (this.open && this.socket.bufferedAmount > this.budgetBytes / 2) return;
+      this.dispose();
+      if (this.open) this.socket.resume();
+    }, DRAIN_CHECK_MS);
+    this.#drainCheck.unref();
+  }
+
+  get readingHeld(): boolean {
+    return this.#drainCheck !== undefined;
+  }
+
+  dispose(): void {
+    if (this.#drainCheck !== undefined) clearInterval(this.#drainCheck);
+    this.#drainCheck = undefined;
   }
 }

@@ -5,7 +5,7 @@
 // longer than `slowConsumerMs` is disconnected (it can reconnect and replay) so it cannot freeze
 // the session for everyone else.
 import type { PtySession } from '@aleph/pty';
-import type { Connection } from './connection.js';
+import { SLOW_CONSUMER_CLOSE_CODE, type Connection } from './connection.js';
 import { outputFramer } from './frames.js';
 
 export interface FlowLimits {
@@ -16,7 +16,6 @@ export interface FlowLimits {
   readonly slowConsumerMs: number;
 }
 
-export const SLOW_CONSUMER_CLOSE_CODE = 4008;
 /** A frame this large means bulk output: the next one may wait for the batch window. */
 const BULK_FRAME_BYTES = 1024;
 /** #scheduled when the flush is a microtask (nothing to cancel). */
