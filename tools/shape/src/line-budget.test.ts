@@ -18,6 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 1390, files: 10 },
   sandbox: { lines: 460, files: 6 },
   server: { lines: 1400, files: 10 },
+  console: { lines: 1200, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {

@@ -1,0 +1,320 @@
+// The agent side of the page: a prompt that starts `agent.run`, the list of runs, and one run's
+// timeline. The timeline is drawn from the run's session log (`agent.history`), refetched when an
+// agent.* event says it grew: one rendering path for a live run and for a run seen after a reload.
+// The wire shapes below are the server's (apps/server agent-service.ts), declared here because the
+// console may import only the gateway.
+import { brief, h } from './dom.js';
+import { RpcError, type GatewayConnection } from './gateway-client.js';
+
+type Verdict =
+  | { kind: 'continue' }
+  | { kind: 'veto'; reason: string; feedback: string; source?: string }
+  | { kind: 'halt'; reason: string; source?: string };
+type TerminateReason =
+  | { kind: 'model_stop' | 'max_iterations' | 'cancelled' | 'interrupted' }
+  | { kind: 'halted'; by: string; reason: string }
+  | { kind: 'consecutive_failures'; count: number }
+  | { kind: 'error'; error: { kind: string; message?: string; elapsedMs?: number } };
+type LogEvent = { seq: number } & (
+  | { type: 'user' | 'feedback'; content: string }
+  | { type: 'assistant'; content: string; toolCalls: { id: string; name: string; args: unknown }[] }
+  | { type: 'tool_result'; callId: string; name: string; output: string; isError: boolean }
+  | { type: 'verdict'; verdict: Verdict }
+  | { type: 'compaction'; mode: string; fromTokens: number; toTokens: number }
+  | { type: 'turn_step'; step: { iteration: number; state: string; executed: number; vetoed: boolean } }
+  | { type: 'terminate'; reason: TerminateReason }
+);
+interface Run {
+  runId: string;
+  sessionId: string;
+  prompt: string;
+  state: 'running' | 'done';
+  terminateReason?: TerminateReason;
+  finalText?: string;
+  selfVerdict?: string | null;
+}
+
+export function describeEnd(reason: TerminateReason): string {
+  switch (reason.kind) {
+    case 'model_stop':
+      return 'finished: the model stopped';
+    case 'max_iterations':
+      return 'stopped: iteration limit reached';
+    case 'cancelled':
+      return 'cancelled';
+    case 'interrupted':
+      return 'interrupted: the server stopped during the run';
+    case 'halted':
+      return `halted by ${reason.by}: ${reason.reason}`;
+    case 'consecutive_failures':
+      return `stopped after ${reason.count} consecutive failures`;
+    case 'error':
+      return `error (${reason.error.kind})${reason.error.message ? `: ${reason.error.message}` : ''}`;
+  }
+}
+
+export class AgentPanel {
+  readonly element: HTMLElement;
+  readonly prompt = h('textarea', {
+    id: 'prompt',
+    rows: '3',
+    placeholder: 'Ask the agent… (Ctrl+Enter to run)',
+    'aria-label': 'Prompt',
+  });
+  readonly #connection: GatewayConnection;
+  readonly #runs = new Map<string, Run>();
+  readonly #message = h('div', { class: 'message', role: 'alert', hidden: true });
+  readonly #runList = h('ul', { class: 'run-list', 'aria-label': 'Runs' });
+  readonly #timeline = h('ol', { class: 'timeline', 'aria-live': 'polite' });
+  readonly #header = h('div', { class: 'run-header' });
+  #selected: string | undefined;
+  #refetch: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    connection: GatewayConnection,
+    readonly openShell: (ptySessionId: string, command: string) => void,
+  ) {
+    this.#connection = connection;
+    const form = h(
+      'form',
+      { class: 'prompt-form', onsubmit: (event) => (event.preventDefault(), void this.run()) },
+      this.prompt,
+      h('button', { type: 'submit' }, 'Run'),
+    );
+    this.prompt.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+    });
+    this.element = h(
+      'section',
+      { class: 'agent', 'aria-label': 'Agent runs' },
+      form,
+      this.#message,
+      this.#runList,
+      this.#header,
+      this.#timeline,
+    );
+    connection.onEvent((topic, params) => this.#onEvent(topic, params as Run & Record<string, unknown>));
+  }
+
+  async load(): Promise<void> {
+    const runs = await this.#connection.request<Run[]>('agent.list', {});
+    for (const run of runs) this.#runs.set(run.runId, run);
+    const latest = runs.at(-1);
+    if (latest !== undefined) this.select(latest.runId);
+    else this.#renderRuns();
+  }
+
+  async run(): Promise<void> {
+    const prompt = this.prompt.value.trim();
+    if (prompt === '') return;
+    this.#message.hidden = true;
+    try {
+      const { runId, sessionId } = await this.#connection.request<{ runId: string; sessionId: string }>(
+        'agent.run',
+        { prompt },
+      );
+      this.#runs.set(runId, this.#runs.get(runId) ?? { runId, sessionId, prompt, state: 'running' });
+      this.prompt.value = '';
+      this.select(runId);
+    } catch (error) {
+      // no_provider's message says how to configure one; show it as the server wrote it.
+      this.#message.textContent = error instanceof RpcError ? error.message : String(error);
+      this.#message.classList.toggle(
+        'no-provider',
+        error instanceof RpcError && error.code === 'no_provider',
+      );
+      this.#message.hidden = false;
+    }
+  }
+
+  select(runId: string): void {
+    this.#selected = runId;
+    this.#renderRuns();
+    this.#scheduleHistory(0);
+  }
+
+  #onEvent(topic: string, event: Run & Record<string, unknown>): void {
+    if (!topic.startsWith('agent.')) return;
+    const run = this.#runs.get(event.runId) ?? {
+      runId: event.runId,
+      sessionId: event.sessionId,
+      prompt: '',
+      state: 'running',
+    };
+    this.#runs.set(run.runId, run);
+    if (topic === 'agent.shell') this.openShell(event['ptySessionId'] as string, event['command'] as string);
+    if (topic === 'agent.done') {
+      Object.assign(run, {
+        state: 'done',
+        terminateReason: event.terminateReason,
+        finalText: event.finalText,
+        selfVerdict: event.selfVerdict,
+      });
+      this.#renderRuns();
+    }
+    if (this.#selected === undefined) this.select(run.runId);
+    else if (run.runId === this.#selected) this.#scheduleHistory(50);
+  }
+
+  #scheduleHistory(delayMs: number): void {
+    if (this.#refetch !== undefined) return;
+    this.#refetch = setTimeout(() => {
+      this.#refetch = undefined;
+      void this.#loadHistory();
+    }, delayMs);
+  }
+
+  async #loadHistory(): Promise<void> {
+    const run = this.#selected === undefined ? undefined : this.#runs.get(this.#selected);
+    if (run === undefined) return;
+    let events: LogEvent[] = [];
+    try {
+      events = (
+        await this.#connection.request<{ events: LogEvent[] }>('agent.history', { sessionId: run.sessionId })
+      ).events;
+    } catch {
+      // a run that has not written its log yet: the next event refetches
+    }
+    if (run.runId === this.#selected) this.#renderTimeline(run, events);
+  }
+
+  #renderRuns(): void {
+    this.#runList.replaceChildren(
+      ...[...this.#runs.values()]
+        .reverse()
+        .map((run) =>
+          h(
+            'li',
+            { class: run.state },
+            h(
+              'button',
+              { 'aria-current': String(run.runId === this.#selected), onclick: () => this.select(run.runId) },
+              `${run.state === 'running' ? '● ' : ''}${brief(run.prompt || run.runId, 60)}`,
+            ),
+          ),
+        ),
+    );
+    const run = this.#selected === undefined ? undefined : this.#runs.get(this.#selected);
+    this.#header.replaceChildren(
+      ...(run === undefined
+        ? []
+        : [
+            h(
+              'span',
+              { class: `state ${run.state}` },
+              run.state === 'running'
+                ? 'Running'
+                : run.terminateReason
+                  ? describeEnd(run.terminateReason)
+                  : 'Done',
+            ),
+            run.selfVerdict
+              ? h('span', { class: 'self-verdict' }, `model's verdict: ${run.selfVerdict}`)
+              : null,
+            run.state === 'running'
+              ? h(
+                  'button',
+                  {
+                    class: 'cancel',
+                    onclick: () =>
+                      void this.#connection.request('agent.cancel', { runId: run.runId }).catch(() => {}),
+                  },
+                  'Cancel',
+                )
+              : null,
+          ].filter((node) => node !== null)),
+    );
+  }
+
+  #renderTimeline(run: Run, events: LogEvent[]): void {
+    const results = new Map(
+      events.flatMap((event) => (event.type === 'tool_result' ? [[event.callId, event] as const] : [])),
+    );
+    const items: HTMLElement[] = [];
+    for (const event of events) {
+      switch (event.type) {
+        case 'user':
+          items.push(h('li', { class: 'user' }, h('b', {}, 'Prompt '), event.content));
+          break;
+        case 'feedback':
+          items.push(h('li', { class: 'feedback' }, h('b', {}, 'Feedback to the model '), event.content));
+          break;
+        case 'assistant':
+          if (event.content.trim() !== '') items.push(h('li', { class: 'assistant' }, event.content));
+          for (const call of event.toolCalls) {
+            const result = results.get(call.id);
+            items.push(
+              h(
+                'li',
+                { class: `tool ${result === undefined ? 'pending' : result.isError ? 'failed' : 'ok'}` },
+                h(
+                  'details',
+                  {},
+                  h(
+                    'summary',
+                    {},
+                    `${result === undefined ? '…' : result.isError ? '✗' : '✓'} ${call.name} ${brief(call.args)}`,
+                  ),
+                  h('pre', { class: 'args' }, JSON.stringify(call.args, null, 2)),
+                  result === undefined ? null : h('pre', { class: 'result' }, result.output),
+                ),
+              ),
+            );
+          }
+          break;
+        case 'verdict':
+          if (event.verdict.kind === 'veto')
+            items.push(
+              h(
+                'li',
+                { class: 'verdict veto' },
+                h('b', {}, `Veto${event.verdict.source ? ` (${event.verdict.source})` : ''}: `),
+                event.verdict.reason,
+                h('pre', {}, event.verdict.feedback),
+              ),
+            );
+          else if (event.verdict.kind === 'halt')
+            items.push(
+              h(
+                'li',
+                { class: 'verdict halt' },
+                h('b', {}, `Halt${event.verdict.source ? ` (${event.verdict.source})` : ''}: `),
+                event.verdict.reason,
+              ),
+            );
+          break;
+        case 'turn_step':
+          items.push(
+            h(
+              'li',
+              { class: 'step' },
+              `Step ${event.step.iteration}: ${event.step.executed} tool call(s)${event.step.vetoed ? ', vetoed' : ''} → ${event.step.state}`,
+            ),
+          );
+          break;
+        case 'compaction':
+          items.push(
+            h(
+              'li',
+              { class: 'step' },
+              `Context ${event.mode}: ${event.fromTokens} → ${event.toTokens} tokens`,
+            ),
+          );
+          break;
+        case 'tool_result':
+          break; // drawn with its call
+        case 'terminate':
+          items.push(
+            h(
+              'li',
+              { class: `end ${event.reason.kind}` },
+              h('b', {}, 'Final state: '),
+              describeEnd(event.reason),
+            ),
+          );
+          break;
+      }
+    }
+    this.#timeline.replaceChildren(...items);
+  }
+}

@@ -1,0 +1,201 @@
+// The terminals side of the page: tabs over gateway sessions, the list of every session the server
+// has (refreshed live), and reattach after a reload. The page subscribes to pty.* for its open tabs
+// only, so it never holds back (by not acking) a session nobody here is looking at.
+import { h } from './dom.js';
+import { RpcError, type GatewayConnection, type MethodResult, type PtyExitEvent } from './gateway-client.js';
+import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
+
+const OPEN_TABS_KEY = 'aleph.tabs';
+const LIST_EVERY_MS = 2000;
+
+type ListedSession = MethodResult<'pty.list'>[number] & Partial<ExitInfo> & { state?: string };
+
+export class Terminals {
+  readonly tabBar = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Terminals' });
+  readonly area = h('div', { class: 'terminal-area' });
+  readonly sessionList = h('ul', { class: 'session-list', 'aria-label': 'Sessions' });
+  readonly #connection: GatewayConnection;
+  readonly #tabs = new Map<string, TerminalTab>();
+  #active: string | undefined;
+  #listTimer: ReturnType<typeof setInterval> | undefined;
+  #listed: ListedSession[] = [];
+
+  constructor(connection: GatewayConnection) {
+    this.#connection = connection;
+    connection.onOutput((output) => this.#tabs.get(output.sessionId)?.output(output));
+    connection.onEvent((topic, params) => {
+      if (topic !== 'pty.exit') return;
+      const { sessionId, ...exit } = params as PtyExitEvent;
+      this.#tabs.get(sessionId)?.ended(exit);
+      void this.refresh();
+    });
+    new ResizeObserver(() => this.activeTab?.fit()).observe(this.area);
+  }
+
+  get activeTab(): TerminalTab | undefined {
+    return this.#active === undefined ? undefined : this.#tabs.get(this.#active);
+  }
+
+  get tabs(): readonly TerminalTab[] {
+    return [...this.#tabs.values()];
+  }
+
+  /** Reopens the tabs this browser tab had open before a reload, where the sessions still exist. */
+  async restore(): Promise<void> {
+    await this.refresh();
+    const saved = JSON.parse(sessionStorage.getItem(OPEN_TABS_KEY) ?? '[]') as string[];
+    const known = new Map(this.#listed.map((session) => [session.sessionId, session]));
+    for (const sessionId of saved) {
+      const listed = known.get(sessionId);
+      if (listed !== undefined) await this.open(sessionId, listed);
+    }
+    this.#save();
+    this.#listTimer = setInterval(() => void this.refresh(), LIST_EVERY_MS);
+  }
+
+  /** Spawns the default shell at the size of the terminal area and opens it. */
+  async spawn(command?: { command: string; args: string[] }): Promise<TerminalTab> {
+    const size = this.activeTab?.terminal ?? { cols: 80, rows: 24 };
+    const { sessionId } = await this.#connection.call('pty.spawn', {
+      ...command,
+      cols: size.cols,
+      rows: size.rows,
+    });
+    const tab = await this.open(sessionId);
+    void this.refresh();
+    return tab;
+  }
+
+  /** Opens a tab on a session (or shows the one already open). */
+  async open(
+    sessionId: string,
+    listed?: ListedSession,
+    options: { focus?: boolean; title?: string } = {},
+  ): Promise<TerminalTab> {
+    const existing = this.#tabs.get(sessionId);
+    if (existing !== undefined) {
+      if (options.focus !== false) this.select(sessionId);
+      return existing;
+    }
+    const info = listed ?? this.#listed.find((session) => session.sessionId === sessionId);
+    const tab = new TerminalTab(this.#connection, sessionId, options.title ?? info?.command ?? 'shell', () =>
+      this.#render(),
+    );
+    this.#tabs.set(sessionId, tab);
+    this.area.append(tab.element);
+    await this.#subscribe();
+    if (options.focus !== false || this.#active === undefined) this.select(sessionId);
+    this.#save();
+    try {
+      await tab.attach(info === undefined ? undefined : { cols: info.cols, rows: info.rows });
+    } catch (error) {
+      if (!(error instanceof RpcError && error.code === 'unknown_session')) throw error;
+      tab.ended({ exitCode: null, signal: null, reason: 'exited' });
+    }
+    const ended = endOf(info);
+    if (ended !== undefined) tab.ended(ended);
+    return tab;
+  }
+
+  select(sessionId: string): void {
+    this.#active = sessionId;
+    for (const tab of this.#tabs.values()) tab.show(tab.sessionId === sessionId);
+    this.#render();
+  }
+
+  /** Selects the n-th tab (0-based), for Alt+1…9. */
+  selectIndex(index: number): void {
+    const tab = this.tabs[index];
+    if (tab !== undefined) this.select(tab.sessionId);
+  }
+
+  /** Closes the tab, ending its session when it still runs. */
+  async close(sessionId: string | undefined = this.#active): Promise<void> {
+    const tab = sessionId === undefined ? undefined : this.#tabs.get(sessionId);
+    if (tab === undefined) return;
+    if (tab.exit === undefined)
+      await this.#connection.call('pty.close', { sessionId: tab.sessionId }).catch(() => {});
+    this.#tabs.delete(tab.sessionId);
+    tab.dispose();
+    if (this.#active === tab.sessionId) this.#active = this.tabs.at(-1)?.sessionId;
+    if (this.#active !== undefined) this.select(this.#active);
+    this.#save();
+    this.#render();
+    await this.#subscribe();
+    void this.refresh();
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      this.#listed = await this.#connection.call('pty.list', {});
+    } catch {
+      return; // the connection is going; main.ts says so
+    }
+    this.#render();
+  }
+
+  dispose(): void {
+    clearInterval(this.#listTimer);
+  }
+
+  #subscribe(): Promise<unknown> {
+    return this.#connection.call('events.subscribe', { topics: ['pty.*'], sessions: [...this.#tabs.keys()] });
+  }
+
+  #save(): void {
+    sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify([...this.#tabs.keys()]));
+  }
+
+  #render(): void {
+    this.tabBar.replaceChildren(
+      ...this.tabs.map((tab, index) => {
+        const selected = tab.sessionId === this.#active;
+        return h(
+          'div',
+          { class: `tab${tab.exit ? ' ended' : ''}`, role: 'presentation' },
+          h(
+            'button',
+            {
+              role: 'tab',
+              'aria-selected': String(selected),
+              title: `${tab.title} (Alt+${index + 1})`,
+              onclick: () => this.select(tab.sessionId),
+            },
+            `${index + 1} ${tab.title}${tab.exit ? ' (ended)' : ''}`,
+          ),
+          h(
+            'button',
+            {
+              class: 'close',
+              'aria-label': `Close ${tab.title}`,
+              onclick: () => void this.close(tab.sessionId),
+            },
+            '×',
+          ),
+        );
+      }),
+    );
+    this.sessionList.replaceChildren(
+      ...this.#listed.map((session) => {
+        const ended = endOf(session);
+        const status =
+          ended === undefined ? 'running' : describeExit(ended).replace('Session ended — ', 'ended: ');
+        return h(
+          'li',
+          { class: ended ? 'ended' : 'live' },
+          h('span', { class: 'command' }, session.command),
+          h('span', { class: 'meta' }, `${session.cols}×${session.rows} · ${status}`),
+          this.#tabs.has(session.sessionId)
+            ? h('span', { class: 'meta' }, 'open')
+            : h('button', { onclick: () => void this.open(session.sessionId, session) }, 'Open'),
+        );
+      }),
+    );
+  }
+}
+
+/** The end of a listed session, when the server lists ended sessions (with their reason). */
+function endOf(session: ListedSession | undefined): ExitInfo | undefined {
+  if (session?.reason === undefined) return undefined;
+  return { exitCode: session.exitCode ?? null, signal: session.signal ?? null, reason: session.reason };
+}

@@ -1,0 +1,15 @@
+// Vite builds the console to dist/ at package build time: hashed file names (cached for good by
+// the gateway), no inline script (CSP), no module-preload polyfill (it would be inline).
+import { defineConfig } from 'vite';
+
+export default defineConfig({
+  base: './',
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    target: 'es2022',
+    modulePreload: { polyfill: false },
+    assetsInlineLimit: 0,
+    reportCompressedSize: true,
+  },
+});
