@@ -58,6 +58,14 @@ export function partition(claims: readonly ResourceClaim[], serial: boolean): nu
   return groups;
 }
 
+/** The longest delay a Node timer keeps: past it, setTimeout fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Every timer in the harness goes through this: a longer (or non-finite) duration waits the most a timer can. */
+export function timerDelay(ms: number): number {
+  return Number.isNaN(ms) ? MAX_TIMER_MS : Math.min(Math.max(0, ms), MAX_TIMER_MS);
+}
+
 class TimeoutError extends Error {}
 
 async function runOne(
@@ -79,7 +87,7 @@ async function runOne(
         const timeout = new TimeoutError(`tool ${call.name} timed out after ${timeoutMs} ms`);
         reject(timeout); // settles the race first; the abort then tells the tool to stop
         controller.abort(timeout);
-      }, timeoutMs);
+      }, timerDelay(timeoutMs));
     });
     const aborted = new Promise<never>((_, reject) => {
       if (options.signal.aborted) reject(new Error('cancelled'));

@@ -9,7 +9,9 @@ import {
   AgentHarness,
   FatalProviderError,
   InMemorySessionStore,
+  MAX_TIMER_MS,
   Orchestrator,
+  timerDelay,
   type CommandSandbox,
   type HarnessDeps,
   type Message,
@@ -108,6 +110,31 @@ describe('ends', () => {
     const error = (result.terminateReason as { error: { elapsedMs: number } }).error;
     expect(error.elapsedMs).toBeGreaterThanOrEqual(90);
     expect(sawAbort).toBe(true);
+  });
+
+  it('a turn or tool timeout above 2^31-1 ms waits (clamped), never fires after 1 ms', async () => {
+    const thirtyDays = 2_592_000 * 1000;
+    const patient: Tool<object> = {
+      name: 'patient',
+      description: 'answers after a moment',
+      input: z.object({}),
+      timeoutMs: thirtyDays,
+      execute: () => sleep(50).then(() => ({ output: 'finished' })),
+    };
+    const provider = new ScriptedProvider([
+      () => sleep(50).then(() => callTool('patient')),
+      () => sleep(50).then(() => stop()),
+    ]);
+    const result = await harness(provider, { tools: [patient], turnTimeoutMs: thirtyDays }).run({
+      prompt: 'x',
+    });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({ content: 'finished' });
+    expect([timerDelay(thirtyDays), timerDelay(Infinity), timerDelay(-5)]).toEqual([
+      MAX_TIMER_MS,
+      MAX_TIMER_MS,
+      0,
+    ]);
   });
 
   it('3 consecutive turns whose calls all failed → consecutive_failures', async () => {

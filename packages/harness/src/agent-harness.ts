@@ -10,7 +10,7 @@ import {
   type ToolCallSummary,
   type TurnVerifyContext,
 } from '@aleph/verification';
-import { act, type ActOutcome, type EvidenceCache } from './act.js';
+import { act, timerDelay, type ActOutcome, type EvidenceCache } from './act.js';
 import { fitToBudget } from './context-budget.js';
 import { HarnessError } from './errors.js';
 import { AGENT_ROLE_PROMPT } from './prompt.js';
@@ -26,6 +26,7 @@ import type {
   ThinkResponse,
   TokenUsage,
   ToolCall,
+  ToolHookContext,
   ToolInvocation,
   TurnStep,
 } from './types.js';
@@ -212,6 +213,15 @@ export class AgentHarness {
     let failures = 0;
     let lastError: string | undefined;
 
+    // Where the run is, as hooks and verifiers are told (Claude Code's cwd, transcript_path, …).
+    const transcriptPath = sessions.transcriptPath?.(sessionId);
+    const where: ToolHookContext = {
+      sessionId,
+      signal,
+      permissionMode: input.permissionMode ?? 'bypassPermissions',
+      ...(input.cwd === undefined ? {} : { projectDir: input.cwd }),
+      ...(transcriptPath === undefined ? {} : { transcriptPath }),
+    };
     const log = async (event: SessionEventBody): Promise<void> => {
       const stored = await sessions.append(sessionId, event);
       apply(state, event);
@@ -224,6 +234,7 @@ export class AgentHarness {
       } catch {
         // The run's answer matters more than the last log line.
       }
+      await sessions.end?.(sessionId).catch(() => undefined);
       return {
         sessionId,
         terminateReason: reason,
@@ -235,12 +246,12 @@ export class AgentHarness {
     };
 
     try {
-      await log({ type: 'user', content: input.prompt });
+      await log({ type: 'user', content: input.prompt, ...(input.cwd ? { cwd: input.cwd } : {}) });
       for (;;) {
         if (signal.aborted) return await finish({ kind: 'cancelled' });
         if (iterations >= maxIterations) return await finish({ kind: 'max_iterations' });
         iterations += 1;
-        const outcome = await this.#turn({ state, sessionId, iterations, signal, log, timeline });
+        const outcome = await this.#turn({ state, sessionId, iterations, signal, log, timeline, where });
         if (outcome.usage) totalTokens += outcome.usage;
         if (outcome.text !== undefined) finalText = outcome.text;
         if (outcome.failed) {
@@ -274,6 +285,7 @@ export class AgentHarness {
     signal: AbortSignal;
     log: (event: SessionEventBody) => Promise<void>;
     timeline: ToolInvocation[];
+    where: ToolHookContext;
   }): Promise<{ step?: TurnStep; end?: TerminateReason; failed?: boolean; usage?: number; text?: string }> {
     const deps = this.#deps;
     const { state, signal, log } = turn;
@@ -365,6 +377,9 @@ export class AgentHarness {
       recentToolCalls: recent([...state.history, ...proposed]),
       callsThisTurn: proposed.length,
       sessionId: turn.sessionId,
+      ...(turn.where.projectDir === undefined ? {} : { projectDir: turn.where.projectDir }),
+      ...(turn.where.transcriptPath === undefined ? {} : { transcriptPath: turn.where.transcriptPath }),
+      ...(turn.where.permissionMode === undefined ? {} : { permissionMode: turn.where.permissionMode }),
       ...(deps.robustnessProfile ? { robustnessProfile: deps.robustnessProfile } : {}),
       ...(stopRequested ? { stopReason } : {}),
       ...(state.scratchpad ? { scratchpad: state.scratchpad } : {}),
@@ -479,7 +494,7 @@ export class AgentHarness {
             const stall = new StallError(Math.round(performance.now() - started));
             controller.abort(stall);
             reject(stall);
-          }, timeoutMs);
+          }, timerDelay(timeoutMs));
         }),
         new Promise<never>((_, reject) => {
           onCancel = () => reject(new Error('cancelled'));

@@ -1,6 +1,15 @@
 // @aleph/harness: the Think → Act loop with a verifier chain, parallel act groups, a session log
 // and watchdogs.
-export { act, conflicts, partition, type ActOptions, type ActOutcome } from './act.js';
+export {
+  act,
+  conflicts,
+  MAX_TIMER_MS,
+  partition,
+  timerDelay,
+  type ActOptions,
+  type ActOutcome,
+  type EvidenceCache,
+} from './act.js';
 export {
   AgentHarness,
   DEFAULT_MAX_CONSECUTIVE_FAILURES,
@@ -20,6 +29,12 @@ export {
 export { FatalProviderError, HarnessError, type HarnessErrorCode } from './errors.js';
 export { Orchestrator, type FlowRequest, type OrchestratorOptions } from './orchestrator.js';
 export { AGENT_ROLE_PROMPT } from './prompt.js';
-export { createFileSessionStore, InMemorySessionStore } from './session-store.js';
+export {
+  createFileSessionStore,
+  InMemorySessionStore,
+  parseLog,
+  summarize,
+  Transcript,
+} from './session-store.js';
 export { ToolService, type ParsedCall } from './tool-service.js';
 export type * from './types.js';

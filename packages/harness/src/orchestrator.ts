@@ -10,6 +10,8 @@ export interface FlowRequest {
   readonly sessionId?: string;
   /** The session that dispatched this flow (a sub-agent's parent). */
   readonly parentSessionId?: string;
+  /** The flow's project root; a sub-agent works in its parent's. */
+  readonly cwd?: string;
 }
 
 export interface OrchestratorOptions {
@@ -21,14 +23,17 @@ export interface OrchestratorOptions {
 
 export class Orchestrator {
   readonly #options: OrchestratorOptions;
-  readonly #depth = new Map<string, number>();
+  /** The running flows: how deep each is nested, and where it works. */
+  readonly #flows = new Map<string, { depth: number; cwd: string | undefined }>();
 
   constructor(options: OrchestratorOptions) {
     this.#options = options;
   }
 
   async dispatch(flow: FlowRequest, options: RunOptions = {}): Promise<RunResult> {
-    const depth = flow.parentSessionId === undefined ? 0 : (this.#depth.get(flow.parentSessionId) ?? 0) + 1;
+    const parent = flow.parentSessionId === undefined ? undefined : this.#flows.get(flow.parentSessionId);
+    const depth = flow.parentSessionId === undefined ? 0 : (parent?.depth ?? 0) + 1;
+    const cwd = flow.cwd ?? parent?.cwd;
     const deps = this.#options.depsFor(flow);
     const harness = new AgentHarness(deps);
     let sessionId = flow.sessionId;
@@ -37,11 +42,14 @@ export class Orchestrator {
         flow.parentSessionId === undefined ? {} : { parentId: flow.parentSessionId },
       );
     }
-    this.#depth.set(sessionId, depth);
+    this.#flows.set(sessionId, { depth, cwd });
     try {
-      return await harness.run({ prompt: flow.prompt, sessionId }, options);
+      return await harness.run(
+        { prompt: flow.prompt, sessionId, ...(cwd === undefined ? {} : { cwd }) },
+        options,
+      );
     } finally {
-      this.#depth.delete(sessionId);
+      this.#flows.delete(sessionId);
     }
   }
 
@@ -55,7 +63,7 @@ export class Orchestrator {
       kind: 'other',
       claim: () => ({ kind: 'none' }),
       execute: async ({ prompt }, ctx) => {
-        const depth = this.#depth.get(ctx.sessionId) ?? 0;
+        const depth = this.#flows.get(ctx.sessionId)?.depth ?? 0;
         if (depth + 1 > (this.#options.maxDepth ?? 2)) {
           return { output: `sub-agents may nest at most ${this.#options.maxDepth ?? 2} deep`, isError: true };
         }

@@ -1,16 +1,21 @@
-import { spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { VerifierChain, type TurnVerifier, type TurnVerifyContext } from '@aleph/verification';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
+  AgentHarness,
   createFileSessionStore,
   estimateTokens,
-  HarnessError,
   truncateToFit,
+  Orchestrator,
   type Message,
+  type Tool,
 } from './index.js';
+import { callTool, ScriptedProvider, stop } from './testing.js';
 
 let dir: string;
 beforeEach(() => {
@@ -61,12 +66,73 @@ describe('file session store', () => {
     await reopened.close?.();
   });
 
-  it('a corrupt line in the middle is an error, not silently skipped', async () => {
+  it('a corrupt or non-object line in the middle is skipped and reported by line number, never fatal', async () => {
     const store = createFileSessionStore(dir);
     const id = await store.create();
+    await store.append(id, { type: 'user', content: 'first' });
+    await store.end?.(id);
+    appendFileSync(
+      join(dir, `${id}.jsonl`),
+      'garbage\nnull\n5\n"text"\n[1]\n{"no":"type"}\n{"type":"user","content":"x","seq":1,"at":0}\n',
+    );
+    const loaded = await createFileSessionStore(dir).load(id);
+    expect(loaded.events.map((event) => (event as { content: string }).content)).toEqual(['first', 'x']);
+    expect(loaded.events).not.toContain(null);
+    expect(loaded).toMatchObject({ tornTail: false, corruptLines: [2, 3, 4, 5, 6, 7] });
+  });
+
+  it('lists runs from disk after a crash: a log with no terminate is interrupted; corrupt lines are reported', async () => {
+    const store = createFileSessionStore(dir);
+    const ended = await store.create();
+    await store.append(ended, { type: 'user', content: 'finished task', cwd: '/work/p' });
+    await store.append(ended, { type: 'terminate', reason: { kind: 'model_stop' } });
+    const crashed = await store.create();
+    await store.append(crashed, { type: 'user', content: 'crashed task' });
+    await store.append(crashed, { type: 'assistant', content: '', toolCalls: [] });
+    // A resumed session whose second run crashed is interrupted too, despite the first run's end.
+    const resumed = await store.create();
+    await store.append(resumed, { type: 'user', content: 'one' });
+    await store.append(resumed, { type: 'terminate', reason: { kind: 'model_stop' } });
+    await store.append(resumed, { type: 'user', content: 'two' });
+    await store.flush(crashed);
+    expect((await store.summaries!()).find((s) => s.sessionId === crashed)?.state).toBe('running');
+    // The server was SIGKILLed: nothing was closed. A new server reads the same folder.
+    appendFileSync(
+      join(dir, `${crashed}.jsonl`),
+      '{oops\n{"type":"feedback","content":"late","seq":9,"at":1}\n',
+    );
+    const restarted = createFileSessionStore(dir);
+    const byId = new Map((await restarted.summaries!()).map((summary) => [summary.sessionId, summary]));
+    expect(byId.size).toBe(3);
+    expect(byId.get(ended)).toMatchObject({
+      state: 'ended',
+      terminateReason: { kind: 'model_stop' },
+      prompt: 'finished task',
+      cwd: '/work/p',
+    });
+    expect(byId.get(crashed)).toMatchObject({
+      state: 'ended',
+      terminateReason: { kind: 'interrupted' },
+      prompt: 'crashed task',
+      corruptLines: [3],
+    });
+    expect(byId.get(resumed)).toMatchObject({ terminateReason: { kind: 'interrupted' }, prompt: 'one' });
     await store.close?.();
-    appendFileSync(join(dir, `${id}.jsonl`), 'garbage\n{"type":"user","content":"x","seq":1,"at":0}\n');
-    await expect(createFileSessionStore(dir).load(id)).rejects.toThrow(HarnessError);
+  });
+
+  it('holds no file handle once a run has ended: 50 runs, no leak', async () => {
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const store = createFileSessionStore(dir);
+    const run = () =>
+      new AgentHarness({ provider: new ScriptedProvider([stop()]), tools: [], sessions: store }).run({
+        prompt: 'x',
+      });
+    await run(); // warm up whatever the runtime opens once
+    const before = fds();
+    for (let index = 0; index < 50; index += 1) await run();
+    expect(fds() - before).toBeLessThan(5);
+    expect(await store.list()).toHaveLength(51);
+    await store.close?.();
   });
 
   it('rejects a session id that could escape the directory', async () => {
@@ -140,5 +206,146 @@ describe('truncateToFit', () => {
         },
       ),
     );
+  });
+});
+
+describe('Claude Code transcript', () => {
+  const jq = (filter: string, file: string, slurp = false) =>
+    execFileSync('jq', [...(slurp ? ['-s'] : []), '-r', filter, file], { encoding: 'utf8' });
+
+  it('is written beside the log as the run goes, in the shapes hooks read with jq', async () => {
+    const store = createFileSessionStore(dir);
+    const echo: Tool<{ text: string }> = {
+      name: 'echo',
+      description: 'echo',
+      input: z.object({ text: z.string() }),
+      execute: ({ text }) => Promise.resolve({ output: text }),
+    };
+    const sizes: number[] = [];
+    let path = '';
+    const provider = new ScriptedProvider([
+      callTool('echo', { text: 'hi' }, 'Let me echo.'),
+      stop('All good.\nVERDICT: PASS'),
+    ]);
+    const harness = new AgentHarness({ provider, tools: [echo], sessions: store });
+    const result = await harness.run(
+      { prompt: 'say hi', cwd: '/work/project' },
+      {
+        onEvent: () => {
+          path ||= [...readdirSync(dir)].find((name) => name.endsWith('.transcript.jsonl')) ?? '';
+          sizes.push(readFileSync(join(dir, path), 'utf8').split('\n').length - 1);
+        },
+      },
+    );
+    const file = store.transcriptPath!(result.sessionId)!;
+    expect(file).toBe(join(dir, `${result.sessionId}.transcript.jsonl`));
+    // Appended event by event: the line is there when the event is reported.
+    expect(sizes.slice(0, 5)).toEqual([1, 2, 3, 3, 4]); // a turn_step has no line
+    const lines = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines.map((line) => [line.type, line.message.role])).toEqual([
+      ['user', 'user'],
+      ['assistant', 'assistant'],
+      ['user', 'user'],
+      ['assistant', 'assistant'],
+    ]);
+    expect(lines[1].message.content).toEqual([
+      { type: 'text', text: 'Let me echo.' },
+      { type: 'tool_use', id: expect.any(String), name: 'echo', input: { text: 'hi' } },
+    ]);
+    expect(lines[2].message.content).toEqual([
+      { type: 'tool_result', tool_use_id: lines[1].message.content[1].id, content: 'hi', is_error: false },
+    ]);
+    lines.forEach((line, index) => {
+      expect(line).toMatchObject({ sessionId: result.sessionId, cwd: '/work/project' });
+      expect(line.uuid).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(line.parentUuid).toBe(index === 0 ? null : lines[index - 1].uuid);
+      expect(new Date(line.timestamp).toISOString()).toBe(line.timestamp);
+    });
+    expect(jq('.message.content[] | select(.type=="text") | .text', file)).toBe(
+      'say hi\nLet me echo.\nAll good.\nVERDICT: PASS\n',
+    );
+    expect(
+      jq(
+        '[.[] | select(.type=="assistant")] | last | .message.content[] | select(.type=="text") | .text',
+        file,
+        true,
+      ),
+    ).toBe('All good.\nVERDICT: PASS\n');
+    expect(
+      execFileSync('sh', ['-c', `tail -n 1 "$1" | jq -r '.message.content[0].text'`, 'sh', file], {
+        encoding: 'utf8',
+      }),
+    ).toBe('All good.\nVERDICT: PASS\n');
+
+    // Resumed by another store (a restarted server): appended, not rewritten, and the chain goes on.
+    const before = readFileSync(file, 'utf8');
+    const reopened = createFileSessionStore(dir);
+    await new AgentHarness({
+      provider: new ScriptedProvider([stop('again')]),
+      tools: [],
+      sessions: reopened,
+    }).run({
+      prompt: 'once more',
+      sessionId: result.sessionId,
+    });
+    const after = readFileSync(file, 'utf8');
+    expect(after.startsWith(before)).toBe(true);
+    const next = JSON.parse(after.slice(before.length).split('\n')[0]!);
+    expect(next).toMatchObject({ type: 'user', parentUuid: lines.at(-1).uuid, cwd: '/work/project' });
+    await store.close?.();
+    await reopened.close?.();
+  });
+});
+
+describe('what verifiers are told', () => {
+  it('projectDir, transcriptPath and permissionMode; the transcript already holds the reply being judged', async () => {
+    const store = createFileSessionStore(dir);
+    const seen: { ctx: TurnVerifyContext; lastAssistant: string }[] = [];
+    const recorder: TurnVerifier = {
+      name: 'recorder',
+      verify: (ctx) => {
+        const last = execFileSync(
+          'jq',
+          [
+            '-rs',
+            '[.[] | select(.type=="assistant")] | last | .message.content[0].text',
+            ctx.transcriptPath!,
+          ],
+          { encoding: 'utf8' },
+        );
+        seen.push({ ctx, lastAssistant: last.trim() });
+        return Promise.resolve({ kind: 'continue' });
+      },
+    };
+    const parentProvider = new ScriptedProvider([
+      callTool('spawn_agent', { prompt: 'sub task' }),
+      stop('parent done'),
+    ]);
+    const childProvider = new ScriptedProvider([stop('child done')]);
+    const orchestrator: Orchestrator = new Orchestrator({
+      depsFor: (flow) => ({
+        provider: flow.parentSessionId ? childProvider : parentProvider,
+        tools: [orchestrator.spawnAgentTool()],
+        sessions: store,
+        verifier: VerifierChain.builder().with(recorder).build(),
+      }),
+    });
+    const result = await orchestrator.dispatch({ prompt: 'delegate', cwd: '/work/project' });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(seen.map(({ ctx }) => ctx.projectDir)).toEqual([
+      '/work/project',
+      '/work/project',
+      '/work/project',
+    ]);
+    expect(seen.map(({ ctx }) => ctx.permissionMode)).toEqual(Array(3).fill('bypassPermissions'));
+    const last = seen.at(-1)!;
+    expect(last.ctx.transcriptPath).toBe(join(dir, `${result.sessionId}.transcript.jsonl`));
+    expect(last.lastAssistant).toBe('parent done');
+    expect(seen[1]!.lastAssistant).toBe('child done'); // the sub-agent has a transcript of its own
+    expect(seen[1]!.ctx.transcriptPath).not.toBe(last.ctx.transcriptPath);
+    await store.close?.();
   });
 });

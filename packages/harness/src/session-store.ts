@@ -1,59 +1,261 @@
-// The append-only event log of a session. The file store writes JSON lines, fsyncs at each turn
-// boundary, and on reload skips (and reports) a last line torn by a crash mid-write.
-import { randomUUID } from 'node:crypto';
+// The append-only event log of a session, and beside it a transcript in Claude Code's JSONL format
+// (derived from the log, appended as the log grows) for hooks that read one. The file store writes
+// JSON lines, fsyncs at each turn boundary, holds a file handle only while a run is on the session,
+// and on reload skips (and reports) a torn last line or a corrupt line — never fatal to the rest.
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { open, readdir, readFile, type FileHandle } from 'node:fs/promises';
+import { appendFile, open, readdir, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HarnessError } from './errors.js';
-import type { SessionEvent, SessionEventBody, SessionLoad, SessionStore } from './types.js';
+import type {
+  SessionEvent,
+  SessionEventBody,
+  SessionLoad,
+  SessionStore,
+  SessionSummary,
+  TerminateReason,
+} from './types.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
+const EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventBody['type']>([
+  'user',
+  'assistant',
+  'tool_result',
+  'verdict',
+  'feedback',
+  'compaction',
+  'turn_step',
+  'terminate',
+]);
 
 function checkId(sessionId: string): void {
   if (!SESSION_ID.test(sessionId))
     throw new HarnessError('session', `invalid session id ${JSON.stringify(sessionId)}`);
 }
 
+/** Parses a log's text: a torn last line and corrupt or non-event lines are skipped and reported. */
+export function parseLog(text: string): SessionLoad {
+  const lines = text.split('\n');
+  const events: SessionEvent[] = [];
+  const corruptLines: number[] = [];
+  let tornTail = false;
+  for (const [index, line] of lines.entries()) {
+    if (line === '') continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      // Only an unterminated last line is a torn write (a crash mid-append); anything else is corrupt.
+      if (index === lines.length - 1) tornTail = true;
+      else corruptLines.push(index + 1);
+      continue;
+    }
+    const event = value as Partial<SessionEvent> | null;
+    if (typeof event === 'object' && event !== null && EVENT_TYPES.has(event.type as string))
+      events.push(event as SessionEvent);
+    else corruptLines.push(index + 1);
+  }
+  return { events, tornTail, corruptLines };
+}
+
+/** What a list of runs shows: the state read from the log, `interrupted` when it never ended. */
+export function summarize(sessionId: string, load: SessionLoad, live: boolean): SessionSummary {
+  const { events } = load;
+  const lastPrompt = events.findLastIndex((event) => event.type === 'user');
+  const end = events.findLast((event, index) => event.type === 'terminate' && index > lastPrompt);
+  const prompt = events.find((event) => event.type === 'user');
+  const cwd = events.findLast((event) => event.type === 'user' && event.cwd !== undefined);
+  let terminateReason: TerminateReason | undefined;
+  if (end?.type === 'terminate') terminateReason = end.reason;
+  else if (!live && events.length > 0) terminateReason = { kind: 'interrupted' };
+  return {
+    sessionId,
+    state: terminateReason === undefined ? 'running' : 'ended',
+    ...(terminateReason ? { terminateReason } : {}),
+    ...(prompt?.type === 'user' ? { prompt: prompt.content, startedAt: prompt.at } : {}),
+    ...(end ? { endedAt: end.at } : {}),
+    ...(cwd?.type === 'user' && cwd.cwd !== undefined ? { cwd: cwd.cwd } : {}),
+    ...(load.corruptLines?.length ? { corruptLines: load.corruptLines } : {}),
+  };
+}
+
+/** A stable UUID-shaped id for the transcript line made from one log event. */
+function lineUuid(sessionId: string, seq: number): string {
+  const hex = createHash('sha256').update(`${sessionId}:${seq}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-a${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/**
+ * Claude Code's transcript, one log event at a time: prompts and feedback become `user` lines with
+ * text blocks, replies `assistant` lines with text and `tool_use` blocks, results `user` lines with
+ * a `tool_result` block. Other events (verdicts, steps) have no line. Lines chain by `parentUuid`.
+ */
+export class Transcript {
+  readonly #sessionId: string;
+  #parent: string | null = null;
+  #cwd = process.cwd();
+
+  constructor(sessionId: string, earlier: readonly SessionEvent[] = []) {
+    this.#sessionId = sessionId;
+    for (const event of earlier) this.line(event);
+  }
+
+  /** The JSON line (with its newline) for this event, or '' when it has none. */
+  line(event: SessionEvent): string {
+    if (event.type === 'user' && event.cwd !== undefined) this.#cwd = event.cwd;
+    const message = this.#message(event);
+    if (message === undefined) return '';
+    const uuid = lineUuid(this.#sessionId, event.seq);
+    const line = {
+      parentUuid: this.#parent,
+      isSidechain: false,
+      userType: 'external',
+      cwd: this.#cwd,
+      sessionId: this.#sessionId,
+      version: 'aleph',
+      type: message.role,
+      message,
+      uuid,
+      timestamp: new Date(event.at).toISOString(),
+    };
+    this.#parent = uuid;
+    return `${JSON.stringify(line)}\n`;
+  }
+
+  #message(event: SessionEvent): { role: 'user' | 'assistant'; [key: string]: unknown } | undefined {
+    switch (event.type) {
+      case 'user':
+      case 'feedback':
+        return { role: 'user', content: [{ type: 'text', text: event.content }] };
+      case 'assistant': {
+        const calls = event.toolCalls.map((call) => ({
+          type: 'tool_use',
+          id: call.id,
+          name: call.name,
+          input: call.args ?? {},
+        }));
+        return {
+          id: `msg_${event.seq}`,
+          type: 'message',
+          role: 'assistant',
+          content: [
+            ...(event.content || !calls.length ? [{ type: 'text', text: event.content }] : []),
+            ...calls,
+          ],
+          stop_reason: calls.length ? 'tool_use' : 'end_turn',
+          usage: {
+            input_tokens: event.usage?.inputTokens ?? 0,
+            output_tokens: event.usage?.outputTokens ?? 0,
+          },
+        };
+      }
+      case 'tool_result':
+        return {
+          role: 'user',
+          content: [
+            {
+              type: 'tool_result',
+              tool_use_id: event.callId,
+              content: event.output,
+              is_error: event.isError,
+            },
+          ],
+        };
+      default:
+        return undefined;
+    }
+  }
+}
+
+/** Keeps events in memory (tests, embedding); writes transcripts only when given a `transcriptDir`. */
 export class InMemorySessionStore implements SessionStore {
-  readonly #sessions = new Map<string, SessionEvent[]>();
+  readonly #sessions = new Map<
+    string,
+    { events: SessionEvent[]; transcript: Transcript; live: boolean; tail: Promise<unknown> }
+  >();
+  readonly #transcriptDir: string | undefined;
+
+  constructor(options: { transcriptDir?: string } = {}) {
+    this.#transcriptDir = options.transcriptDir;
+  }
+
+  #session(sessionId: string) {
+    checkId(sessionId);
+    let session = this.#sessions.get(sessionId);
+    if (session === undefined) {
+      session = { events: [], transcript: new Transcript(sessionId), live: true, tail: Promise.resolve() };
+      this.#sessions.set(sessionId, session);
+    }
+    return session;
+  }
 
   create(): Promise<string> {
     const id = randomUUID();
-    this.#sessions.set(id, []);
+    this.#session(id);
     return Promise.resolve(id);
   }
 
-  append(sessionId: string, event: SessionEventBody): Promise<SessionEvent> {
-    checkId(sessionId);
-    const events = this.#sessions.get(sessionId) ?? [];
-    this.#sessions.set(sessionId, events);
-    const stored = { ...event, seq: events.length, at: Date.now() } as SessionEvent;
-    events.push(stored);
-    return Promise.resolve(stored);
+  async append(sessionId: string, event: SessionEventBody): Promise<SessionEvent> {
+    const session = this.#session(sessionId);
+    const stored = { ...event, seq: session.events.length, at: Date.now() } as SessionEvent;
+    session.events.push(stored);
+    session.live = true;
+    const line = session.transcript.line(stored);
+    const path = this.transcriptPath(sessionId);
+    if (line && path !== undefined) {
+      const write = session.tail.then(() => appendFile(path, line));
+      session.tail = write.catch(() => undefined);
+      await write;
+    }
+    return stored;
   }
 
   flush(): Promise<void> {
     return Promise.resolve();
   }
 
+  end(sessionId: string): Promise<void> {
+    this.#session(sessionId).live = false;
+    return Promise.resolve();
+  }
+
   load(sessionId: string): Promise<SessionLoad> {
-    return Promise.resolve({ events: [...(this.#sessions.get(sessionId) ?? [])], tornTail: false });
+    const events = this.#sessions.get(sessionId)?.events ?? [];
+    return Promise.resolve({ events: [...events], tornTail: false, corruptLines: [] });
   }
 
   list(): Promise<string[]> {
     return Promise.resolve([...this.#sessions.keys()]);
   }
+
+  summaries(): Promise<SessionSummary[]> {
+    return Promise.resolve(
+      [...this.#sessions].map(([id, session]) =>
+        summarize(id, { events: session.events, tornTail: false }, session.live),
+      ),
+    );
+  }
+
+  transcriptPath(sessionId: string): string | undefined {
+    checkId(sessionId);
+    return this.#transcriptDir === undefined ? undefined : join(this.#transcriptDir, `${sessionId}.jsonl`);
+  }
 }
 
 interface OpenLog {
   handle: FileHandle;
+  transcriptHandle: FileHandle;
+  transcript: Transcript;
   seq: number;
   /** Writes are chained so lines land in append order. */
   tail: Promise<unknown>;
 }
 
+const TRANSCRIPT = '.transcript.jsonl';
+
 class FileSessionStore implements SessionStore {
   readonly #dir: string;
+  /** Sessions with a run on them: their handles stay open until `end` (or `close`). */
   readonly #logs = new Map<string, Promise<OpenLog>>();
 
   constructor(dir: string) {
@@ -66,22 +268,42 @@ class FileSessionStore implements SessionStore {
     return join(this.#dir, `${sessionId}.jsonl`);
   }
 
+  transcriptPath(sessionId: string): string {
+    checkId(sessionId);
+    return join(this.#dir, `${sessionId}${TRANSCRIPT}`);
+  }
+
   #log(sessionId: string): Promise<OpenLog> {
     let log = this.#logs.get(sessionId);
     if (log === undefined) {
       log = (async () => {
+        const path = this.#path(sessionId);
         const { events, tornTail } = await this.load(sessionId);
         if (tornTail) {
           // Cut the torn line off so the next append starts on a fresh line.
-          const text = await readFile(this.#path(sessionId), 'utf8');
-          const repair = await open(this.#path(sessionId), 'r+');
+          const text = await readFile(path, 'utf8');
+          const repair = await open(path, 'r+');
           await repair.truncate(Buffer.byteLength(text.slice(0, text.lastIndexOf('\n') + 1)));
           await repair.close();
         }
-        const handle = await open(this.#path(sessionId), 'a');
-        return { handle, seq: (events.at(-1)?.seq ?? -1) + 1, tail: Promise.resolve() };
+        const transcript = new Transcript(sessionId, events);
+        const handle = await open(path, 'a');
+        const transcriptHandle = await open(this.transcriptPath(sessionId), 'a').catch(
+          async (error: unknown) => {
+            await handle.close();
+            throw error;
+          },
+        );
+        return {
+          handle,
+          transcriptHandle,
+          transcript,
+          seq: (events.at(-1)?.seq ?? -1) + 1,
+          tail: Promise.resolve(),
+        };
       })();
       this.#logs.set(sessionId, log);
+      log.catch(() => this.#logs.delete(sessionId));
     }
     return log;
   }
@@ -96,7 +318,11 @@ class FileSessionStore implements SessionStore {
     const log = await this.#log(sessionId);
     const stored = { ...event, seq: log.seq, at: Date.now() } as SessionEvent;
     log.seq += 1;
-    const write = log.tail.then(() => log.handle.write(`${JSON.stringify(stored)}\n`));
+    const line = log.transcript.line(stored);
+    const write = log.tail.then(async () => {
+      await log.handle.write(`${JSON.stringify(stored)}\n`);
+      if (line) await log.transcriptHandle.write(line);
+    });
     log.tail = write.catch(() => undefined);
     try {
       await write;
@@ -116,53 +342,54 @@ class FileSessionStore implements SessionStore {
     await log.handle.sync();
   }
 
+  /** The run on this session ended: make the log durable and let go of its file handles. */
+  async end(sessionId: string): Promise<void> {
+    const pending = this.#logs.get(sessionId);
+    if (pending === undefined) return;
+    this.#logs.delete(sessionId);
+    await closeLog(await pending);
+  }
+
   async load(sessionId: string): Promise<SessionLoad> {
-    let text: string;
     try {
-      text = await readFile(this.#path(sessionId), 'utf8');
+      return parseLog(await readFile(this.#path(sessionId), 'utf8'));
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { events: [], tornTail: false };
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+        return { events: [], tornTail: false, corruptLines: [] };
       throw new HarnessError('session', `could not read session ${sessionId}: ${(error as Error).message}`, {
         cause: error,
       });
     }
-    const lines = text.split('\n');
-    const events: SessionEvent[] = [];
-    let tornTail = false;
-    for (const [index, line] of lines.entries()) {
-      if (line === '') continue;
-      try {
-        events.push(JSON.parse(line) as SessionEvent);
-      } catch (error) {
-        // Only the last line may be torn (a crash mid-write); anything earlier is corruption.
-        if (index >= lines.length - 2 && !text.endsWith(`${line}\n`)) {
-          tornTail = true;
-          continue;
-        }
-        throw new HarnessError(
-          'session',
-          `session ${sessionId} is corrupt at line ${index + 1}: ${(error as Error).message}`,
-        );
-      }
-    }
-    return { events, tornTail };
   }
 
   async list(): Promise<string[]> {
     const entries = await readdir(this.#dir);
     return entries
-      .filter((entry) => entry.endsWith('.jsonl'))
-      .map((entry) => entry.slice(0, -'.jsonl'.length));
+      .filter((entry) => entry.endsWith('.jsonl') && !entry.endsWith(TRANSCRIPT))
+      .map((entry) => entry.slice(0, -'.jsonl'.length))
+      .filter((id) => SESSION_ID.test(id));
+  }
+
+  /** Every session on disk with its state; one whose log never ended and is not open here is `interrupted`. */
+  async summaries(): Promise<SessionSummary[]> {
+    const ids = await this.list();
+    return Promise.all(ids.map(async (id) => summarize(id, await this.load(id), this.#logs.has(id))));
   }
 
   async close(): Promise<void> {
     const logs = [...this.#logs.values()];
     this.#logs.clear();
-    for (const pending of logs) {
-      const log = await pending;
-      await log.tail;
-      await log.handle.close();
-    }
+    for (const pending of logs) await closeLog(await pending);
+  }
+}
+
+async function closeLog(log: OpenLog): Promise<void> {
+  await log.tail;
+  try {
+    await log.handle.sync();
+  } finally {
+    await log.handle.close();
+    await log.transcriptHandle.close();
   }
 }
 

@@ -164,7 +164,8 @@ export interface RunResult {
 }
 
 export type SessionEventBody =
-  | { readonly type: 'user'; readonly content: string }
+  /** A prompt; `cwd` is the run's project root, when the caller gave one. */
+  | { readonly type: 'user'; readonly content: string; readonly cwd?: string }
   | {
       readonly type: 'assistant';
       readonly content: string;
@@ -196,6 +197,23 @@ export interface SessionLoad {
   readonly events: readonly SessionEvent[];
   /** The last line was cut short (a crash mid-write) and was skipped. */
   readonly tornTail: boolean;
+  /** Lines (1-based) that were not JSON or not an event: skipped, never fatal to the rest. */
+  readonly corruptLines?: readonly number[];
+}
+
+/** A session as a list of runs shows it, read from its log. */
+export interface SessionSummary {
+  readonly sessionId: string;
+  /** `running` while its log has no `terminate` after the last prompt and a run holds it open. */
+  readonly state: 'running' | 'ended';
+  /** The last run's end; `interrupted` when its log never ended and no run holds it (a crash). */
+  readonly terminateReason?: TerminateReason;
+  /** The first prompt, and when it was logged. */
+  readonly prompt?: string;
+  readonly startedAt?: number;
+  readonly endedAt?: number;
+  readonly cwd?: string;
+  readonly corruptLines?: readonly number[];
 }
 
 export interface SessionStore {
@@ -205,6 +223,12 @@ export interface SessionStore {
   flush(sessionId: string): Promise<void>;
   load(sessionId: string): Promise<SessionLoad>;
   list(): Promise<string[]>;
+  /** The run on this session ended (the harness calls it last): flush, and release its handles. */
+  end?(sessionId: string): Promise<void>;
+  /** Every session with its state, for listing runs after a restart. */
+  summaries?(): Promise<SessionSummary[]>;
+  /** The session's Claude Code–format transcript (for hooks' `transcript_path`), if the store keeps one. */
+  transcriptPath?(sessionId: string): string | undefined;
   close?(): Promise<void>;
 }
 
