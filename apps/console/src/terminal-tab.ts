@@ -100,8 +100,7 @@ export class TerminalTab {
       start = { offset: snapshot.offset, data: snapshot.data };
     } catch (error) {
       if (!(error instanceof RpcError && error.code === 'method_not_found')) throw error;
-      const replay = await this.#connection.call('pty.replay', { sessionId: this.sessionId, fromOffset: 0 });
-      start = { offset: replay.offset, data: decodeBase64(replay.data) };
+      start = await this.#replay();
     }
     const end = typeof start.data === 'string' ? start.offset : start.offset + start.data.length;
     this.terminal.write(start.data);
@@ -110,6 +109,27 @@ export class TerminalTab {
     this.#early = undefined;
     for (const output of early) this.output(output);
     this.fit();
+  }
+
+  /** The scrollback, asked for in the answers of at most 64 KiB the gateway gives, then drawn at once. */
+  async #replay(): Promise<{ offset: number; data: Uint8Array }> {
+    const chunks: Uint8Array[] = [];
+    let from = 0;
+    let first: number | undefined;
+    for (;;) {
+      const answer = await this.#connection.call('pty.replay', {
+        sessionId: this.sessionId,
+        fromOffset: from,
+      });
+      const data = decodeBase64(answer.data);
+      first ??= answer.offset;
+      chunks.push(data);
+      from = answer.offset + data.length;
+      if (answer.end === undefined || from >= answer.end || data.length === 0) break;
+    }
+    const all = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+    chunks.reduce((at, chunk) => (all.set(chunk, at), at + chunk.length), 0);
+    return { offset: first ?? 0, data: all };
   }
 
   /** Live output of this session: drawn once, in offset order, acked once drawn. */

@@ -100,9 +100,12 @@ timeout_secs = 10
     await page.setViewportSize({ width: 1400, height: 800 });
   });
 
-  it('reattaches after a reload with the scrollback', async () => {
+  it('reattaches after a reload with the scrollback (more than one 64 KiB replay answer)', async () => {
+    await type(`seq 1 30000 | tr '\\n' ' '; echo; echo seq-""end`); // 170 KB on 1600 rows
+    await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('seq-end');
     await page.reload();
-    await expect.poll(() => terminalLines(page, 'all'), { timeout: 15_000 }).toContain('hello');
+    await expect.poll(() => terminalLines(page, 'all'), { timeout: 15_000 }).toContain('seq-end');
+    expect(await terminalLines(page, 'all')).toContain('hello');
     await screenshot(page, '3-reloaded');
   });
 
