@@ -1,7 +1,7 @@
 // A local LLM endpoint that speaks the providers' real wire formats — OpenAI chat completions
 // (POST /v1/chat/completions) and Anthropic messages (POST /v1/messages) — and answers from a
 // script: a function of the conversation so far. No LLM is reachable from CI; this is the next best.
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface Turn {
@@ -12,13 +12,36 @@ export interface Turn {
   readonly toolCalls?: readonly { name: string; args: unknown }[];
 }
 
-export type Reply = { text: string } | { text?: string; call: { name: string; args: unknown } };
+export type Reply =
+  | { text: string; finish?: 'length' | 'content_filter' }
+  | { text?: string; call: { name: string; args: unknown } };
 export type Brain = (conversation: readonly Turn[], request: { model: string; tools: string[] }) => Reply;
+
+/** An HTTP error the endpoint answers with instead of the brain, in the protocol's error format. */
+export interface FakeFailure {
+  readonly status: number;
+  readonly message: string;
+  /** OpenAI's `error.code` / Anthropic's `error.type`. */
+  readonly code?: string;
+  readonly headers?: Record<string, string>;
+}
 
 export interface FakeLlm {
   readonly baseUrl: string;
   readonly requests: { format: 'openai' | 'anthropic'; body: any; headers: Record<string, unknown> }[];
+  /** The next requests (one each, in order) get these errors; then the brain answers again. */
+  failNext(...failures: FakeFailure[]): void;
   close(): Promise<void>;
+}
+
+function sendFailure(response: ServerResponse, format: 'openai' | 'anthropic', failure: FakeFailure): void {
+  const body =
+    format === 'openai'
+      ? { error: { message: failure.message, type: 'invalid_request_error', code: failure.code ?? null } }
+      : { type: 'error', error: { type: failure.code ?? 'api_error', message: failure.message } };
+  response
+    .writeHead(failure.status, { 'content-type': 'application/json', ...failure.headers })
+    .end(JSON.stringify(body));
 }
 
 function fromOpenAi(body: any): Turn[] {
@@ -92,6 +115,7 @@ function fromAnthropic(body: any): Turn[] {
 
 export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
   const requests: FakeLlm['requests'] = [];
+  const failures: FakeFailure[] = [];
   let counter = 0;
   const server: Server = createServer((request, response) => {
     let raw = '';
@@ -101,6 +125,8 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
       counter += 1;
       if (request.url === '/v1/chat/completions') {
         requests.push({ format: 'openai', body, headers: request.headers });
+        const failure = failures.shift();
+        if (failure !== undefined) return sendFailure(response, 'openai', failure);
         const reply = brain(fromOpenAi(body), {
           model: body.model,
           tools: (body.tools ?? []).map((t: any) => t.function.name),
@@ -125,12 +151,20 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
             object: 'chat.completion',
             created: Math.floor(Date.now() / 1000),
             model: body.model,
-            choices: [{ index: 0, message, finish_reason: 'call' in reply ? 'tool_calls' : 'stop' }],
+            choices: [
+              {
+                index: 0,
+                message,
+                finish_reason: 'call' in reply ? 'tool_calls' : (reply.finish ?? 'stop'),
+              },
+            ],
             usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
           }),
         );
       } else if (request.url === '/v1/messages') {
         requests.push({ format: 'anthropic', body, headers: request.headers });
+        const failure = failures.shift();
+        if (failure !== undefined) return sendFailure(response, 'anthropic', failure);
         const reply = brain(fromAnthropic(body), {
           model: body.model,
           tools: (body.tools ?? []).map((t: any) => t.name),
@@ -148,7 +182,12 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
             role: 'assistant',
             model: body.model,
             content,
-            stop_reason: 'call' in reply ? 'tool_use' : 'end_turn',
+            stop_reason:
+              'call' in reply
+                ? 'tool_use'
+                : reply.finish === undefined
+                  ? 'end_turn'
+                  : { length: 'max_tokens', content_filter: 'refusal' }[reply.finish],
             stop_sequence: null,
             usage: { input_tokens: 12, output_tokens: 7 },
           }),
@@ -165,6 +204,7 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    failNext: (...next) => void failures.push(...next),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
