@@ -1,5 +1,5 @@
 // @aleph/server: composition only. Exported for the server's own tests and tools.
 export { ConfigError, configSchema, loadConfig, parseConfig, type Config } from './config.js';
-export { aiSdkProvider, createProvider, ProviderConfigError, toModelMessages } from './providers.js';
+export { aiSdkProvider, createProvider, ProviderConfigError } from './providers.js';
 export { startServer, type RunningServer, type StartOptions } from './server.js';
 export { builtinTools, confine } from './tools.js';

@@ -1,12 +1,32 @@
 import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentHarness, InMemorySessionStore } from '@aleph/harness';
+import { createServer, type AddressInfo } from 'node:net';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+import { APICallError, type LanguageModelV3 } from '@ai-sdk/provider';
+import {
+  AgentHarness,
+  FatalProviderError,
+  InMemorySessionStore,
+  type Message,
+  type ThinkRequest,
+  type ToolSpec,
+} from '@aleph/harness';
 import { PtyManager } from '@aleph/pty';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateText, jsonSchema, tool, type ModelMessage, type ToolSet } from 'ai';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
 import { configSchema } from './config.js';
-import { createProvider, ProviderConfigError } from './providers.js';
+import {
+  aiSdkProvider,
+  classifyFailure,
+  createProvider,
+  DEFAULT_MAX_RETRIES,
+  PromptCache,
+  ProviderConfigError,
+  retryDelayMs,
+} from './providers.js';
 import { builtinTools } from './tools.js';
 
 let llm: FakeLlm;
@@ -95,3 +115,317 @@ describe('provider configuration', () => {
     );
   });
 });
+
+// The history of a run as generateText was given it before this adapter spoke LanguageModelV3: the
+// wire bodies of both paths must match.
+function viaModelMessages(messages: readonly Message[]): ModelMessage[] {
+  return messages.map((message): ModelMessage => {
+    if (message.role === 'user') return { role: 'user', content: message.content };
+    if (message.role === 'assistant')
+      return {
+        role: 'assistant',
+        content: [
+          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
+          ...(message.toolCalls ?? []).map((call) => ({
+            type: 'tool-call' as const,
+            toolCallId: call.id,
+            toolName: call.name,
+            input: call.args,
+          })),
+        ],
+      };
+    return {
+      role: 'tool',
+      content: [
+        {
+          type: 'tool-result',
+          toolCallId: message.toolCallId,
+          toolName: message.toolName,
+          output: message.isError
+            ? { type: 'error-text', value: message.content }
+            : { type: 'text', value: message.content },
+        },
+      ],
+    };
+  });
+}
+
+const history: Message[] = [
+  { role: 'user', content: 'fix the parser' },
+  {
+    role: 'assistant',
+    content: 'Reading both.',
+    toolCalls: [
+      { id: 'c1', name: 'read_file', args: { path: 'a.ts' } },
+      { id: 'c2', name: 'shell', args: { command: 'pnpm test' } },
+    ],
+  },
+  { role: 'tool', toolCallId: 'c1', toolName: 'read_file', content: 'export const a = 1;\n' },
+  { role: 'tool', toolCallId: 'c2', toolName: 'shell', content: 'exit 1: 2 failed', isError: true },
+  { role: 'user', content: '[hook tests] 2 tests fail' },
+  { role: 'assistant', content: '', toolCalls: [{ id: 'c3', name: 'read_file', args: {} }] },
+  { role: 'tool', toolCallId: 'c3', toolName: 'read_file', content: 'ok' },
+];
+const specs: ToolSpec[] = [
+  {
+    name: 'read_file',
+    description: 'reads a file',
+    inputSchema: { type: 'object', properties: { path: { type: 'string' } }, additionalProperties: false },
+  },
+  {
+    name: 'shell',
+    description: 'runs a command',
+    inputSchema: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
+  },
+];
+
+function sdkModel(kind: 'openai' | 'anthropic', baseURL: string, model = 'test-model'): LanguageModelV3 {
+  return kind === 'openai'
+    ? createOpenAI({ baseURL, apiKey: 'sk-test' }).chat(model)
+    : createAnthropic({ baseURL, apiKey: 'sk-test' })(model);
+}
+
+const request = (messages: readonly Message[] = history): ThinkRequest => ({
+  system: 'You are a careful engineer.',
+  messages,
+  tools: specs,
+});
+const never = new AbortController().signal;
+
+describe.each(['openai', 'anthropic'] as const)('%s: the LanguageModelV3 path', (kind) => {
+  it('sends the body generateText sent for the same history and tools', async () => {
+    const provider = aiSdkProvider('p', sdkModel(kind, llm.baseUrl));
+    const before = llm.requests.length;
+    await provider.think(request(), never);
+    const tools: ToolSet = {};
+    for (const spec of specs)
+      tools[spec.name] = tool({ description: spec.description, inputSchema: jsonSchema(spec.inputSchema) });
+    await generateText({
+      model: sdkModel(kind, llm.baseUrl),
+      system: request().system,
+      messages: viaModelMessages(history),
+      tools,
+      maxRetries: 0,
+    });
+    const [ours, theirs] = llm.requests.slice(before);
+    expect(ours!.body).toEqual(theirs!.body);
+  });
+
+  it('maps a `length` finish to max_tokens and a content-filter finish to content_filter', async () => {
+    const scripted = await startFakeLlm((conversation) => {
+      const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+      return { text: 'cut sh', finish: task === 'long' ? 'length' : 'content_filter' };
+    });
+    try {
+      const provider = aiSdkProvider('p', sdkModel(kind, scripted.baseUrl));
+      const long = await provider.think(request([{ role: 'user', content: 'long' }]), never);
+      expect(long).toMatchObject({ text: 'cut sh', toolCalls: [], stopReason: 'max_tokens' });
+      const filtered = await provider.think(request([{ role: 'user', content: 'filtered' }]), never);
+      expect(filtered.stopReason).toBe('content_filter');
+    } finally {
+      await scripted.close();
+    }
+  });
+
+  it('reports tool calls, their parsed arguments and the usage', async () => {
+    const provider = aiSdkProvider('p', sdkModel(kind, llm.baseUrl));
+    const response = await provider.think(
+      request([{ role: 'user', content: 'create the file x.txt' }]),
+      never,
+    );
+    expect(response.stopReason).toBe('tool_use');
+    expect(response.toolCalls).toEqual([
+      { id: expect.any(String), name: 'write_file', args: { path: 'x.txt', content: 'hello from x.txt\n' } },
+    ]);
+    expect(response.usage).toEqual({ inputTokens: 12, outputTokens: 7 });
+  });
+});
+
+describe.each(['openai', 'anthropic'] as const)('%s: failures over the real wire', (kind) => {
+  const fast = { initialDelayMs: 5 };
+
+  it('401 → FatalProviderError with the status and the provider message, not retried', async () => {
+    llm.failNext({ status: 401, message: 'Incorrect API key provided: sk-te***', code: 'invalid_api_key' });
+    const before = llm.requests.length;
+    const failure = aiSdkProvider(`${kind}:m`, sdkModel(kind, llm.baseUrl)).think(request(), never);
+    await expect(failure).rejects.toBeInstanceOf(FatalProviderError);
+    await expect(failure).rejects.toMatchObject({ fatal: true, status: 401 });
+    await expect(failure).rejects.toThrow(/^openai:m|anthropic:m/);
+    await expect(failure).rejects.toThrow(/HTTP 401: .*Incorrect API key provided/);
+    expect(llm.requests.length - before).toBe(1);
+  });
+
+  it('404 for an unknown model → fatal, naming the model', async () => {
+    llm.failNext({
+      status: 404,
+      message: 'The model `gpt-9` does not exist or you do not have access to it.',
+      code: kind === 'openai' ? 'model_not_found' : 'not_found_error',
+    });
+    const failure = aiSdkProvider('p', sdkModel(kind, llm.baseUrl, 'gpt-9')).think(request(), never);
+    await expect(failure).rejects.toMatchObject({ fatal: true, status: 404 });
+    await expect(failure).rejects.toThrow(/gpt-9/);
+  });
+
+  it('a 400 the same request cannot recover from → fatal', async () => {
+    llm.failNext({ status: 400, message: 'messages: tool_use ids were found without tool_result blocks' });
+    const failure = aiSdkProvider('p', sdkModel(kind, llm.baseUrl)).think(request(), never);
+    await expect(failure).rejects.toMatchObject({ fatal: true, status: 400 });
+  });
+
+  it('a refused port → retried, then fatal, naming the URL', async () => {
+    const port = await freePort();
+    const baseUrl = `http://127.0.0.1:${port}/v1`;
+    const failure = aiSdkProvider('p', sdkModel(kind, baseUrl), fast).think(request(), never);
+    await expect(failure).rejects.toBeInstanceOf(FatalProviderError);
+    await expect(failure).rejects.toThrow(/ECONNREFUSED/);
+    await expect(failure).rejects.toThrow(`127.0.0.1:${port}`);
+    await expect(failure).rejects.toThrow('(after 3 attempts)');
+  });
+
+  it('429 then 200 → retried after the server’s retry-after, not the backoff', async () => {
+    llm.failNext({ status: 429, message: 'Rate limit reached', headers: { 'retry-after': '0' } });
+    const before = llm.requests.length;
+    // A backoff longer than the test's timeout: only honouring retry-after lets this pass.
+    const provider = aiSdkProvider('p', sdkModel(kind, llm.baseUrl), { initialDelayMs: 600_000 });
+    const response = await provider.think(request([{ role: 'user', content: 'create the file y' }]), never);
+    expect(response.toolCalls[0]?.name).toBe('write_file');
+    expect(llm.requests.length - before).toBe(2);
+  });
+
+  it('500 then 200 → retried with backoff', async () => {
+    llm.failNext({ status: 500, message: 'upstream overloaded' });
+    const before = llm.requests.length;
+    const provider = aiSdkProvider('p', sdkModel(kind, llm.baseUrl), fast);
+    const response = await provider.think(request([{ role: 'user', content: 'create the file z' }]), never);
+    expect(response.toolCalls[0]?.name).toBe('write_file');
+    expect(llm.requests.length - before).toBe(2);
+  });
+
+  it('5xx past the retries → a plain failure for the watchdog, with the provider message', async () => {
+    const overloaded = { status: 503, message: 'Overloaded', code: 'overloaded_error' };
+    llm.failNext(...Array.from({ length: DEFAULT_MAX_RETRIES + 1 }, () => overloaded));
+    const failure = aiSdkProvider('p', sdkModel(kind, llm.baseUrl), fast).think(request(), never);
+    await expect(failure).rejects.toThrow(`HTTP 503: Overloaded`);
+    await expect(failure).rejects.toThrow(`(after ${DEFAULT_MAX_RETRIES + 1} attempts)`);
+    await expect(failure).rejects.not.toHaveProperty('fatal');
+  });
+
+  it('an abort during the backoff ends the wait and is not wrapped', async () => {
+    llm.failNext({ status: 500, message: 'upstream overloaded' });
+    const before = llm.requests.length;
+    const controller = new AbortController();
+    const slow = aiSdkProvider('p', sdkModel(kind, llm.baseUrl), { initialDelayMs: 600_000 });
+    const failure = slow.think(request(), controller.signal);
+    await vi.waitFor(() => expect(llm.requests.length).toBe(before + 1));
+    controller.abort();
+    await expect(failure).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(failure).rejects.not.toBeInstanceOf(FatalProviderError);
+  });
+});
+
+describe('what a user misconfigured ends the run at once', () => {
+  it('a missing key → fatal, saying so', async () => {
+    const saved = process.env['ANTHROPIC_API_KEY'];
+    delete process.env['ANTHROPIC_API_KEY'];
+    try {
+      const provider = createProvider(
+        configSchema.parse({ agent: { provider: 'anthropic', model: 'm', base_url: llm.baseUrl } }).agent,
+      )!;
+      await expect(provider.think(request(), never)).rejects.toMatchObject({
+        fatal: true,
+        message: expect.stringMatching(/API key is missing/),
+      });
+    } finally {
+      if (saved !== undefined) process.env['ANTHROPIC_API_KEY'] = saved;
+    }
+  });
+
+  it('a base_url that is not an http(s) URL is a config error', () => {
+    expect(() =>
+      createProvider(
+        configSchema.parse({
+          agent: { provider: 'openai-compatible', model: 'm', base_url: 'localhost:11434' },
+        }).agent,
+      ),
+    ).toThrow(new ProviderConfigError('[agent].base_url "localhost:11434" is not an http(s) URL'));
+  });
+
+  it('an unresolvable host → fatal without retries', () => {
+    const cause = Object.assign(new Error('getaddrinfo ENOTFOUND llm.invalid'), { code: 'ENOTFOUND' });
+    const error = new APICallError({
+      message: 'Cannot connect to API: getaddrinfo ENOTFOUND llm.invalid',
+      url: 'http://llm.invalid/v1/chat/completions',
+      requestBodyValues: {},
+      cause,
+      isRetryable: true,
+    });
+    expect(classifyFailure(error)).toBe('fatal');
+  });
+});
+
+describe('retry-after', () => {
+  const limited = (headers: Record<string, string>) =>
+    new APICallError({
+      message: '429',
+      url: 'u',
+      requestBodyValues: {},
+      statusCode: 429,
+      responseHeaders: headers,
+    });
+  it.each([
+    [{ 'retry-after-ms': '250' }, 250],
+    [{ 'retry-after': '3' }, 3000],
+    [{ 'retry-after': '600' }, 1000], // over a minute: the backoff
+    [{}, 1000],
+  ])('%j → %d ms', (headers, ms) => {
+    expect(retryDelayMs(limited(headers), 1000)).toBe(ms);
+  });
+});
+
+describe('PromptCache', () => {
+  const fresh = (system: string, messages: readonly Message[]) => new PromptCache().build(system, messages);
+
+  it('converts each message once: a longer history reuses the converted prefix', () => {
+    const cache = new PromptCache();
+    const first = cache.build('s', history.slice(0, 3));
+    const second = cache.build('s', history);
+    expect(second).toEqual(fresh('s', history));
+    for (let index = 0; index < first.length; index += 1) expect(second[index]).toBe(first[index]);
+  });
+
+  it('a changed message, a shorter history or another system prompt is converted again', () => {
+    const cache = new PromptCache();
+    cache.build('s', history);
+    const rewritten: Message[] = [...history.slice(0, 2), { role: 'user', content: 'compacted' }];
+    expect(cache.build('s', rewritten)).toEqual(fresh('s', rewritten));
+    expect(cache.build('s', history.slice(0, 2))).toEqual(fresh('s', history.slice(0, 2)));
+    expect(cache.build('other', history)).toEqual(fresh('other', history));
+    expect(cache.build('s', history)).toEqual(fresh('s', history));
+  });
+
+  it('two histories on one provider do not share a prompt', () => {
+    const cache = new PromptCache();
+    const other: Message[] = [{ role: 'user', content: 'another run' }];
+    cache.build('s', history.slice(0, 2));
+    cache.build('s', other);
+    expect(cache.build('s', history)).toEqual(fresh('s', history));
+    expect(cache.build('s', [...other, { role: 'assistant', content: 'hi' }])).toHaveLength(3);
+  });
+
+  it('the caller cannot change the cache through the returned prompt', () => {
+    const cache = new PromptCache();
+    cache.build('s', history).pop();
+    expect(cache.build('s', history)).toEqual(fresh('s', history));
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}

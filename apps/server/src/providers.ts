@@ -1,87 +1,304 @@
 // LLM providers through the AI SDK, behind the harness's AiProvider. OpenAI-compatible covers
 // Ollama, vLLM, llama.cpp, LM Studio and OpenRouter; OpenAI and Anthropic speak their own APIs.
-// The harness runs the tools itself, so the SDK is asked for one step and returns the tool calls.
+// The adapter talks to the model at the LanguageModelV3 level (`doGenerate`): each message is
+// converted once and appended to a prompt cached per history, so a turn costs its new messages, not
+// the whole history (generateText re-converted and zod-validated the whole prompt every turn). It
+// keeps what generateText gave: 429/5xx retried with backoff honouring retry-after, abort, usage and
+// finish reasons. A failure that retrying cannot fix throws FatalProviderError: the run ends at once.
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import type { AiProvider, Message, ThinkRequest, ThinkResponse } from '@aleph/harness';
-import { generateText, jsonSchema, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import {
+  APICallError,
+  LoadAPIKeyError,
+  LoadSettingError,
+  type LanguageModelV3,
+  type LanguageModelV3FinishReason,
+  type LanguageModelV3FunctionTool,
+  type LanguageModelV3GenerateResult,
+  type LanguageModelV3Message,
+} from '@ai-sdk/provider';
+import { isAbortError, retryWithExponentialBackoff } from '@ai-sdk/provider-utils';
+import {
+  FatalProviderError,
+  type AiProvider,
+  type Message,
+  type StopReason,
+  type ThinkRequest,
+  type ThinkResponse,
+  type ToolCall,
+  type ToolSpec,
+} from '@aleph/harness';
 import type { Config } from './config.js';
 
-export function toModelMessages(messages: readonly Message[]): ModelMessage[] {
-  return messages.map((message): ModelMessage => {
-    switch (message.role) {
-      case 'user':
-        return { role: 'user', content: message.content };
-      case 'assistant':
-        return {
-          role: 'assistant',
-          content: [
-            ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-            ...(message.toolCalls ?? []).map((call) => ({
-              type: 'tool-call' as const,
-              toolCallId: call.id,
-              toolName: call.name,
-              input: call.args,
-            })),
-          ],
-        };
-      case 'tool':
-        return {
-          role: 'tool',
-          content: [
-            {
-              type: 'tool-result',
-              toolCallId: message.toolCallId,
-              toolName: message.toolName,
-              output: message.isError
-                ? { type: 'error-text', value: message.content }
-                : { type: 'text', value: message.content },
-            },
-          ],
-        };
-      default: {
-        const unreachable: never = message;
-        return unreachable;
-      }
+/** One harness message as the model's prompt message; what generateText's conversion produced. */
+function toPromptMessage(message: Message): LanguageModelV3Message {
+  switch (message.role) {
+    case 'user':
+      return { role: 'user', content: [{ type: 'text', text: message.content }] };
+    case 'assistant':
+      return {
+        role: 'assistant',
+        content: [
+          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
+          ...(message.toolCalls ?? []).map((call) => ({
+            type: 'tool-call' as const,
+            toolCallId: call.id,
+            toolName: call.name,
+            input: call.args,
+          })),
+        ],
+      };
+    case 'tool':
+      return {
+        role: 'tool',
+        content: [
+          {
+            type: 'tool-result',
+            toolCallId: message.toolCallId,
+            toolName: message.toolName,
+            output: message.isError
+              ? { type: 'error-text', value: message.content }
+              : { type: 'text', value: message.content },
+          },
+        ],
+      };
+    default: {
+      const unreachable: never = message;
+      return unreachable;
     }
-  });
+  }
 }
 
-const STOP_REASONS: Record<string, string> = {
+interface CachedPrompt {
+  readonly system: string;
+  /** The harness messages converted so far, by identity. */
+  readonly source: Message[];
+  /** The system message, then one prompt message per source message. */
+  readonly prompt: LanguageModelV3Message[];
+}
+
+/**
+ * Prompts cached per history, keyed by the history's first message (one per run, so concurrent runs
+ * on one provider do not share, and a finished run's cache goes with its messages). A turn compares
+ * the cached prefix by identity (a pointer per message), converts only what was appended, and drops
+ * the cache from the first message that differs (a compaction, a guardrail's rewrite).
+ */
+export class PromptCache {
+  readonly #byFirstMessage = new WeakMap<Message, CachedPrompt>();
+
+  build(system: string, messages: readonly Message[]): LanguageModelV3Message[] {
+    const first = messages[0];
+    let cached = first === undefined ? undefined : this.#byFirstMessage.get(first);
+    if (cached === undefined || cached.system !== system) {
+      cached = { system, source: [], prompt: [{ role: 'system', content: system }] };
+      if (first !== undefined) this.#byFirstMessage.set(first, cached);
+    }
+    const { source, prompt } = cached;
+    let same = 0;
+    const shared = Math.min(source.length, messages.length);
+    while (same < shared && source[same] === messages[same]) same += 1;
+    if (same < source.length) {
+      source.length = same;
+      prompt.length = same + 1;
+    }
+    for (let index = same; index < messages.length; index += 1) {
+      const message = messages[index]!;
+      source.push(message);
+      prompt.push(toPromptMessage(message));
+    }
+    // A copy: the model may keep its call options (a recording mock, a logging middleware).
+    return prompt.slice();
+  }
+}
+
+const STOP_REASONS: Record<LanguageModelV3FinishReason['unified'], StopReason> = {
   stop: 'end_turn',
   'tool-calls': 'tool_use',
   length: 'max_tokens',
+  'content-filter': 'content_filter',
+  error: 'error',
+  other: 'other',
 };
 
-export function aiSdkProvider(id: string, model: LanguageModel): AiProvider {
+/** generateText reads an empty input as `{}`; an input that is not JSON goes to the tool's validation. */
+function parseToolInput(input: string): unknown {
+  if (input.trim() === '') return {};
+  try {
+    return JSON.parse(input);
+  } catch {
+    return input;
+  }
+}
+
+function toThinkResponse(result: LanguageModelV3GenerateResult): ThinkResponse {
+  let text = '';
+  const toolCalls: ToolCall[] = [];
+  for (const part of result.content) {
+    if (part.type === 'text') text += part.text;
+    else if (part.type === 'tool-call' && part.providerExecuted !== true)
+      toolCalls.push({ id: part.toolCallId, name: part.toolName, args: parseToolInput(part.input) });
+  }
+  return {
+    text,
+    toolCalls,
+    stopReason: STOP_REASONS[result.finishReason.unified] ?? 'other',
+    usage: {
+      inputTokens: result.usage.inputTokens.total ?? 0,
+      outputTokens: result.usage.outputTokens.total ?? 0,
+    },
+  };
+}
+
+function toFunctionTools(specs: readonly ToolSpec[]): LanguageModelV3FunctionTool[] {
+  return specs.map((spec) => ({
+    type: 'function',
+    name: spec.name,
+    description: spec.description,
+    inputSchema: spec.inputSchema,
+  }));
+}
+
+/**
+ * What a failure means. `fatal`: no retry, the run ends (401/403, an unknown model, another 4xx the
+ * same request cannot recover from, a bad URL, an unresolvable host, a missing key). `refused`:
+ * nothing listens at the URL; retried briefly (a local server restarting), then fatal. `retry`:
+ * 429, 408/409, 5xx, a reset connection; retried with backoff, then a failure the watchdog counts.
+ * `failure`: anything else (an unreadable response), counted by the watchdog at once.
+ */
+type FailureKind = 'fatal' | 'refused' | 'retry' | 'failure';
+
+const MODEL_NOT_FOUND =
+  /model_not_found|unknown model|model\b[^\n]{0,80}\b(not found|does not exist|not exist)/i;
+
+function errorCode(error: unknown): string | undefined {
+  const seen = new Set<unknown>();
+  for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
+    seen.add(current);
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+  }
+  return undefined;
+}
+
+export function classifyFailure(error: unknown): FailureKind {
+  if (LoadAPIKeyError.isInstance(error) || LoadSettingError.isInstance(error)) return 'fatal';
+  if (APICallError.isInstance(error)) {
+    const status = error.statusCode;
+    if (MODEL_NOT_FOUND.test(`${error.message} ${error.responseBody ?? ''}`)) return 'fatal';
+    if (status === undefined) {
+      const code = errorCode(error.cause);
+      if (code === 'ENOTFOUND' || code === 'ERR_INVALID_URL') return 'fatal';
+      if (code === 'ECONNREFUSED' || code === 'ConnectionRefused') return 'refused';
+      return error.isRetryable ? 'retry' : 'failure';
+    }
+    if (error.isRetryable) return 'retry';
+    return status >= 400 && status < 500 ? 'fatal' : 'failure';
+  }
+  if (errorCode(error) === 'ERR_INVALID_URL' || /invalid url|failed to parse url/i.test(String(error)))
+    return 'fatal';
+  return 'failure';
+}
+
+/** `retry-after-ms` or `retry-after` (seconds or a date) when the server sends one, up to a minute. */
+export function retryDelayMs(error: unknown, backoffMs: number): number {
+  const headers = APICallError.isInstance(error) ? error.responseHeaders : undefined;
+  if (headers === undefined) return backoffMs;
+  const afterMs = Number.parseFloat(headers['retry-after-ms'] ?? '');
+  const afterSeconds = headers['retry-after'];
+  let ms = Number.isNaN(afterMs) ? undefined : afterMs;
+  if (ms === undefined && afterSeconds !== undefined) {
+    const seconds = Number.parseFloat(afterSeconds);
+    ms = Number.isNaN(seconds) ? Date.parse(afterSeconds) - Date.now() : seconds * 1000;
+  }
+  return ms !== undefined && ms >= 0 && ms <= 60_000 ? ms : backoffMs;
+}
+
+function excerpt(text: string, max = 200): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/** The provider's own words: status, message, a short excerpt of the body, the URL when unreachable. */
+function describe(error: unknown): string {
+  if (!APICallError.isInstance(error)) return error instanceof Error ? error.message : String(error);
+  if (error.statusCode === undefined) return `${error.message} (${error.url})`;
+  const body = error.responseBody ? ` — ${excerpt(error.responseBody)}` : '';
+  return `HTTP ${error.statusCode}: ${error.message}${body}`;
+}
+
+export interface RetryOptions {
+  /** Retries of a 429/408/409/5xx or a reset connection. Default 4: 1+2+4+8 s of backoff. */
+  readonly maxRetries?: number;
+  /** Retries while the connection is refused, before the failure is fatal. Default 2: 1+2 s. */
+  readonly refusedRetries?: number;
+  /** The first backoff; it doubles each retry. A server's retry-after (up to 60 s) wins. */
+  readonly initialDelayMs?: number;
+}
+
+export const DEFAULT_MAX_RETRIES = 4;
+export const DEFAULT_REFUSED_RETRIES = 2;
+
+export function aiSdkProvider(id: string, model: LanguageModelV3, options: RetryOptions = {}): AiProvider {
+  const prompts = new PromptCache();
+  const toolsBySpecs = new WeakMap<readonly ToolSpec[], LanguageModelV3FunctionTool[]>();
+  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+  const refusedRetries = options.refusedRetries ?? DEFAULT_REFUSED_RETRIES;
   return {
     id,
     async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
-      const tools: ToolSet = {};
-      for (const spec of request.tools) {
-        tools[spec.name] = tool({ description: spec.description, inputSchema: jsonSchema(spec.inputSchema) });
-      }
-      const result = await generateText({
-        model,
-        system: request.system,
-        messages: toModelMessages(request.messages),
-        tools,
+      let tools = toolsBySpecs.get(request.tools);
+      if (tools === undefined) toolsBySpecs.set(request.tools, (tools = toFunctionTools(request.tools)));
+      const prompt = prompts.build(request.system, request.messages);
+      let attempts = 0;
+      let refused = 0;
+      const retry = retryWithExponentialBackoff({
+        maxRetries: Math.max(maxRetries, refusedRetries),
+        initialDelayInMs: options.initialDelayMs ?? 1000,
+        backoffFactor: 2,
         abortSignal: signal,
-        maxRetries: 1,
+        shouldRetry: (error) => {
+          const kind = classifyFailure(error);
+          if (kind === 'refused') return (refused += 1) <= refusedRetries;
+          return kind === 'retry' && attempts <= maxRetries;
+        },
+        getDelayInMs: ({ error, exponentialBackoffDelay }) => retryDelayMs(error, exponentialBackoffDelay),
+        createRetryError: ({ errors }) => errors.at(-1),
       });
-      return {
-        text: result.text,
-        toolCalls: result.toolCalls.map((call) => ({
-          id: call.toolCallId,
-          name: call.toolName,
-          args: call.input,
-        })),
-        stopReason: STOP_REASONS[result.finishReason] ?? result.finishReason,
-        usage: { inputTokens: result.usage.inputTokens ?? 0, outputTokens: result.usage.outputTokens ?? 0 },
-      };
+      try {
+        const result = await retry(() => {
+          attempts += 1;
+          return model.doGenerate({
+            prompt,
+            ...(tools.length ? { tools, toolChoice: { type: 'auto' as const } } : {}),
+            abortSignal: signal,
+          });
+        });
+        return toThinkResponse(result);
+      } catch (error) {
+        if (signal.aborted || isAbortError(error)) throw error;
+        const kind = classifyFailure(error);
+        const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
+        const message = `${id}: ${describe(error)}${tries}`;
+        if (kind === 'fatal' || kind === 'refused') {
+          const status = APICallError.isInstance(error) ? error.statusCode : undefined;
+          throw new FatalProviderError(message, {
+            cause: error,
+            ...(status === undefined ? {} : { status }),
+          });
+        }
+        throw new Error(message, { cause: error });
+      }
     },
   };
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    return ['http:', 'https:'].includes(new URL(text).protocol);
+  } catch {
+    return false;
+  }
 }
 
 export class ProviderConfigError extends Error {
@@ -104,6 +321,8 @@ export function createProvider(
       `[agent].api_key_env names ${agent.api_key_env}, which is not set in the environment`,
     );
   }
+  if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
+    throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
   switch (agent.provider) {
     case 'openai-compatible': {
       if (agent.base_url === undefined)
