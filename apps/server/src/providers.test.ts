@@ -324,6 +324,22 @@ describe.each(['openai', 'anthropic'] as const)('%s: failures over the real wire
 });
 
 describe('what a user misconfigured ends the run at once', () => {
+  it('a run against a bad key ends as error: llm after one request', async () => {
+    llm.failNext({ status: 401, message: 'invalid x-api-key', code: 'authentication_error' });
+    const before = llm.requests.length;
+    const harness = new AgentHarness({
+      provider: createProvider(agent('anthropic'), { FAKE_KEY: 'sk-wrong' })!,
+      tools: [],
+      sessions: new InMemorySessionStore(),
+    });
+    const result = await harness.run({ prompt: 'hello' });
+    expect(result.terminateReason).toEqual({
+      kind: 'error',
+      error: { kind: 'llm', message: expect.stringMatching(/HTTP 401: invalid x-api-key/) },
+    });
+    expect(llm.requests.length - before).toBe(1);
+  });
+
   it('a missing key → fatal, saying so', async () => {
     const saved = process.env['ANTHROPIC_API_KEY'];
     delete process.env['ANTHROPIC_API_KEY'];
