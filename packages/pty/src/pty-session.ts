@@ -7,16 +7,22 @@ import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
-import { findExecutable, spawnWithoutFork } from './internal/spawner.js';
+import { findExecutable, spawnWithoutFork, type HelperExit } from './internal/spawner.js';
 import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
 export type ExitReason = 'exited' | 'closed' | 'evicted' | 'expired' | 'shutdown';
 
 export interface ExitInfo {
+  /** Both null when the status is unknown (see `statusLost`). */
   readonly exitCode: number | null;
   readonly signal: string | null;
   readonly reason: ExitReason;
+  /**
+   * Set only when the exit status could not be learned: the spawn helper died before the program
+   * ended, so nobody saw how it ended. Says so in words; `exitCode` and `signal` are then null.
+   */
+  readonly statusLost?: string;
 }
 
 export interface PtySpawnOptions {
@@ -43,6 +49,7 @@ const SIGNAL_NAMES = new Map<number, string>(
   Object.entries(constants.signals).map(([name, number]) => [number, name]),
 );
 const MAX_DIMENSION = 10_000;
+const STATUS_LOST = 'the spawn helper died before the program ended: its exit status is unknown';
 /**
  * One budget of output per event-loop turn, shared by every session in the process. Past it, a
  * session still flooding is paused and queued, and each turn resumes the longest-waiting few: so
@@ -210,13 +217,13 @@ export class PtySession {
     );
     let resolveExit!: (info: ExitInfo) => void;
     this.exited = new Promise((resolve) => (resolveExit = resolve));
-    this.#pty.onExit(({ exitCode, signal }) => {
+    this.#pty.onExit((event: HelperExit) => {
+      const { exitCode, signal } = event;
       const signalName = signal ? (SIGNAL_NAMES.get(signal) ?? String(signal)) : null;
-      const info: ExitInfo = {
-        exitCode: signalName === null ? exitCode : null,
-        signal: signalName,
-        reason: this.#closeReason ?? 'exited',
-      };
+      const reason = this.#closeReason ?? 'exited';
+      const info: ExitInfo = event.lost
+        ? { exitCode: null, signal: null, reason, statusLost: STATUS_LOST }
+        : { exitCode: signalName === null ? exitCode : null, signal: signalName, reason };
       this.#exitInfo = info;
       this.#stopPauseWatch();
       waitingTurn.delete(this.#unthrottle);

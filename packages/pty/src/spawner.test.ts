@@ -100,7 +100,13 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     expect(stat(next.pid).ppid).toBe(process.pid);
     await until(() => !alive(helper), 'the hung helper to be killed');
     process.kill(running.pid, 'SIGTERM'); // nobody reports this exit now: the session polls for it
-    expect((await running.exited).reason).toBe('exited');
+    // Unknown, and said so: not a false "exit code 0".
+    expect(await running.exited).toEqual({
+      exitCode: null,
+      signal: null,
+      reason: 'exited',
+      statusLost: 'the spawn helper died before the program ended: its exit status is unknown',
+    });
     next.write('works\r');
     expect(await next.exited).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
     expect(output.text()).toContain('fallback works');

@@ -163,7 +163,9 @@ function startHelper(): Helper | null {
       helper = null;
       for (const fd of [request, reply]) closeQuietly(fd);
       rmSync(dir, { recursive: true, force: true });
-      // Nobody reports these programs' exits any more: watch for them here.
+    });
+    // Once its last report is read, nobody reports these programs' exits any more: watch here.
+    child.once('close', () => {
       for (const terminal of started.terminals.values()) terminal.watchLeader();
     });
     // The helper must not keep this process alive, and goes when its stdin closes (we exited).
@@ -247,6 +249,12 @@ export function spawnWithoutFork(
 }
 
 type Listener<T> = (value: T) => void;
+/** node-pty's exit event, and `lost`: the helper died first, so the status is unknown (not 0). */
+export interface HelperExit {
+  readonly exitCode: number;
+  readonly signal?: number;
+  readonly lost?: boolean;
+}
 const disposable = <T>(set: Set<Listener<T>>, listener: Listener<T>) => {
   set.add(listener);
   return { dispose: () => void set.delete(listener) };
@@ -263,8 +271,8 @@ class HelperTerminal {
   _boundClose = false;
   readonly #native: Native;
   readonly #dataListeners = new Set<Listener<Buffer>>();
-  readonly #exitListeners = new Set<Listener<{ exitCode: number; signal?: number }>>();
-  #exit: { exitCode: number; signal?: number } | undefined;
+  readonly #exitListeners = new Set<Listener<HelperExit>>();
+  #exit: HelperExit | undefined;
   #closed = false;
   #writeRetry: NodeJS.Timeout | undefined;
   #watch: NodeJS.Timeout | undefined;
@@ -290,15 +298,15 @@ class HelperTerminal {
     return disposable(this.#dataListeners, listener);
   }
 
-  onExit(listener: Listener<{ exitCode: number; signal?: number }>) {
+  onExit(listener: Listener<HelperExit>) {
     return disposable(this.#exitListeners, listener);
   }
 
-  /** Reported by the helper (or by watchLeader): the output may still be draining. */
+  /** Reported by the helper (or, neither known, by watchLeader): the output may still be draining. */
   programExited(code: number | null, signal: string | null): void {
     if (this.#exit !== undefined) return;
     const signalNumber = signal === null ? 0 : (osConstants.signals[signal as NodeJS.Signals] ?? 0);
-    this.#exit = { exitCode: code ?? 0, signal: signalNumber };
+    this.#exit = { exitCode: code ?? 0, signal: signalNumber, lost: code === null && signal === null };
     this._boundClose = true;
     // A job the program left behind may hold the terminal open: do not wait for it for long.
     setTimeout(() => this._socket.destroy(), CLOSE_TIMEOUT_MS).unref();
