@@ -1,6 +1,7 @@
 // @aleph/pty: programs in pseudo-terminals, with caps, idle expiry, process-tree cleanup and replay.
 export { PtyError, type PtyErrorCode } from './errors.js';
 export {
+  DEFAULT_ENDED_RETENTION_MS,
   DEFAULT_IDLE_TTL_MS,
   DEFAULT_MAX_SESSIONS,
   getPtyManager,

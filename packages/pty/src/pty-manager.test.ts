@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { PtyError, PtyManager, type ExitInfo } from './index.js';
-import { alive, until } from '../test/support.js';
+import { alive, collect, until } from '../test/support.js';
 
 const managers: PtyManager[] = [];
 const manager = (options: ConstructorParameters<typeof PtyManager>[0] = {}) => {
@@ -51,7 +51,8 @@ describe('PtyManager', () => {
     const m = manager({ idleTtlMs: 200, sweepIntervalMs: 20 });
     const session = m.spawn(sleeper);
     expect(await session.exited).toMatchObject({ reason: 'expired' });
-    expect(m.get(session.id)).toBeUndefined();
+    expect(m.list()).toEqual([]);
+    expect(m.listEnded()).toEqual([session]);
   });
 
   it('input and output count as activity', async () => {
@@ -77,5 +78,87 @@ describe('PtyManager', () => {
     expect(await b.exited).toMatchObject({ reason: 'shutdown' });
     expect([a, b].filter((s) => alive(s.pid))).toEqual([]);
     expect(() => m.spawn(sleeper)).toThrow(/shut down/);
+  });
+
+  it('keeps an ended session, its exit and its tail, for the grace period, then forgets it', async () => {
+    const m = manager({ endedRetentionMs: 400 });
+    const forgotten: string[] = [];
+    m.on('forget', (id) => forgotten.push(id));
+    const session = m.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'echo the-tail; exit 3'],
+      cols: 80,
+      rows: 24,
+    });
+    await session.exited;
+    // Not live (the cap no longer counts it), but found, listed as ended, and replayable.
+    expect(m.list()).toEqual([]);
+    expect(m.require(session.id)).toBe(session);
+    expect(m.listEnded()).toEqual([session]);
+    expect(session.exitInfo).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
+    expect(session.replay(0).data.toString()).toContain('the-tail');
+    expect(() => session.write('x')).toThrow(/has ended/);
+    await until(() => m.get(session.id) === undefined, 'the grace period to pass');
+    expect(m.listEnded()).toEqual([]);
+    expect(forgotten).toEqual([session.id]);
+    expect(() => m.require(session.id)).toThrow(
+      new PtyError('unknown_session', `unknown session ${session.id}`),
+    );
+  });
+
+  it('keeps ended sessions 60 s by default, at most as many as the cap, oldest forgotten first', async () => {
+    expect(new PtyManager({ maxSessions: 7 })).toMatchObject({
+      endedRetentionMs: 60_000,
+      maxEndedSessions: 7,
+    });
+    const m = manager({ maxEndedSessions: 2 });
+    const ended: string[] = [];
+    for (const word of ['one', 'two', 'three']) {
+      const session = m.spawn({ command: '/bin/echo', args: [word], cols: 80, rows: 24 });
+      await session.exited;
+      ended.push(session.id);
+    }
+    expect(m.listEnded().map((session) => session.id)).toEqual(ended.slice(1));
+    expect(m.get(ended[0]!)).toBeUndefined();
+    expect(m.forget(ended[1]!)).toBe(true);
+    expect(m.listEnded().map((session) => session.id)).toEqual([ended[2]]);
+  });
+
+  it('a session being closed is still found, then kept as ended with its reason', async () => {
+    const m = manager();
+    const session = m.spawn(sleeper);
+    const closing = m.close(session.id);
+    expect(m.get(session.id)).toBe(session);
+    expect(m.size).toBe(0);
+    expect(await closing).toMatchObject({ reason: 'closed' });
+    expect(m.listEnded()).toEqual([session]);
+  });
+
+  it('a hold keeps output unread whatever pause/resume does; the end still drains', async () => {
+    const m = manager();
+    const flood = m.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'read go; head -c 300000 /dev/zero | tr "\\0" x; echo; echo done'],
+      cols: 80,
+      rows: 24,
+    });
+    const output = collect(flood);
+    const hold = flood.hold();
+    flood.pause();
+    flood.resume(); // the flow-control owner lets go; the hold still holds
+    expect(flood.paused).toBe(true);
+    flood.write('go\r');
+    // Far more than a terminal buffers: it cannot all arrive while held, however long we wait.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(flood.scrollback.end).toBeLessThan(300_000);
+    hold.dispose();
+    hold.dispose(); // idempotent
+    expect(flood.paused).toBe(false);
+    await output.waitFor(/done/);
+
+    const short = m.spawn({ command: '/bin/sh', args: ['-c', 'printf last-words'], cols: 80, rows: 24 });
+    short.hold();
+    await short.exited;
+    expect(short.replay(0).data.toString()).toBe('last-words');
   });
 });

@@ -1,5 +1,6 @@
 // Every terminal of the process: a cap (64 by default) with FIFO eviction of the oldest or
-// rejection, an idle TTL, and one place that ends them all on shutdown. Every end says why.
+// rejection, an idle TTL, and one place that ends them all on shutdown. Every end says why, and an
+// ended session stays readable (exit info, scrollback) for a grace period, then is forgotten.
 import { EventEmitter } from 'node:events';
 import { PtyError } from './errors.js';
 import { prepareSpawner } from './internal/spawner.js';
@@ -18,22 +19,38 @@ export interface PtyManagerOptions {
   /** Defaults for every spawn. */
   readonly scrollbackBytes?: number;
   readonly killStepMs?: number;
+  /**
+   * How long an ended session stays in `get`/`require`/`listEnded` with its exit info and
+   * scrollback (default 60 s; 0: forgotten at once), so a client that comes back sees the tail.
+   */
+  readonly endedRetentionMs?: number;
+  /** At most this many ended sessions are kept (default: `maxSessions`); the oldest goes first. */
+  readonly maxEndedSessions?: number;
 }
 
 export interface PtyManagerEvents {
   spawn: [session: PtySession];
   exit: [sessionId: string, info: ExitInfo];
+  /** An ended session's grace period is over (or it was pushed out, or `forget`): it is gone. */
+  forget: [sessionId: string];
 }
 
 export const DEFAULT_MAX_SESSIONS = 64;
 export const DEFAULT_IDLE_TTL_MS = 600_000;
+export const DEFAULT_ENDED_RETENTION_MS = 60_000;
 
 export class PtyManager extends EventEmitter<PtyManagerEvents> {
   readonly maxSessions: number;
   readonly idleTtlMs: number;
   readonly eviction: EvictionPolicy;
+  readonly endedRetentionMs: number;
+  readonly maxEndedSessions: number;
   /** Insertion order is spawn order: the first entry is the oldest. */
   readonly #sessions = new Map<string, PtySession>();
+  /** Closed or evicted (out of the cap) but not ended yet: still found by id. */
+  readonly #closing = new Map<string, PtySession>();
+  /** Ended, in order of their end, each with the timer that forgets it. */
+  readonly #ended = new Map<string, { session: PtySession; timer: NodeJS.Timeout }>();
   readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs'>;
   readonly #sweeper: NodeJS.Timeout;
   #shutDown = false;
@@ -43,8 +60,14 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     this.maxSessions = options.maxSessions ?? DEFAULT_MAX_SESSIONS;
     this.idleTtlMs = options.idleTtlMs ?? DEFAULT_IDLE_TTL_MS;
     this.eviction = options.eviction ?? 'evict-oldest';
+    this.endedRetentionMs = options.endedRetentionMs ?? DEFAULT_ENDED_RETENTION_MS;
+    this.maxEndedSessions = options.maxEndedSessions ?? this.maxSessions;
     if (!Number.isInteger(this.maxSessions) || this.maxSessions < 1)
       throw new RangeError('maxSessions must be ≥ 1');
+    if (!(this.endedRetentionMs >= 0 && this.endedRetentionMs <= 2 ** 31 - 1))
+      throw new RangeError('endedRetentionMs must be from 0 to 2147483647');
+    if (!Number.isInteger(this.maxEndedSessions) || this.maxEndedSessions < 0)
+      throw new RangeError('maxEndedSessions must be ≥ 0');
     this.#defaults = { scrollbackBytes: options.scrollbackBytes, killStepMs: options.killStepMs };
     const interval =
       options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, Math.floor(this.idleTtlMs / 10)));
@@ -54,6 +77,7 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     prepareSpawner();
   }
 
+  /** Live sessions: the ones the cap counts. */
   get size(): number {
     return this.#sessions.size;
   }
@@ -72,25 +96,60 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     this.#sessions.set(session.id, session);
     session.onExit((info) => {
       this.#sessions.delete(session.id);
+      this.#closing.delete(session.id);
+      const kept = this.endedRetentionMs > 0 && this.maxEndedSessions > 0;
+      if (kept) this.#keepEnded(session);
       this.emit('exit', session.id, info);
+      if (!kept) this.emit('forget', session.id);
+      // Past the bound, the oldest ended sessions go (their scrollback is what costs).
+      for (const id of this.#ended.keys()) {
+        if (this.#ended.size <= this.maxEndedSessions) break;
+        this.forget(id);
+      }
     });
     this.emit('spawn', session);
     return session;
   }
 
+  /**
+   * A live session, one being closed, or one that ended less than `endedRetentionMs` ago: its
+   * `exitInfo` is then set, `replay` still works, and `write`/`resize` throw `session_closed`.
+   */
   get(id: string): PtySession | undefined {
-    return this.#sessions.get(id);
+    return this.#sessions.get(id) ?? this.#closing.get(id) ?? this.#ended.get(id)?.session;
   }
 
-  /** Like `get`, but an unknown id is a `PtyError('unknown_session')`. */
+  /** Like `get`, but an unknown (or forgotten) id is a `PtyError('unknown_session')`. */
   require(id: string): PtySession {
-    const session = this.#sessions.get(id);
+    const session = this.get(id);
     if (session === undefined) throw new PtyError('unknown_session', `unknown session ${id}`);
     return session;
   }
 
+  /** Live sessions, oldest first. */
   list(): PtySession[] {
     return [...this.#sessions.values()];
+  }
+
+  /** Ended sessions still kept (each with `exitInfo` and its scrollback), in order of their end. */
+  listEnded(): PtySession[] {
+    return [...this.#ended.values()].map(({ session }) => session);
+  }
+
+  /** Drops an ended session now (say, once a client has read its tail). False if none such. */
+  forget(id: string): boolean {
+    const ended = this.#ended.get(id);
+    if (ended === undefined) return false;
+    clearTimeout(ended.timer);
+    this.#ended.delete(id);
+    this.emit('forget', id);
+    return true;
+  }
+
+  #keepEnded(session: PtySession): void {
+    const timer = setTimeout(() => this.forget(session.id), this.endedRetentionMs);
+    timer.unref();
+    this.#ended.set(session.id, { session, timer });
   }
 
   async close(id: string): Promise<ExitInfo> {
@@ -103,9 +162,10 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     await Promise.all([...this.#sessions.values()].map((session) => this.#retire(session, 'shutdown')));
   }
 
-  /** Removed from the table at once (the slot is free now); its process tree ends in the background. */
+  /** Out of the cap at once (the slot is free now); its process tree ends in the background. */
   #retire(session: PtySession, reason: ExitInfo['reason']): Promise<ExitInfo> {
-    this.#sessions.delete(session.id);
+    if (this.#sessions.delete(session.id) && session.exitInfo === undefined)
+      this.#closing.set(session.id, session);
     return session.close(reason);
   }
 

@@ -151,9 +151,15 @@ export class PtySession {
   #exitInfo: ExitInfo | undefined;
   #closeReason: ExitReason | undefined;
   #closing: Promise<ExitInfo> | undefined;
+  /** Paused by pause() (one owner: flow control), by holds (any number of owners), by the turn queue. */
   #paused = false;
+  #holds = 0;
   /** Paused by the turn queue (a flood among floods), apart from pause() by the caller. */
   #throttled = false;
+  /** Ending (the program exited, or close()): read to the end whatever the owners asked. */
+  #draining = false;
+  /** Whether node-pty's stream flows now: what #flow() last decided. */
+  #reading = true;
   #pauseWatch: NodeJS.Timeout | undefined;
   /** The terminal's master side, which #onReadable reads from directly, and node-pty's stream on it. */
   readonly #fd: number | undefined;
@@ -267,7 +273,7 @@ export class PtySession {
   #throttle(): void {
     if (this.#throttled || this.#exitInfo !== undefined) return;
     this.#throttled = true;
-    this.#pty.pause();
+    this.#flow();
     waitingTurn.add(this.#unthrottle);
   }
 
@@ -275,8 +281,29 @@ export class PtySession {
     waitingTurn.delete(this.#unthrottle);
     if (!this.#throttled) return;
     this.#throttled = false;
-    if (!this.#paused) this.#pty.resume();
+    this.#flow();
   };
+
+  /** The one place that pauses or resumes node-pty's stream: it reads unless someone holds it. */
+  #flow(): void {
+    const read = this.#draining || (!this.#paused && this.#holds === 0 && !this.#throttled);
+    if (read === this.#reading) return;
+    this.#reading = read;
+    if (read) {
+      this.#stopPauseWatch();
+      this.#pty.resume();
+      return;
+    }
+    this.#pty.pause();
+    // A paused reader would lose the tail: the exit hook (#holdSlave) drains it; Windows polls.
+    if (this.#fd !== undefined || this.#pauseWatch !== undefined) return;
+    this.#pauseWatch = setInterval(() => {
+      if (processAlive(this.pid)) return;
+      this.#draining = true;
+      this.#flow();
+    }, 50);
+    this.#pauseWatch.unref();
+  }
 
   /**
    * Lost-output fix: when the program exits, the master may report EOF (EIO) while its last bytes
@@ -307,8 +334,9 @@ export class PtySession {
 
   #onProgramExit(): void {
     // A paused stream may hold one older read: let it flow first, then take the rest.
+    this.#draining = true;
     this.#unthrottle();
-    this.resume();
+    this.#flow();
     setImmediate(() => {
       for (let total = 0; total < MAX_EXIT_DRAIN_BYTES;) {
         const rest = this.#drain(EMPTY, this.#readBudget);
@@ -368,8 +396,9 @@ export class PtySession {
     return this.#exitInfo;
   }
 
+  /** Not reading output now, because of pause() or a hold() (until the program ends). */
   get paused(): boolean {
-    return this.#paused;
+    return !this.#draining && (this.#paused || this.#holds > 0);
   }
 
   /** Bytes handed to the terminal that the kernel has not taken yet (the program is not reading). */
@@ -420,24 +449,37 @@ export class PtySession {
     this.#rows = rows;
   }
 
-  /** Stops reading output; the program blocks once the kernel buffer fills. */
+  /**
+   * Stops reading output; the program blocks once the kernel buffer fills. A switch for one owner
+   * (the gateway's flow control); other owners take a hold(). The program's end still drains.
+   */
   pause(): void {
-    if (this.#paused || this.#exitInfo !== undefined) return;
+    if (this.#exitInfo !== undefined) return;
     this.#paused = true;
-    this.#pty.pause();
-    // A paused reader would lose the tail: the exit hook (#holdSlave) resumes it; Windows polls.
-    if (this.#fd !== undefined) return;
-    this.#pauseWatch = setInterval(() => {
-      if (!processAlive(this.pid)) this.resume();
-    }, 50);
-    this.#pauseWatch.unref();
+    this.#flow();
   }
 
   resume(): void {
-    this.#stopPauseWatch();
-    if (!this.#paused) return;
     this.#paused = false;
-    if (!this.#throttled) this.#pty.resume();
+    this.#flow();
+  }
+
+  /**
+   * Output is not read while any hold is held (and pause() is off for its own owner): e.g. the
+   * gateway holds a session nobody views, so what it prints waits in the kernel instead of pushing
+   * older output out of the scrollback. Disposing is idempotent. The program's end still drains.
+   */
+  hold(): Disposable & { dispose(): void } {
+    this.#holds += 1;
+    this.#flow();
+    let held = true;
+    const dispose = (): void => {
+      if (!held) return;
+      held = false;
+      this.#holds -= 1;
+      this.#flow();
+    };
+    return { dispose, [Symbol.dispose]: dispose };
   }
 
   #stopPauseWatch(): void {
@@ -477,7 +519,8 @@ export class PtySession {
   async #endTree(): Promise<void> {
     // A paused reader would hold the exit back: let the last output drain. Input nobody will
     // read is dropped, so node-pty does not retry it against a closed descriptor.
-    this.resume();
+    this.#draining = true;
+    this.#flow();
     const queue = this.#writeQueue();
     if (queue !== undefined) queue.length = 0;
     for (const signal of ['SIGHUP', 'SIGTERM', 'SIGKILL'] as const) {
