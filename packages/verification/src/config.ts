@@ -3,7 +3,9 @@
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
 import { VerificationError } from './errors.js';
+import type { HookOutcomeListener } from './hook-outcome.js';
 import type { HookRunnerOptions } from './internal/hook-runner.js';
+import type { CommandWrapper } from './internal/run-process.js';
 import { ShellStopHook } from './stop-hooks.js';
 import { StopHookVerifier } from './stop-hook-verifier.js';
 
@@ -14,6 +16,8 @@ export const stopHookEntrySchema = z.strictObject({
     .number({ error: 'must be a positive number' })
     .positive({ error: 'must be a positive number' })
     .optional(),
+  /** Run this hook inside the sandbox (the `wrap` the caller passes); unconfined by default. */
+  sandbox: z.boolean({ error: 'must be true or false' }).optional(),
 });
 
 export const stopHooksSchema = z.array(stopHookEntrySchema, {
@@ -44,7 +48,14 @@ export function parseStopHookEntries(value: unknown): StopHookEntry[] {
 
 export function buildStopHooksFromConfig(
   config: string | { readonly stop_hooks?: unknown },
-  options: HookRunnerOptions & { readonly cwd?: string } = {},
+  options: HookRunnerOptions & {
+    readonly cwd?: string;
+    /** Used for entries with `sandbox = true`. */
+    readonly wrap?: CommandWrapper;
+    /** Environment variable names no hook sees (`ALEPH_TOKEN`, the provider key …). */
+    readonly stripEnv?: readonly string[];
+    readonly onHookOutcome?: HookOutcomeListener;
+  } = {},
 ): StopHookVerifier | null {
   let table: { readonly stop_hooks?: unknown };
   if (typeof config === 'string') {
@@ -68,6 +79,9 @@ export function buildStopHooksFromConfig(
         command: entry.command,
         ...(entry.timeout_secs === undefined ? {} : { timeoutMs: entry.timeout_secs * 1000 }),
         ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+        ...(entry.sandbox === true && options.wrap !== undefined ? { wrap: options.wrap } : {}),
+        stripEnv: options.stripEnv,
+        onHookOutcome: options.onHookOutcome,
       }),
   );
   return new StopHookVerifier(hooks, options);

@@ -1,10 +1,16 @@
-// Extension Stop hooks: in-process handlers registered for HookEvent.Stop, plus Claude Code
-// `hooks.json` files, whose Stop command hooks run unchanged. Fail-open, like StopHookVerifier.
-import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { z } from 'zod';
+// Extension Stop hooks: in-process handlers registered for HookEvent.Stop, plus the Stop (or
+// SubagentStop) command hooks of Claude Code settings and hooks files, run unchanged under Claude
+// Code's contract (route `claude_code`: exit 3 is an error, the timeout 600 s, cwd the project
+// root). Fail-open, like StopHookVerifier.
+import {
+  parseClaudeCodeHooksFile,
+  type ClaudeCodeCommandHook,
+  type ClaudeCodeHooks,
+} from './claude-code-settings.js';
 import { VerificationError } from './errors.js';
+import type { HookOutcomeListener } from './hook-outcome.js';
 import { HookRunner, type HookRunnerOptions } from './internal/hook-runner.js';
+import type { CommandWrapper } from './internal/run-process.js';
 import {
   ShellStopHook,
   type StopHookContext,
@@ -18,60 +24,46 @@ export type HookEvent = (typeof HookEvent)[keyof typeof HookEvent];
 
 export type StopHookFunction = (ctx: StopHookContext, signal: AbortSignal) => Promise<StopHookVerdict>;
 
-const hooksFileSchema = z.object({
-  hooks: z
-    .object({
-      Stop: z
-        .array(
-          z.object({
-            matcher: z.string().optional(),
-            hooks: z.array(
-              z.object({
-                type: z.string(),
-                command: z.string().min(1).optional(),
-                timeout: z.number().positive().optional(),
-              }),
-            ),
-          }),
-        )
-        .optional(),
-    })
-    .loose(),
-});
+export interface ClaudeCodeHookRunOptions {
+  /** Environment variable names no hook sees (`ALEPH_TOKEN`, the provider key …). */
+  readonly stripEnv?: readonly string[];
+  readonly wrap?: CommandWrapper;
+  readonly onHookOutcome?: HookOutcomeListener;
+}
 
-/** The Stop command hooks of a Claude Code `hooks.json` (timeouts there are in seconds). */
-export function loadHooksFile(path: string): ShellStopHook[] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new VerificationError('invalid_hooks_file', `${path}: ${(error as Error).message}`, {
-      cause: error,
-    });
-  }
-  const parsed = hooksFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new VerificationError(
-      'invalid_hooks_file',
-      `${path}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`.trim(),
-    );
-  }
-  const hooks: ShellStopHook[] = [];
-  for (const [groupIndex, group] of (parsed.data.hooks.Stop ?? []).entries()) {
-    for (const [index, hook] of group.hooks.entries()) {
-      if (hook.type !== 'command' || hook.command === undefined) continue;
-      hooks.push(
+/** Shell hooks for the command hooks of one event (`Stop` or `SubagentStop`). */
+export function claudeCodeStopHooks(
+  hooks: ClaudeCodeHooks | readonly ClaudeCodeCommandHook[],
+  event: 'Stop' | 'SubagentStop' = 'Stop',
+  options: ClaudeCodeHookRunOptions = {},
+): ShellStopHook[] {
+  const list = 'hooks' in hooks ? hooks.hooks : hooks;
+  return list
+    .filter((hook) => hook.event === event)
+    .map(
+      (hook) =>
         new ShellStopHook({
-          name: `${path}#Stop[${groupIndex}].hooks[${index}]`,
+          name: hook.name,
           command: hook.command,
-          timeoutMs: (hook.timeout ?? 60) * 1000,
-          cwd: dirname(path),
+          args: hook.args,
+          timeoutMs: hook.timeoutMs,
+          pluginRoot: hook.pluginRoot,
+          route: 'claude_code',
+          ...options,
         }),
-      );
-    }
-  }
-  return hooks;
+    );
+}
+
+/** The Stop command hooks of one Claude Code hooks or settings file. They run in the project root. */
+export function loadHooksFile(path: string, options: ClaudeCodeHookRunOptions = {}): ShellStopHook[] {
+  return claudeCodeStopHooks(parseClaudeCodeHooksFile(path).hooks, 'Stop', options);
+}
+
+export interface ExtensionStopHookVerifierOptions extends HookRunnerOptions, ClaudeCodeHookRunOptions {
+  /** Claude Code hooks files read with `loadHooksFile` (no settings discovery). */
+  readonly files?: readonly string[];
+  /** Hooks found by `discoverClaudeCodeHooks`; the runner's `event` picks Stop or SubagentStop. */
+  readonly hooks?: ClaudeCodeHooks;
 }
 
 export class ExtensionStopHookVerifier implements TurnVerifier {
@@ -79,9 +71,13 @@ export class ExtensionStopHookVerifier implements TurnVerifier {
   readonly #handlers: StopHookHandler[] = [];
   readonly #runner: HookRunner;
 
-  constructor(options: HookRunnerOptions & { readonly files?: readonly string[] } = {}) {
+  constructor(options: ExtensionStopHookVerifierOptions = {}) {
     this.#runner = new HookRunner(options);
-    for (const file of options.files ?? []) this.#handlers.push(...loadHooksFile(file));
+    const run = { stripEnv: options.stripEnv, wrap: options.wrap, onHookOutcome: options.onHookOutcome };
+    const defined = Object.fromEntries(Object.entries(run).filter(([, value]) => value !== undefined));
+    for (const file of options.files ?? []) this.#handlers.push(...loadHooksFile(file, defined));
+    if (options.hooks !== undefined)
+      this.#handlers.push(...claudeCodeStopHooks(options.hooks, options.event ?? 'Stop', defined));
   }
 
   get handlers(): readonly StopHookHandler[] {

@@ -1,5 +1,7 @@
 // The goal gate: the fail-closed dual of StopHookVerifier. Same ShellStopHook underneath, but a
 // broken gate cannot certify completion — an `error` vetoes the stop instead of letting it pass.
+import type { HookOutcomeListener } from './hook-outcome.js';
+import type { CommandWrapper } from './internal/run-process.js';
 import { ShellStopHook, type StopHookContext, type StopHookHandler } from './stop-hooks.js';
 import { CONTINUE, type VerifierVerdict } from './turn-verifier.js';
 
@@ -35,7 +37,7 @@ export async function gateVeto(
         return {
           kind: 'veto',
           reason: `goal gate "${gate.name}" did not pass`,
-          feedback: `The goal gate \`${gate.name}\` did not pass: ${verdict.reason}`,
+          feedback: `The goal gate \`${gate.name}\` did not pass: ${verdict.reason || 'it exited with code 2'}`,
         };
       case 'error': {
         state.consecutiveErrors += 1;
@@ -48,7 +50,7 @@ export async function gateVeto(
         return {
           kind: 'veto',
           reason: `goal gate "${gate.name}" errored: completion cannot be verified`,
-          feedback: `The goal gate \`${gate.name}\` could not run (${verdict.message}), so completion cannot be claimed. Fix the gate command or the cause.`,
+          feedback: `The goal gate \`${gate.name}\` did not pass (${verdict.message}), so completion cannot be claimed. Fix the cause (or the gate command).`,
         };
       }
       default: {
@@ -61,18 +63,39 @@ export async function gateVeto(
   return CONTINUE;
 }
 
+export interface EffectiveGateOptions {
+  readonly cwd?: string;
+  readonly timeoutMs?: number;
+  /** Runs the model-set `gate_command` inside a sandbox (TEAM contract 1); the global gate runs as configured. */
+  readonly wrap?: CommandWrapper;
+  /** Environment variable names the gates never see (`ALEPH_TOKEN`, the provider key …). */
+  readonly stripEnv?: readonly string[];
+  readonly onHookOutcome?: HookOutcomeListener;
+}
+
 /** The global gate and the goal's own command, each a shell-safe hook (metacharacters → error). */
 export function effectiveGate(
   globalGate: string | undefined,
   goalGateCommand: string | undefined,
-  options: { readonly cwd?: string; readonly timeoutMs?: number } = {},
+  options: EffectiveGateOptions = {},
 ): StopHookHandler[] {
   const gates: StopHookHandler[] = [];
-  const add = (name: string, command: string | undefined): void => {
+  const add = (name: string, command: string | undefined, wrap?: CommandWrapper): void => {
     if (command === undefined) return;
-    gates.push(ShellStopHook.shellSafe({ name, command, cwd: options.cwd, timeoutMs: options.timeoutMs }));
+    gates.push(
+      ShellStopHook.shellSafe({
+        name,
+        command,
+        route: 'gate',
+        cwd: options.cwd,
+        timeoutMs: options.timeoutMs,
+        stripEnv: options.stripEnv,
+        wrap,
+        onHookOutcome: options.onHookOutcome,
+      }),
+    );
   };
   add('global_gate', globalGate);
-  add('goal_gate', goalGateCommand);
+  add('goal_gate', goalGateCommand, options.wrap);
   return gates;
 }

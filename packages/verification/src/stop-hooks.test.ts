@@ -52,15 +52,12 @@ describe('ShellStopHook exit codes', () => {
       reason: 'tests fail',
     });
   });
-  it('2 → block with the reason from stdout when stderr is empty, else a default naming the hook', async () => {
+  it('2 → block with stderr only: stdout is ignored, and empty stderr is an empty-reason block (as Claude Code)', async () => {
     expect(await hook('echo from-stdout; exit 2').evaluate(ctx, live())).toEqual({
       kind: 'block',
-      reason: 'from-stdout',
+      reason: '',
     });
-    expect(await hook('exit 2').evaluate(ctx, live())).toEqual({
-      kind: 'block',
-      reason: 'stop hook "h" blocked the stop',
-    });
+    expect(await hook('exit 2').evaluate(ctx, live())).toEqual({ kind: 'block', reason: '' });
   });
   it('3 → halt', async () => {
     expect(await hook('echo "budget spent" >&2; exit 3').evaluate(ctx, live())).toEqual({
@@ -156,7 +153,9 @@ describe('ShellStopHook process control', () => {
       live(),
     );
     expect(verdict.kind).toBe('block');
-    if (verdict.kind === 'block') expect(verdict.reason.length).toBe(OUTPUT_CAP_BYTES);
+    if (verdict.kind !== 'block') return;
+    expect(verdict.reason.startsWith('x'.repeat(OUTPUT_CAP_BYTES))).toBe(true);
+    expect(verdict.reason.slice(OUTPUT_CAP_BYTES)).toMatch(/^\n\[… \d+ more bytes cut\]$/);
   });
 });
 
@@ -172,6 +171,9 @@ describe('ShellStopHook input and Claude Code compatibility', () => {
     if (verdict.kind !== 'block') return;
     expect(JSON.parse(verdict.reason)).toEqual({
       hook_event_name: 'Stop',
+      cwd: process.cwd(),
+      permission_mode: 'default',
+      last_assistant_message: 'done. VERDICT: PASS',
       final_text: 'done. VERDICT: PASS',
       iterations: 3,
       tool_calls_made: 4,

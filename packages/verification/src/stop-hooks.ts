@@ -1,12 +1,18 @@
-// Shell stop hooks: an external command judges a stop attempt by its exit code — 0 allow, 2 block,
-// 3 halt; anything else is an `error`, and the caller decides whether that fails open or closed.
-// Speaks Claude Code's Stop-hook protocol too, so hooks written for it run unchanged.
-import { runProcess, type ProcessOutcome } from './internal/run-process.js';
+// Shell stop hooks: an external command judges a stop attempt, speaking Claude Code's Stop
+// contract on both routes (`[[stop_hooks]]` and Claude Code settings files): exit 0 → its JSON
+// (`decision`, `continue:false`, `systemMessage`) or allow; exit 2 → block with stderr only; any
+// other code is an `error` the caller fails open or closed on. Exit 3 = halt is Aleph's own rule,
+// kept for `[[stop_hooks]]` and the gate only: a Claude Code hook knows nothing of it.
+import type { HookEventName, HookOutcomeListener, HookRoute } from './hook-outcome.js';
+import { firstLines } from './hook-outcome.js';
+import { describeFailure, processFacts, runCommandHook } from './internal/command-hook.js';
+import { capForModel, parseHookJson } from './internal/hook-output.js';
+import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
 
 export type StopHookVerdict =
-  | { readonly kind: 'allow' }
-  | { readonly kind: 'block'; readonly reason: string }
-  | { readonly kind: 'halt'; readonly reason: string }
+  | { readonly kind: 'allow'; readonly systemMessage?: string }
+  | { readonly kind: 'block'; readonly reason: string; readonly systemMessage?: string }
+  | { readonly kind: 'halt'; readonly reason: string; readonly systemMessage?: string }
   | { readonly kind: 'error'; readonly hookName: string; readonly message: string };
 
 export interface StopHookContext {
@@ -19,6 +25,13 @@ export interface StopHookContext {
   readonly stopHookActive?: boolean | undefined;
   /** How many times in a row this hook has blocked. */
   readonly blockCount?: number | undefined;
+  /** Where the hook runs when its options give no `cwd`; stdin's `cwd`, `CLAUDE_PROJECT_DIR`. */
+  readonly projectDir?: string | undefined;
+  readonly transcriptPath?: string | undefined;
+  readonly permissionMode?: string | undefined;
+  /** `SubagentStop` for a `spawn_agent` run; `Stop` when absent. */
+  readonly event?: 'Stop' | 'SubagentStop' | undefined;
+  /** @deprecated use `projectDir`. */
   readonly cwd?: string | undefined;
 }
 
@@ -30,12 +43,27 @@ export interface StopHookHandler {
 export interface ShellStopHookOptions {
   readonly name: string;
   readonly command: string;
+  /** Arguments for `command`, executed without a shell (a Claude Code settings entry's `args`). */
+  readonly args?: readonly string[] | undefined;
   readonly timeoutMs?: number | undefined;
+  /** Where it runs; the run's project root (`ctx.projectDir`) when absent. */
   readonly cwd?: string | undefined;
   readonly env?: Record<string, string> | undefined;
+  /** Environment variable names never passed to the hook (`ALEPH_TOKEN`, the provider key …). */
+  readonly stripEnv?: readonly string[] | undefined;
+  /** Runs the command inside a sandbox (TEAM contract 1: `Sandbox.wrap`). */
+  readonly wrap?: CommandWrapper | undefined;
+  /** `claude_code` reads exit 3 as a non-blocking error; the default route keeps 3 = halt. */
+  readonly route?: HookRoute | undefined;
+  /** A plugin hook's plugin folder, handed over as `CLAUDE_PLUGIN_ROOT`. */
+  readonly pluginRoot?: string | undefined;
+  readonly onHookOutcome?: HookOutcomeListener | undefined;
 }
 
+/** `[[stop_hooks]]` and the gate. */
 export const DEFAULT_HOOK_TIMEOUT_MS = 60_000;
+/** Claude Code's default for command hooks: 600 s. */
+export const CLAUDE_CODE_HOOK_TIMEOUT_MS = 600_000;
 
 const SAFE_CHARACTER = /^[A-Za-z0-9 /\-._:'=]$/;
 
@@ -56,85 +84,61 @@ export function shellSafetyProblem(command: string): string | undefined {
     : `the command contains the shell metacharacter ${JSON.stringify(bad)}`;
 }
 
-export function hookInput(ctx: StopHookContext): string {
-  return JSON.stringify({
-    hook_event_name: 'Stop',
+/** Claude Code's Stop input, with Aleph's own fields alongside. */
+export function hookInput(ctx: StopHookContext, cwd?: string): Record<string, unknown> {
+  const event = ctx.event ?? 'Stop';
+  return {
+    session_id: ctx.sessionId ?? '',
+    ...(ctx.transcriptPath === undefined ? {} : { transcript_path: ctx.transcriptPath }),
+    cwd: cwd ?? ctx.projectDir ?? ctx.cwd ?? process.cwd(),
+    permission_mode: ctx.permissionMode ?? 'default',
+    hook_event_name: event,
+    stop_hook_active: ctx.stopHookActive ?? false,
+    last_assistant_message: ctx.finalText,
+    ...(event === 'SubagentStop'
+      ? {
+          agent_id: ctx.sessionId ?? '',
+          ...(ctx.transcriptPath === undefined ? {} : { agent_transcript_path: ctx.transcriptPath }),
+        }
+      : {}),
     final_text: ctx.finalText,
     iterations: ctx.iterations,
     tool_calls_made: ctx.toolCallsMade,
     stop_reason: ctx.stopReason ?? null,
-    session_id: ctx.sessionId ?? null,
-    stop_hook_active: ctx.stopHookActive ?? false,
     block_count: ctx.blockCount ?? 0,
-    ...(ctx.cwd === undefined ? {} : { cwd: ctx.cwd }),
-  });
-}
-
-/** Claude Code's JSON on stdout at exit 0: `{"decision":"block","reason"}` or `{"continue":false,"stopReason"}`. */
-function claudeCodeDecision(stdout: string, name: string): StopHookVerdict {
-  const text = stdout.trim();
-  if (!text.startsWith('{')) return { kind: 'allow' };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return { kind: 'allow' };
-  }
-  if (parsed === null || typeof parsed !== 'object') return { kind: 'allow' };
-  const output = parsed as { decision?: unknown; reason?: unknown; continue?: unknown; stopReason?: unknown };
-  if (output.continue === false) {
-    const reason = typeof output.stopReason === 'string' ? output.stopReason : `stop hook "${name}" halted`;
-    return { kind: 'halt', reason };
-  }
-  if (output.decision === 'block') {
-    const reason = typeof output.reason === 'string' ? output.reason : `stop hook "${name}" blocked`;
-    return { kind: 'block', reason };
-  }
-  return { kind: 'allow' };
+  };
 }
 
 export function verdictFromOutcome(
   name: string,
   outcome: ProcessOutcome,
   timeoutMs: number,
+  route: HookRoute = 'stop_hooks',
 ): StopHookVerdict {
-  const error = (message: string): StopHookVerdict => ({ kind: 'error', hookName: name, message });
-  switch (outcome.kind) {
-    case 'exited': {
-      const said = outcome.stderr.trim() || outcome.stdout.trim();
-      switch (outcome.code) {
-        case 0:
-          return claudeCodeDecision(outcome.stdout, name);
-        case 2:
-          return { kind: 'block', reason: said || `stop hook "${name}" blocked the stop` };
-        case 3:
-          return { kind: 'halt', reason: said || `stop hook "${name}" halted the loop` };
-        default:
-          return error(
-            `exited with code ${outcome.code}${outcome.code === 127 ? ' (command not found)' : ''}` +
-              (outcome.stderr.trim() ? `: ${outcome.stderr.trim().slice(0, 500)}` : ''),
-          );
-      }
-    }
-    case 'signaled':
-      return error(`killed by signal ${outcome.signal}`);
-    case 'timed_out':
-      return error(`timed out after ${timeoutMs} ms; its process group was killed`);
-    case 'aborted':
-      return error('cancelled; its process group was killed');
-    case 'spawn_failed':
-      return error(`could not be started: ${outcome.message}`);
-    default: {
-      const unreachable: never = outcome;
-      return unreachable;
-    }
+  if (outcome.kind === 'exited' && outcome.code === 0) {
+    const output = parseHookJson(outcome.stdout);
+    const message = output?.systemMessage === undefined ? {} : { systemMessage: output.systemMessage };
+    // `continue: false` halts and overrides any decision; plain text (no JSON object) allows.
+    if (output?.continue === false)
+      return { kind: 'halt', reason: output.stopReason ?? `stop hook "${name}" halted`, ...message };
+    if (output?.decision === 'block')
+      return { kind: 'block', reason: capForModel(output.reason ?? ''), ...message };
+    return { kind: 'allow', ...message };
   }
+  // Exit 2: stderr only is fed to the model (stdout and any JSON in it are ignored), even when empty.
+  if (outcome.kind === 'exited' && outcome.code === 2)
+    return { kind: 'block', reason: capForModel(outcome.stderr.trim()) };
+  if (outcome.kind === 'exited' && outcome.code === 3 && route !== 'claude_code')
+    return { kind: 'halt', reason: outcome.stderr.trim() || `stop hook "${name}" halted the loop` };
+  return { kind: 'error', hookName: name, message: describeFailure(outcome, timeoutMs) };
 }
 
 export class ShellStopHook implements StopHookHandler {
   readonly name: string;
   readonly command: string;
+  readonly args: readonly string[] | undefined;
   readonly timeoutMs: number;
+  readonly route: HookRoute;
   readonly requireShellSafe: boolean;
   readonly #options: ShellStopHookOptions;
 
@@ -146,22 +150,56 @@ export class ShellStopHook implements StopHookHandler {
   constructor(options: ShellStopHookOptions, requireShellSafe = false) {
     this.name = options.name;
     this.command = options.command;
-    this.timeoutMs = options.timeoutMs ?? DEFAULT_HOOK_TIMEOUT_MS;
+    this.args = options.args;
+    this.route = options.route ?? 'stop_hooks';
+    this.timeoutMs =
+      options.timeoutMs ??
+      (this.route === 'claude_code' ? CLAUDE_CODE_HOOK_TIMEOUT_MS : DEFAULT_HOOK_TIMEOUT_MS);
     this.requireShellSafe = requireShellSafe;
     this.#options = options;
   }
 
   async evaluate(ctx: StopHookContext, signal: AbortSignal): Promise<StopHookVerdict> {
     const problem = this.requireShellSafe ? shellSafetyProblem(this.command) : undefined;
-    if (problem !== undefined) return { kind: 'error', hookName: this.name, message: `refused: ${problem}` };
-    const outcome = await runProcess({
-      command: this.command,
-      stdin: hookInput({ cwd: this.#options.cwd, ...ctx }),
-      timeoutMs: this.timeoutMs,
+    if (problem !== undefined) {
+      const verdict: StopHookVerdict = { kind: 'error', hookName: this.name, message: `refused: ${problem}` };
+      this.#report(ctx, verdict, undefined, 0);
+      return verdict;
+    }
+    const projectDir = ctx.projectDir ?? ctx.cwd;
+    const { outcome, durationMs } = await runCommandHook(
+      { ...this.#options, timeoutMs: this.timeoutMs },
+      hookInput(ctx, this.#options.cwd ?? projectDir),
+      projectDir,
       signal,
-      cwd: this.#options.cwd,
-      env: this.#options.env,
+    );
+    const verdict = verdictFromOutcome(this.name, outcome, this.timeoutMs, this.route);
+    this.#report(ctx, verdict, outcome, durationMs);
+    return verdict;
+  }
+
+  #report(
+    ctx: StopHookContext,
+    verdict: StopHookVerdict,
+    outcome: ProcessOutcome | undefined,
+    durationMs: number,
+  ): void {
+    const listener = this.#options.onHookOutcome;
+    if (listener === undefined) return;
+    const event: HookEventName = ctx.event ?? 'Stop';
+    const said = verdict.kind === 'error' ? verdict.message : verdict.kind === 'allow' ? '' : verdict.reason;
+    listener({
+      hook: this.name,
+      route: this.route,
+      event,
+      kind: verdict.kind,
+      ...processFacts(outcome),
+      ...(said === '' ? {} : { message: firstLines(said) }),
+      ...(verdict.kind !== 'error' && verdict.systemMessage !== undefined
+        ? { systemMessage: verdict.systemMessage }
+        : {}),
+      ...(ctx.sessionId === undefined ? {} : { sessionId: ctx.sessionId }),
+      durationMs,
     });
-    return verdictFromOutcome(this.name, outcome, this.timeoutMs);
   }
 }

@@ -11,16 +11,20 @@ export type HookErrorListener = (error: Extract<StopHookVerdict, { kind: 'error'
 export interface HookRunnerOptions {
   readonly maxConsecutiveBlocks?: number;
   readonly onHookError?: HookErrorListener;
+  /** `SubagentStop` for a verifier that judges `spawn_agent` runs; `Stop` by default. */
+  readonly event?: 'Stop' | 'SubagentStop';
 }
 
 export class HookRunner {
   readonly #blocks = new Map<string, number>();
   readonly #max: number;
   readonly #onHookError: HookErrorListener | undefined;
+  readonly #event: 'Stop' | 'SubagentStop';
 
   constructor(options: HookRunnerOptions = {}) {
     this.#max = options.maxConsecutiveBlocks ?? DEFAULT_MAX_CONSECUTIVE_BLOCKS;
     this.#onHookError = options.onHookError;
+    this.#event = options.event ?? 'Stop';
   }
 
   async run(
@@ -39,11 +43,15 @@ export class HookRunner {
       sessionId: ctx.sessionId,
       stopHookActive: blockCount > 0,
       blockCount,
+      projectDir: ctx.projectDir,
+      transcriptPath: ctx.transcriptPath,
+      permissionMode: ctx.permissionMode,
+      event: this.#event,
     };
     const verdicts = await Promise.all(hooks.map((hook) => hook.evaluate(hookCtx, signal)));
     signal.throwIfAborted();
 
-    const blocks: string[] = [];
+    const blocks: { name: string; reason: string }[] = [];
     for (const [index, verdict] of verdicts.entries()) {
       const name = hooks[index]?.name ?? `hook ${index}`;
       switch (verdict.kind) {
@@ -53,7 +61,7 @@ export class HookRunner {
           this.#blocks.delete(key);
           return { kind: 'halt', reason: `stop hook "${name}" halted: ${verdict.reason}` };
         case 'block':
-          blocks.push(verdict.reason);
+          blocks.push({ name, reason: verdict.reason });
           break;
         case 'error':
           this.#onHookError?.(verdict); // fail-open: a broken hook must not wedge the loop
@@ -70,17 +78,23 @@ export class HookRunner {
     }
     const count = blockCount + 1;
     this.#blocks.set(key, count);
+    const names = blocks.map((block) => `"${block.name}"`).join(', ');
+    const said = blocks.map((block) => block.reason).filter((reason) => reason !== '');
     if (count >= this.#max) {
       this.#blocks.delete(key);
       return {
         kind: 'halt',
-        reason: `stop hooks blocked ${count} consecutive stop attempts (cap ${this.#max}); halting instead of looping. Last reason: ${blocks.join('; ')}`,
+        reason: `stop hooks blocked ${count} consecutive stop attempts (cap ${this.#max}); halting instead of looping. Last: ${names}${said.length > 0 ? `: ${said.join('; ').slice(0, 500)}` : ''}`,
       };
     }
+    const firstLine = said[0]?.split('\n')[0]?.slice(0, 200);
     return {
       kind: 'veto',
-      reason: `stop hook blocked the stop (${count} in a row)`,
-      feedback: blocks.join('\n\n'),
+      reason: `stop hook ${names} blocked the stop (${count} in a row)${firstLine ? `: ${firstLine}` : ''}`,
+      // An empty reason is a block all the same (as in Claude Code); the model still learns who blocked.
+      feedback: blocks
+        .map((block) => block.reason || `Stop hook "${block.name}" blocked the stop without giving a reason.`)
+        .join('\n\n'),
     };
   }
 }

@@ -1,12 +1,21 @@
-// Runs one hook command in its own process group with bounded output, a deadline and an abort
-// signal. On timeout or abort the whole group is killed (TERM, then KILL after a grace) and the
-// pipes are destroyed, so a grandchild holding stdout cannot wedge the caller.
+// Runs one hook command in its own process group with a deadline and an abort signal. The rule it
+// keeps: the verdict is returned only after the whole group is gone — on timeout or cancel the
+// group gets TERM, then KILL after a grace, and we wait for it to be empty (a TERM-ignoring
+// grandchild too, and even when the `sh -c` wrapper exited first). Output is kept whole up to a
+// memory bound, so a caller can parse it before capping what it shows.
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 
+/** What is fed to the model (a block reason, stderr) is cut at this many bytes. */
 export const OUTPUT_CAP_BYTES = 1024 * 1024;
+/** What is read per stream at all: beyond it output is drained and dropped. */
+export const OUTPUT_READ_LIMIT_BYTES = 16 * 1024 * 1024;
 export const KILL_GRACE_MS = 500;
 /** After the hook exits, how long to wait for its pipes to drain before closing them. */
 const DRAIN_AFTER_EXIT_MS = 100;
+/** KILL cannot be ignored; this only bounds a wait on a kernel that is slow to reap. */
+const KILL_WAIT_MS = 5_000;
+const POLL_MS = 20;
 
 export type ProcessOutcome =
   | { kind: 'exited'; code: number; stdout: string; stderr: string }
@@ -15,20 +24,37 @@ export type ProcessOutcome =
   | { kind: 'aborted' }
   | { kind: 'spawn_failed'; message: string };
 
+/** The command about to run, the shape a sandbox's `wrap` takes (TEAM contract 1). */
+export interface CommandToRun {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** What a sandbox's `wrap` returns. */
+export interface WrappedCommandToRun {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Record<string, string>;
+}
+
+export type CommandWrapper = (command: CommandToRun) => WrappedCommandToRun;
+
 export interface RunProcessOptions {
-  readonly command: string;
+  readonly command: CommandToRun;
   readonly stdin: string;
   readonly timeoutMs: number;
   readonly signal: AbortSignal;
-  readonly cwd?: string | undefined;
-  readonly env?: Record<string, string> | undefined;
+  readonly wrap?: CommandWrapper | undefined;
 }
 
-class CappedBuffer {
+class BoundedBuffer {
   readonly #chunks: Buffer[] = [];
   #size = 0;
   push(chunk: Buffer): void {
-    const room = OUTPUT_CAP_BYTES - this.#size;
+    const room = OUTPUT_READ_LIMIT_BYTES - this.#size;
     if (room <= 0) return; // keep draining so the child never blocks, but discard
     const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
     this.#chunks.push(kept);
@@ -39,8 +65,7 @@ class CappedBuffer {
   }
 }
 
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return;
+function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch {
@@ -48,15 +73,64 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   }
 }
 
+/**
+ * True while a live (not zombie) process is in group `pgid`. On Linux /proc is read, because a
+ * zombie nobody reaps (PID 1 in some containers does not) still answers `kill(-pgid, 0)`.
+ */
+export function groupAlive(pgid: number): boolean {
+  if (process.platform !== 'linux') {
+    try {
+      process.kill(-pgid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses, so split after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid && fields[0] !== 'Z' && fields[0] !== 'X') return true;
+  }
+  return false;
+}
+
+async function waitGone(pgid: number, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (groupAlive(pgid)) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  return true;
+}
+
+/** TERM, a grace, then KILL; resolves once no process of the group is left. */
+export async function endGroup(pgid: number): Promise<void> {
+  if (!groupAlive(pgid)) return;
+  killGroup(pgid, 'SIGTERM');
+  if (await waitGone(pgid, KILL_GRACE_MS)) return;
+  killGroup(pgid, 'SIGKILL');
+  await waitGone(pgid, KILL_WAIT_MS);
+}
+
 export function runProcess(options: RunProcessOptions): Promise<ProcessOutcome> {
   if (options.signal.aborted) return Promise.resolve({ kind: 'aborted' });
+  const command = options.wrap ? options.wrap(options.command) : options.command;
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(command.env)) if (value !== undefined) env[key] = value;
   return new Promise((resolve) => {
-    let settled = false;
-    const stdout = new CappedBuffer();
-    const stderr = new CappedBuffer();
-    const child = spawn('sh', ['-c', options.command], {
-      cwd: options.cwd,
-      env: options.env ? { ...process.env, ...options.env } : process.env,
+    let ending = false;
+    const stdout = new BoundedBuffer();
+    const stderr = new BoundedBuffer();
+    const child = spawn(command.file, [...command.args], {
+      cwd: command.cwd,
+      env,
       detached: true, // its own process group, so the whole tree can be killed at once
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -68,47 +142,35 @@ export function runProcess(options: RunProcessOptions): Promise<ProcessOutcome> 
       child.stdout.destroy();
       child.stderr.destroy();
     };
-    const finish = (outcome: ProcessOutcome): void => {
-      if (settled) return;
-      settled = true;
+    /** Settles once: the pipes closed, the group ended (awaited), then the verdict. */
+    const finish = (outcome: () => ProcessOutcome): void => {
+      if (ending) return;
+      ending = true;
       for (const timer of timers) clearTimeout(timer);
       options.signal.removeEventListener('abort', onAbort);
+      const result = outcome(); // read the buffers before the pipes go
       closePipes();
-      // Leave nothing behind: whatever the hook backgrounded goes with it.
-      killGroup(pid, 'SIGTERM');
-      setTimeout(() => killGroup(pid, 'SIGKILL'), KILL_GRACE_MS).unref();
-      resolve(outcome);
+      // Leave nothing behind: whatever the hook backgrounded goes with it, before we answer.
+      void (pid === undefined ? Promise.resolve() : endGroup(pid)).then(() => resolve(result));
     };
-    const terminate = (outcome: ProcessOutcome): void => {
-      killGroup(pid, 'SIGTERM');
-      closePipes();
-      // Settle once the hook is dead, or after the grace with a KILL, whichever comes first.
-      child.once('exit', () => finish(outcome));
-      timers.push(
-        setTimeout(() => {
-          killGroup(pid, 'SIGKILL');
-          finish(outcome);
-        }, KILL_GRACE_MS),
-      );
-    };
-    const onAbort = (): void => terminate({ kind: 'aborted' });
+    const onAbort = (): void => finish(() => ({ kind: 'aborted' }));
 
-    child.on('error', (error) => finish({ kind: 'spawn_failed', message: error.message }));
+    child.on('error', (error) => finish(() => ({ kind: 'spawn_failed', message: error.message })));
     child.stdin.on('error', () => {}); // a hook that never reads its stdin is fine (EPIPE)
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
     child.on('exit', (code, signal) => {
-      if (settled) return;
+      if (ending) return;
       const outcome = (): ProcessOutcome =>
         signal !== null
           ? { kind: 'signaled', signal, stdout: stdout.text(), stderr: stderr.text() }
           : { kind: 'exited', code: code ?? -1, stdout: stdout.text(), stderr: stderr.text() };
       // Wait briefly for the pipes to drain; a grandchild holding them open does not hold us.
-      child.once('close', () => finish(outcome()));
-      timers.push(setTimeout(() => finish(outcome()), DRAIN_AFTER_EXIT_MS));
+      child.once('close', () => finish(outcome));
+      timers.push(setTimeout(() => finish(outcome), DRAIN_AFTER_EXIT_MS));
     });
     options.signal.addEventListener('abort', onAbort, { once: true });
-    timers.push(setTimeout(() => terminate({ kind: 'timed_out' }), options.timeoutMs));
+    timers.push(setTimeout(() => finish(() => ({ kind: 'timed_out' })), options.timeoutMs));
     child.stdin.end(options.stdin);
   });
 }

@@ -1,0 +1,209 @@
+// Claude Code hook settings, found where Claude Code looks: `~/.claude/settings.json`, then the
+// project's `.claude/settings.json` and `.claude/settings.local.json`, then files the caller names
+// (`[hooks] files`) and plugins (`<plugin>/hooks/hooks.json`, with `CLAUDE_PLUGIN_ROOT`). Hooks
+// from all of them are merged; identical ones run once. What Aleph does not run (other events,
+// `prompt`/`agent`/`http` hooks) is a warning at load that names the hook, never a silent skip.
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
+import { z } from 'zod';
+import { VerificationError } from './errors.js';
+import { CLAUDE_CODE_HOOK_TIMEOUT_MS } from './stop-hooks.js';
+
+export const CLAUDE_CODE_EVENTS = ['Stop', 'SubagentStop', 'PreToolUse', 'PostToolUse'] as const;
+export type ClaudeCodeEvent = (typeof CLAUDE_CODE_EVENTS)[number];
+
+export interface ClaudeCodeCommandHook {
+  /** `<file>#<Event>[group].hooks[index]`, the file relative to the project (or `~/…`). */
+  readonly name: string;
+  readonly event: ClaudeCodeEvent;
+  /** PreToolUse/PostToolUse only: a tool name, `A|B`, a regex, or `*`/empty for every tool. */
+  readonly matcher?: string;
+  readonly command: string;
+  readonly args?: readonly string[];
+  readonly timeoutMs: number;
+  readonly pluginRoot?: string;
+}
+
+export interface ClaudeCodeHooks {
+  readonly hooks: readonly ClaudeCodeCommandHook[];
+  /** One line per hook or event Aleph does not run, naming it. */
+  readonly warnings: readonly string[];
+  /** The files that were read, in order. */
+  readonly files: readonly string[];
+}
+
+export interface DiscoverClaudeCodeHooksOptions {
+  /** The run's project root: `.claude/settings*.json` are read there, and every hook runs there. */
+  readonly projectDir: string;
+  /** Where `~/.claude/settings.json` is looked up; `null` skips user settings. Default: the user's home. */
+  readonly home?: string | null;
+  /** More hooks files (`[hooks] files`), already resolved by the caller; a missing one is an error. */
+  readonly files?: readonly string[];
+  /** Plugin folders, each with a `hooks/hooks.json`. */
+  readonly plugins?: readonly string[];
+}
+
+const hookEntrySchema = z.looseObject({
+  type: z.string(),
+  command: z.string().min(1).optional(),
+  args: z.array(z.string()).optional(),
+  timeout: z.number().positive().optional(),
+});
+const hooksFileSchema = z.looseObject({
+  hooks: z
+    .record(
+      z.string(),
+      z.array(z.looseObject({ matcher: z.string().optional(), hooks: z.array(hookEntrySchema) })),
+    )
+    .optional(),
+});
+
+function displayPath(path: string, projectDir: string, home: string | null): string {
+  const fromProject = relative(projectDir, path);
+  if (!fromProject.startsWith('..') && !fromProject.startsWith(sep)) return fromProject;
+  if (home !== null && path.startsWith(home + sep)) return `~/${relative(home, path)}`;
+  return path;
+}
+
+/** A hooks file's hooks (settings file or plugin `hooks.json`). */
+export function parseClaudeCodeHooksFile(
+  path: string,
+  displayName: string = path,
+  pluginRoot?: string,
+): { hooks: ClaudeCodeCommandHook[]; warnings: string[] } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new VerificationError('invalid_hooks_file', `${path}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  const parsed = hooksFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new VerificationError(
+      'invalid_hooks_file',
+      `${path}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`.trim(),
+    );
+  }
+  const hooks: ClaudeCodeCommandHook[] = [];
+  const warnings: string[] = [];
+  for (const [event, groups] of Object.entries(parsed.data.hooks ?? {})) {
+    if (!(CLAUDE_CODE_EVENTS as readonly string[]).includes(event)) {
+      warnings.push(
+        `${displayName}: ${event} hooks are not run by Aleph (it runs ${CLAUDE_CODE_EVENTS.join(', ')})`,
+      );
+      continue;
+    }
+    for (const [groupIndex, group] of groups.entries()) {
+      for (const [index, entry] of group.hooks.entries()) {
+        const name = `${displayName}#${event}[${groupIndex}].hooks[${index}]`;
+        if (entry.type !== 'command') {
+          warnings.push(`${name}: type "${entry.type}" hooks are not run by Aleph (only "command"); skipped`);
+          continue;
+        }
+        if (entry.command === undefined) {
+          warnings.push(`${name}: a command hook without "command"; skipped`);
+          continue;
+        }
+        if (group.matcher !== undefined && matcherProblem(group.matcher) !== undefined)
+          warnings.push(
+            `${name}: matcher ${JSON.stringify(group.matcher)} ${matcherProblem(group.matcher)}; it matches nothing`,
+          );
+        hooks.push({
+          name,
+          event: event as ClaudeCodeEvent,
+          ...(group.matcher === undefined ? {} : { matcher: group.matcher }),
+          command: entry.command,
+          ...(entry.args === undefined ? {} : { args: entry.args }),
+          timeoutMs: entry.timeout === undefined ? CLAUDE_CODE_HOOK_TIMEOUT_MS : entry.timeout * 1000,
+          ...(pluginRoot === undefined ? {} : { pluginRoot }),
+        });
+      }
+    }
+  }
+  return { hooks, warnings };
+}
+
+/** A `hooks/hooks.json` inside a folder with `.claude-plugin/plugin.json` is a plugin's. */
+function pluginRootOf(file: string): string | undefined {
+  const folder = dirname(file);
+  if (basename(file) !== 'hooks.json' || basename(folder) !== 'hooks') return undefined;
+  const root = dirname(folder);
+  return existsSync(join(root, '.claude-plugin', 'plugin.json')) ? root : undefined;
+}
+
+export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions): ClaudeCodeHooks {
+  const projectDir = resolve(options.projectDir);
+  const home = options.home === undefined ? homedir() : options.home;
+  const sources: { path: string; required: boolean; pluginRoot?: string }[] = [
+    ...(home === null ? [] : [{ path: join(home, '.claude', 'settings.json'), required: false }]),
+    { path: join(projectDir, '.claude', 'settings.json'), required: false },
+    { path: join(projectDir, '.claude', 'settings.local.json'), required: false },
+    ...(options.files ?? []).map((file) => {
+      const pluginRoot = pluginRootOf(resolve(file));
+      return { path: resolve(file), required: true, ...(pluginRoot === undefined ? {} : { pluginRoot }) };
+    }),
+    ...(options.plugins ?? []).map((root) => ({
+      path: join(resolve(root), 'hooks', 'hooks.json'),
+      required: true,
+      pluginRoot: resolve(root),
+    })),
+  ];
+  const hooks: ClaudeCodeCommandHook[] = [];
+  const warnings: string[] = [];
+  const files: string[] = [];
+  const seen = new Set<string>();
+  for (const source of sources) {
+    if (files.includes(source.path)) continue;
+    if (!source.required && !existsSync(source.path)) continue;
+    const loaded = parseClaudeCodeHooksFile(
+      source.path,
+      displayPath(source.path, projectDir, home),
+      source.pluginRoot,
+    );
+    files.push(source.path);
+    warnings.push(...loaded.warnings);
+    for (const hook of loaded.hooks) {
+      // Claude Code runs identical hook commands once.
+      const key = JSON.stringify([
+        hook.event,
+        hook.matcher ?? '',
+        hook.command,
+        hook.args ?? null,
+        hook.pluginRoot ?? null,
+      ]);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      hooks.push(hook);
+    }
+  }
+  return { hooks, warnings, files };
+}
+
+/** Why a matcher cannot be used (an invalid regex), or undefined. */
+export function matcherProblem(matcher: string): string | undefined {
+  try {
+    new RegExp(matcher);
+    return undefined;
+  } catch (error) {
+    return `is not a valid regular expression (${(error as Error).message})`;
+  }
+}
+
+/**
+ * Claude Code's matcher rule: absent, empty or `*` matches every tool; letters, digits, `_` and
+ * `|` only → exact names; anything else is a regular expression. Tried on every given name.
+ */
+export function matcherMatches(matcher: string | undefined, names: readonly string[]): boolean {
+  if (matcher === undefined || matcher === '' || matcher === '*') return true;
+  if (/^[\w|]+$/.test(matcher)) {
+    const alternatives = matcher.split('|');
+    return names.some((name) => alternatives.includes(name));
+  }
+  if (matcherProblem(matcher) !== undefined) return false;
+  const pattern = new RegExp(matcher); // unanchored, as Claude Code tests it
+  return names.some((name) => pattern.test(name));
+}

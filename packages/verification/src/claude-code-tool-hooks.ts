@@ -1,0 +1,233 @@
+// Claude Code PreToolUse/PostToolUse command hooks around Aleph's tool calls, shaped for the
+// harness's hook point (allow | deny{reason} | rewrite{args}; after → optional feedback). The same
+// runner and contract as Stop: exit 2 → stderr; exit 0 → JSON; other codes → a non-blocking error,
+// reported and ignored. There is no human in the loop, so `"ask"` is a deny that says so.
+import { matcherMatches, type ClaudeCodeCommandHook, type ClaudeCodeHooks } from './claude-code-settings.js';
+import { firstLines, type HookOutcome, type HookOutcomeListener } from './hook-outcome.js';
+import { describeFailure, processFacts, runCommandHook } from './internal/command-hook.js';
+import { capForModel, parseHookJson } from './internal/hook-output.js';
+import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
+import { claudeToolName, fromClaudeInput, toClaudeInput } from './internal/tool-names.js';
+
+export interface ToolHookCall {
+  readonly id: string;
+  readonly name: string;
+  readonly args: unknown;
+}
+
+export interface ToolHookResult {
+  readonly output: string;
+  readonly isError?: boolean;
+}
+
+export interface ToolHookRunContext {
+  readonly sessionId?: string;
+  readonly signal?: AbortSignal;
+  readonly transcriptPath?: string;
+  readonly permissionMode?: string;
+}
+
+export type ToolHookDecision =
+  | { readonly kind: 'allow' }
+  | { readonly kind: 'deny'; readonly reason: string }
+  | { readonly kind: 'rewrite'; readonly args: unknown };
+
+export interface ClaudeCodeToolHooksOptions {
+  /** The run's project root: hooks run there; `tool_input` paths are absolute from it. */
+  readonly projectDir: string;
+  readonly stripEnv?: readonly string[];
+  readonly wrap?: CommandWrapper;
+  readonly onHookOutcome?: HookOutcomeListener;
+}
+
+type Event = 'PreToolUse' | 'PostToolUse';
+
+/** One hook's answer before a call. */
+type Answer =
+  | { kind: 'allow' }
+  | { kind: 'deny'; reason: string }
+  | { kind: 'rewrite'; input: Record<string, unknown> }
+  | { kind: 'error'; message: string };
+
+function preToolAnswer(
+  name: string,
+  outcome: ProcessOutcome,
+  timeoutMs: number,
+): Answer & { systemMessage?: string } {
+  if (outcome.kind === 'exited' && outcome.code === 2)
+    return { kind: 'deny', reason: outcome.stderr.trim() || `PreToolUse hook "${name}" blocked the call` };
+  if (outcome.kind !== 'exited' || outcome.code !== 0)
+    return { kind: 'error', message: describeFailure(outcome, timeoutMs) };
+  const output = parseHookJson(outcome.stdout);
+  const message = output?.systemMessage === undefined ? {} : { systemMessage: output.systemMessage };
+  const specific = output?.hookSpecificOutput;
+  const decision = specific?.permissionDecision ?? (output?.decision === 'block' ? 'deny' : undefined);
+  const reason = specific?.permissionDecisionReason ?? output?.reason ?? '';
+  // Claude Code would end the whole turn here; the harness's hook point can only refuse the call.
+  if (output?.continue === false)
+    return {
+      kind: 'deny',
+      reason: output.stopReason ?? `PreToolUse hook "${name}" stopped the agent`,
+      ...message,
+    };
+  if (decision === 'deny')
+    return { kind: 'deny', reason: reason || `PreToolUse hook "${name}" denied the call`, ...message };
+  if (decision === 'ask')
+    return {
+      kind: 'deny',
+      reason: `PreToolUse hook "${name}" asked for the user's confirmation, and no user is present to give it${reason ? `: ${reason}` : ''}`,
+      ...message,
+    };
+  if (specific?.updatedInput !== undefined)
+    return { kind: 'rewrite', input: specific.updatedInput, ...message };
+  return { kind: 'allow', ...message };
+}
+
+function postToolFeedback(outcome: ProcessOutcome): string | undefined {
+  if (outcome.kind === 'exited' && outcome.code === 2) return outcome.stderr.trim() || undefined;
+  if (outcome.kind !== 'exited' || outcome.code !== 0) return undefined;
+  const output = parseHookJson(outcome.stdout);
+  const parts = [
+    output?.continue === false ? output.stopReason : undefined,
+    output?.decision === 'block' ? output.reason : undefined,
+    output?.hookSpecificOutput?.additionalContext,
+  ].filter((part): part is string => part !== undefined && part !== '');
+  return parts.length === 0 ? undefined : parts.join('\n');
+}
+
+export class ClaudeCodeToolHooks {
+  readonly #hooks: readonly ClaudeCodeCommandHook[];
+  readonly #options: ClaudeCodeToolHooksOptions;
+
+  constructor(
+    hooks: ClaudeCodeHooks | readonly ClaudeCodeCommandHook[],
+    options: ClaudeCodeToolHooksOptions,
+  ) {
+    const list = 'hooks' in hooks ? hooks.hooks : hooks;
+    this.#hooks = list.filter((hook) => hook.event === 'PreToolUse' || hook.event === 'PostToolUse');
+    this.#options = options;
+  }
+
+  /** True when any PreToolUse/PostToolUse hook is configured. */
+  get active(): boolean {
+    return this.#hooks.length > 0;
+  }
+
+  async before(call: ToolHookCall, ctx: ToolHookRunContext = {}): Promise<ToolHookDecision> {
+    const claudeInput = toClaudeInput(call.name, call.args, this.#options.projectDir);
+    const runs = await this.#run('PreToolUse', call, ctx, { tool_input: claudeInput });
+    const denials: string[] = [];
+    let rewritten: Record<string, unknown> | undefined;
+    for (const { hook, outcome, durationMs } of runs) {
+      const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+      if (answer.kind === 'deny') denials.push(answer.reason);
+      // Several rewrites apply in configuration order, each merged over the input so far.
+      if (answer.kind === 'rewrite')
+        rewritten = { ...(rewritten ?? (claudeInput as Record<string, unknown>)), ...answer.input };
+      const said = answer.kind === 'deny' ? answer.reason : answer.kind === 'error' ? answer.message : '';
+      this.#report(
+        hook,
+        call,
+        ctx,
+        outcome,
+        durationMs,
+        answer.kind,
+        said,
+        answer.kind === 'error' ? undefined : answer.systemMessage,
+      );
+    }
+    if (denials.length > 0) return { kind: 'deny', reason: capForModel(denials.join('\n\n')) };
+    if (rewritten !== undefined)
+      return { kind: 'rewrite', args: fromClaudeInput(call.name, rewritten, this.#options.projectDir) };
+    return { kind: 'allow' };
+  }
+
+  async after(
+    call: ToolHookCall,
+    result: ToolHookResult,
+    ctx: ToolHookRunContext = {},
+  ): Promise<void | { feedback: string }> {
+    const runs = await this.#run('PostToolUse', call, ctx, {
+      tool_input: toClaudeInput(call.name, call.args, this.#options.projectDir),
+      tool_response: { output: result.output, is_error: result.isError ?? false },
+    });
+    const feedback: string[] = [];
+    for (const { hook, outcome, durationMs } of runs) {
+      const said = postToolFeedback(outcome);
+      if (said !== undefined) feedback.push(said);
+      const failed = !(outcome.kind === 'exited' && (outcome.code === 0 || outcome.code === 2));
+      const json =
+        outcome.kind === 'exited' && outcome.code === 0 ? parseHookJson(outcome.stdout) : undefined;
+      this.#report(
+        hook,
+        call,
+        ctx,
+        outcome,
+        durationMs,
+        failed ? 'error' : said === undefined ? 'allow' : 'feedback',
+        failed ? describeFailure(outcome, hook.timeoutMs) : (said ?? ''),
+        json?.systemMessage,
+      );
+    }
+    return feedback.length === 0 ? undefined : { feedback: capForModel(feedback.join('\n\n')) };
+  }
+
+  async #run(event: Event, call: ToolHookCall, ctx: ToolHookRunContext, fields: Record<string, unknown>) {
+    const tool = claudeToolName(call.name);
+    const matched = this.#hooks.filter(
+      (hook) => hook.event === event && matcherMatches(hook.matcher, [tool, call.name]),
+    );
+    const seen = new Set<string>();
+    const unique = matched.filter((hook) => {
+      const key = JSON.stringify([hook.command, hook.args ?? null]);
+      return seen.has(key) ? false : (seen.add(key), true);
+    });
+    const { projectDir } = this.#options;
+    const input = {
+      session_id: ctx.sessionId ?? '',
+      ...(ctx.transcriptPath === undefined ? {} : { transcript_path: ctx.transcriptPath }),
+      cwd: projectDir,
+      permission_mode: ctx.permissionMode ?? 'default',
+      hook_event_name: event,
+      tool_name: tool,
+      ...fields,
+      tool_use_id: call.id,
+    };
+    const signal = ctx.signal ?? new AbortController().signal;
+    return Promise.all(
+      unique.map(async (hook) => {
+        const run = await runCommandHook(
+          { ...hook, stripEnv: this.#options.stripEnv, wrap: this.#options.wrap },
+          input,
+          projectDir,
+          signal,
+        );
+        return { hook, ...run };
+      }),
+    );
+  }
+
+  #report(
+    hook: ClaudeCodeCommandHook,
+    call: ToolHookCall,
+    ctx: ToolHookRunContext,
+    outcome: ProcessOutcome,
+    durationMs: number,
+    kind: HookOutcome['kind'],
+    said: string,
+    systemMessage: string | undefined,
+  ): void {
+    this.#options.onHookOutcome?.({
+      hook: hook.name,
+      route: 'claude_code',
+      event: hook.event === 'PreToolUse' ? 'PreToolUse' : 'PostToolUse',
+      kind,
+      ...processFacts(outcome),
+      ...(said === '' ? {} : { message: firstLines(said) }),
+      ...(systemMessage === undefined ? {} : { systemMessage }),
+      ...(ctx.sessionId === undefined ? {} : { sessionId: ctx.sessionId }),
+      tool: call.name,
+      durationMs,
+    });
+  }
+}

@@ -1,0 +1,100 @@
+// One command hook run, as Claude Code runs it: in the project root, `CLAUDE_PROJECT_DIR` (and
+// `CLAUDE_PLUGIN_ROOT` for a plugin's hook) set, the event as JSON on stdin. A `command` alone
+// goes through `sh -c`; with `args` it is executed directly with those arguments. The server's
+// secrets (`stripEnv`) never reach the child, and an optional `wrap` puts it in a sandbox.
+import { firstLines } from '../hook-outcome.js';
+import { runProcess, type CommandWrapper, type ProcessOutcome } from './run-process.js';
+
+export interface CommandHookSpec {
+  readonly command: string;
+  /** Arguments for `command`, executed without a shell (`${CLAUDE_PLUGIN_ROOT}` substituted). */
+  readonly args?: readonly string[] | undefined;
+  readonly timeoutMs: number;
+  /** Where it runs; the run's project root when absent. */
+  readonly cwd?: string | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  /** Environment variables removed from the child's environment (e.g. `ALEPH_TOKEN`, the API key). */
+  readonly stripEnv?: readonly string[] | undefined;
+  readonly wrap?: CommandWrapper | undefined;
+  /** A plugin hook's plugin folder: `CLAUDE_PLUGIN_ROOT`. */
+  readonly pluginRoot?: string | undefined;
+}
+
+export interface CommandHookRun {
+  readonly outcome: ProcessOutcome;
+  readonly durationMs: number;
+}
+
+function substitute(value: string, variables: Readonly<Record<string, string>>): string {
+  return value.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, braced?: string, bare?: string) => {
+    const name = braced ?? bare ?? '';
+    return name.startsWith('CLAUDE_') && variables[name] !== undefined ? variables[name] : whole;
+  });
+}
+
+export async function runCommandHook(
+  spec: CommandHookSpec,
+  input: Readonly<Record<string, unknown>>,
+  projectDir: string | undefined,
+  signal: AbortSignal,
+): Promise<CommandHookRun> {
+  const cwd = spec.cwd ?? projectDir ?? process.cwd();
+  const claude: Record<string, string> = { CLAUDE_PROJECT_DIR: projectDir ?? cwd };
+  if (spec.pluginRoot !== undefined) claude['CLAUDE_PLUGIN_ROOT'] = spec.pluginRoot;
+  const env: Record<string, string | undefined> = { ...process.env, ...spec.env };
+  for (const name of spec.stripEnv ?? []) delete env[name];
+  Object.assign(env, claude, { PWD: cwd }); // not the server's own PWD
+  const started = Date.now();
+  const outcome = await runProcess({
+    command:
+      spec.args === undefined
+        ? { file: 'sh', args: ['-c', spec.command], cwd, env }
+        : {
+            file: substitute(spec.command, claude),
+            args: spec.args.map((arg) => substitute(arg, claude)),
+            cwd,
+            env,
+          },
+    stdin: JSON.stringify(input),
+    timeoutMs: spec.timeoutMs,
+    signal,
+    wrap: spec.wrap,
+  });
+  return { outcome, durationMs: Date.now() - started };
+}
+
+/** The words for an outcome that is neither a clean exit 0 nor a 2, as a non-blocking error says it. */
+export function describeFailure(outcome: ProcessOutcome, timeoutMs: number): string {
+  switch (outcome.kind) {
+    case 'exited':
+      return (
+        `exited with code ${outcome.code}${outcome.code === 127 ? ' (command not found)' : ''}` +
+        (outcome.stderr.trim() ? `: ${outcome.stderr.trim().slice(0, 500)}` : '')
+      );
+    case 'signaled':
+      return `killed by signal ${outcome.signal}`;
+    case 'timed_out':
+      return `timed out after ${timeoutMs} ms; its process group was killed`;
+    case 'aborted':
+      return 'cancelled; its process group was killed';
+    case 'spawn_failed':
+      return `could not be started: ${outcome.message}`;
+    default: {
+      const unreachable: never = outcome;
+      return unreachable;
+    }
+  }
+}
+
+/** The facts of a run a HookOutcome carries: exit code or signal, the first lines of stderr. */
+export function processFacts(outcome: ProcessOutcome | undefined): {
+  exitCode?: number;
+  signal?: string;
+  stderr?: string;
+} {
+  if (outcome === undefined || (outcome.kind !== 'exited' && outcome.kind !== 'signaled')) return {};
+  const stderr = outcome.stderr.trim() === '' ? {} : { stderr: firstLines(outcome.stderr) };
+  return outcome.kind === 'exited'
+    ? { exitCode: outcome.code, ...stderr }
+    : { signal: outcome.signal, ...stderr };
+}
