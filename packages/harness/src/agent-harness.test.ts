@@ -17,6 +17,8 @@ import {
   type Message,
   type ThinkResponse,
   type Tool,
+  type ToolHookContext,
+  type ToolHooks,
   type ToolInvocation,
   type TurnStep,
 } from './index.js';
@@ -678,5 +680,110 @@ describe('dependencies handed to tools', () => {
       prompt: 'x',
     });
     expect(seen).toEqual([sandbox]);
+  });
+});
+
+describe('tool hooks (Pre/PostToolUse)', () => {
+  const recording = (
+    ran: { name: string; args: unknown; at: [number, number] }[],
+  ): Tool<{ path: string }> => ({
+    name: 'read',
+    description: 'read',
+    kind: 'evidence',
+    input: z.object({ path: z.string() }),
+    claim: ({ path }) => ({ kind: 'shared', keys: [path] }),
+    execute: async (args) => {
+      const start = Date.now();
+      await sleep(80);
+      ran.push({ name: 'read', args, at: [start, Date.now()] });
+      return { output: `read ${args.path}` };
+    },
+  });
+
+  it('deny: the call is not run and its result is the reason, as an error; the rest of the batch runs', async () => {
+    const ran: { name: string; args: unknown; at: [number, number] }[] = [];
+    const contexts: ToolHookContext[] = [];
+    const toolHooks: ToolHooks = {
+      before: (call, ctx) => {
+        contexts.push(ctx);
+        return Promise.resolve(
+          (call.args as { path: string }).path === '/etc/shadow'
+            ? { kind: 'deny', reason: 'blocked by policy: /etc/shadow' }
+            : { kind: 'allow' },
+        );
+      },
+    };
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'read', args: { path: '/etc/shadow' } },
+        { name: 'read', args: { path: '/a' } },
+      ]),
+      stop(),
+    ]);
+    await harness(provider, { tools: [recording(ran)], toolHooks }).run({ prompt: 'x', cwd: '/work/p' });
+    expect(ran.map((entry) => entry.args)).toEqual([{ path: '/a' }]);
+    const results = provider.requests[1]!.messages.filter((m) => m.role === 'tool');
+    expect(results).toMatchObject([
+      { content: 'blocked by policy: /etc/shadow', isError: true },
+      { content: 'read /a' },
+    ]);
+    expect(results[1]).not.toHaveProperty('isError');
+    expect(contexts[0]).toMatchObject({ projectDir: '/work/p', permissionMode: 'bypassPermissions' });
+  });
+
+  it('rewrite: the tool runs with the new args, and the batch runs serially', async () => {
+    const ran: { name: string; args: unknown; at: [number, number] }[] = [];
+    const toolHooks: ToolHooks = {
+      before: (call) =>
+        Promise.resolve(
+          (call.args as { path: string }).path === '/b'
+            ? { kind: 'rewrite', args: { path: '/b-safe' } }
+            : { kind: 'allow' },
+        ),
+    };
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'read', args: { path: '/a' } },
+        { name: 'read', args: { path: '/b' } },
+      ]),
+      stop(),
+    ]);
+    await harness(provider, { tools: [recording(ran)], toolHooks }).run({ prompt: 'x' });
+    expect(ran.map((entry) => entry.args)).toEqual([{ path: '/a' }, { path: '/b-safe' }]);
+    const [a, b] = ran as [(typeof ran)[0], (typeof ran)[0]];
+    expect(b.at[0]).toBeGreaterThanOrEqual(a.at[1]); // no overlap: serial
+  });
+
+  it('a hook that throws denies its call; after-feedback is read before the next Think', async () => {
+    const ran: { name: string; args: unknown; at: [number, number] }[] = [];
+    const seen: string[] = [];
+    const toolHooks: ToolHooks = {
+      before: (call) =>
+        (call.args as { path: string }).path === '/x'
+          ? Promise.reject(new Error('hook crashed'))
+          : Promise.resolve({ kind: 'allow' }),
+      after: (call, result) => {
+        seen.push(`${call.name}:${result.output}`);
+        return Promise.resolve(
+          result.isError ? undefined : { feedback: `lint: ${result.output} has 2 warnings` },
+        );
+      },
+    };
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'read', args: { path: '/x' } },
+        { name: 'read', args: { path: '/a' } },
+      ]),
+      stop(),
+    ]);
+    await harness(provider, { tools: [recording(ran)], toolHooks }).run({ prompt: 'x' });
+    expect(ran.map((entry) => entry.args)).toEqual([{ path: '/a' }]);
+    expect(seen).toEqual(['read:read /a']); // a denied call never ran: no PostToolUse
+    const next = provider.requests[1]!.messages;
+    expect(next.find((m) => m.role === 'tool')).toMatchObject({
+      content: expect.stringContaining('hook crashed'),
+      isError: true,
+    });
+    expect(next.at(-1)).toEqual({ role: 'user', content: 'lint: read /a has 2 warnings' });
   });
 });

@@ -27,6 +27,7 @@ import type {
   TokenUsage,
   ToolCall,
   ToolHookContext,
+  ToolHookDecision,
   ToolInvocation,
   TurnStep,
 } from './types.js';
@@ -424,15 +425,17 @@ export class AgentHarness {
       };
     }
 
-    // ACT
-    const outcomes: ActOutcome[] = await act(effective, {
+    // ACT — PreToolUse first: a hook may deny a call (its result is the reason) or rewrite its args.
+    const hooked = await this.#beforeTools(effective, turn.where);
+    const outcomes: ActOutcome[] = await act(hooked.calls, {
       tools: this.#tools,
       sessionId: turn.sessionId,
       signal,
       defaultTimeoutMs: deps.defaultToolTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-      serial: rewritten,
+      serial: rewritten || hooked.rewritten,
       sandbox: deps.sandbox,
       cache: state.cache,
+      denied: hooked.denied,
     });
     if (signal.aborted) return { end: { kind: 'cancelled' }, usage, text: response.text };
 
@@ -449,6 +452,18 @@ export class AgentHarness {
       });
       turn.timeline.push(outcome.invocation);
       splitChild ??= outcome.result.splitChild;
+    }
+    // PostToolUse: what the hooks say about the results is read before the next Think.
+    const hooks = deps.toolHooks;
+    if (hooks?.after !== undefined) {
+      const ran = outcomes.filter((outcome) => !hooked.denied.has(outcome.call.id));
+      const notes = await Promise.all(
+        ran.map(async (outcome) =>
+          hooks.after?.(outcome.call, outcome.result, turn.where).catch(() => undefined),
+        ),
+      );
+      const feedback = notes.flatMap((note) => (note?.feedback ? [note.feedback] : []));
+      if (feedback.length > 0) await log({ type: 'feedback', content: feedback.join('\n\n') });
     }
     this.#remember(
       state,
@@ -468,6 +483,35 @@ export class AgentHarness {
       ...(splitChild ? { splitChild } : {}),
     };
     return { step, failed: executed === 0, usage, text: response.text };
+  }
+
+  /** PreToolUse for a batch. A hook that throws denies its call: a guard that failed certifies nothing. */
+  async #beforeTools(
+    calls: readonly ToolCall[],
+    where: ToolHookContext,
+  ): Promise<{ calls: readonly ToolCall[]; denied: Map<string, string>; rewritten: boolean }> {
+    const denied = new Map<string, string>();
+    const hooks = this.#deps.toolHooks;
+    if (hooks?.before === undefined) return { calls, denied, rewritten: false };
+    let rewritten = false;
+    const decisions = await Promise.all(
+      calls.map((call) =>
+        (hooks.before?.(call, where) ?? Promise.resolve<ToolHookDecision>({ kind: 'allow' })).catch(
+          (error: unknown): ToolHookDecision => ({
+            kind: 'deny',
+            reason: `a tool hook failed, so the call was not run: ${errorMessage(error)}`,
+          }),
+        ),
+      ),
+    );
+    const hooked = calls.map((call, index) => {
+      const decision = decisions[index] ?? { kind: 'allow' };
+      if (decision.kind === 'deny') denied.set(call.id, decision.reason);
+      if (decision.kind !== 'rewrite') return call;
+      rewritten = true;
+      return { ...call, args: decision.args };
+    });
+    return { calls: hooked, denied, rewritten };
   }
 
   #remember(state: RunState, summaries: readonly ToolCallSummary[]): void {
