@@ -77,12 +77,21 @@ export class GatewayClient {
 
   /** Calls any method — including ones a server registered beside pty.* — and resolves its result. */
   request<R = unknown>(method: string, params?: unknown): Promise<R> {
+    return this.#request(method, params);
+  }
+
+  /** `onAnswer` runs as the answer is read, before any frame that came after it. */
+  #request<R>(method: string, params: unknown, onAnswer?: (result: R) => void): Promise<R> {
     if (this.socket.readyState !== WebSocket.OPEN) {
       return Promise.reject(new GatewayError('internal_error', 'connection is not open'));
     }
     const id = this.#nextId++;
     return new Promise<R>((resolve, reject) => {
-      this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      const answered = (value: unknown): void => {
+        onAnswer?.(value as R);
+        resolve(value as R);
+      };
+      this.#pending.set(id, { resolve: answered, reject });
       this.socket.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
     });
   }
@@ -150,39 +159,38 @@ export class GatewayClient {
   }
 
   /**
-   * Follows one session from `fromOffset`: replays what the scrollback still holds, then live
-   * output, each byte exactly once. Subscribe to `pty.*` before calling.
+   * Follows one session from `fromOffset`: the server sends what its scrollback still holds from
+   * there, then live output, as pty.output (`pty.follow`); each byte reaches `onData` once, in order.
+   * Subscribe to `pty.*` (or `pty.output`) before calling. Resolves with the offset output resumes
+   * from: above `fromOffset` when older bytes were no longer kept.
    */
   async follow(
     sessionId: string,
     fromOffset: number,
     onData: (data: Buffer, offset: number) => void,
-  ): Promise<() => void> {
-    let next = fromOffset;
-    const early: PtyOutput[] = [];
-    let replayed = false;
-    const deliver = (data: Buffer, offset: number): void => {
-      const end = offset + data.length;
-      if (end <= next) return;
-      const fresh = offset < next ? data.subarray(next - offset) : data;
-      onData(fresh, Math.max(offset, next));
-      next = end;
-    };
+  ): Promise<{ offset: number; stop: () => void }> {
+    let next: number | undefined; // unset until the server's answer: frames before it are the old stream
     const off = this.onOutput((output) => {
-      if (output.sessionId !== sessionId) return;
-      if (replayed) deliver(output.data, output.offset);
-      else early.push(output);
+      if (output.sessionId !== sessionId || next === undefined) return;
+      const end = output.offset + output.data.length;
+      if (end <= next) return;
+      onData(
+        output.offset < next ? output.data.subarray(next - output.offset) : output.data,
+        Math.max(output.offset, next),
+      );
+      next = end;
     });
-    // Replay comes in bounded answers: ask until the one that reaches the end it reports.
-    for (let from = fromOffset; ;) {
-      const replay = await this.replay(sessionId, from);
-      deliver(replay.data, replay.offset);
-      from = replay.offset + replay.data.length;
-      if (from >= replay.end || replay.data.length === 0) break;
+    try {
+      const { offset } = await this.#request<MethodResult<'pty.follow'>>(
+        'pty.follow',
+        { sessionId, fromOffset },
+        (answer) => (next = answer.offset),
+      );
+      return { offset, stop: off };
+    } catch (error) {
+      off();
+      throw error;
     }
-    replayed = true;
-    for (const output of early) deliver(output.data, output.offset);
-    return off;
   }
 
   close(): Promise<void> {

@@ -515,6 +515,7 @@ describe('flow control, replay and keepalive', () => {
     await second.subscribe(['pty.*']);
     const received: Buffer[] = [];
     await second.follow(sessionId, lastOffset, (data) => received.push(data));
+    await until(() => Buffer.concat(received).includes('part-two;'), 'the missed output');
     await driver.input(sessionId, 'go\r');
     await until(() => Buffer.concat(received).includes('part-three'), 'live output after the replay');
     const transcript = h.manager.get(sessionId)!.scrollback.read(0).data;

@@ -92,7 +92,7 @@ export const DEFAULT_FLOW: FlowLimits = {
   maxBatchBytes: 64 * 1024,
   highWaterBytes: 1024 * 1024,
   lowWaterBytes: 256 * 1024,
-  slowConsumerMs: 30_000,
+  detachGraceMs: 60_000,
 };
 
 function rpcErrorFor(error: unknown): RpcErrorObject | undefined {
@@ -291,6 +291,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ws.on('pong', () => (connection.awaitingPong = false));
     ws.on('error', (error) => logger.warn({ err: error, connection: connection.id }, 'socket error'));
     ws.on('close', (code) => {
+      for (const pump of pumps.values()) pump.leave(connection);
       connections.delete(connection.id);
       connection.dispose();
       connection.controller.abort(new GatewayError('internal_error', 'connection closed'));

@@ -73,7 +73,7 @@ it('a client that reads nothing and sends 200 × pty.replay of 1 MiB keeps serve
   client.destroy();
 });
 
-it('follow reads a replay longer than one answer, every byte once', async () => {
+it('follow reads a scrollback longer than one replay answer, every byte once', async () => {
   h = await startGateway();
   const session = h.manager.spawn({
     command: '/bin/sh',
@@ -88,5 +88,6 @@ it('follow reads a replay longer than one answer, every byte once', async () => 
   await client.follow(session.id, 0, (data) => received.push(data));
   const transcript = session.scrollback.read(0).data;
   expect(transcript.length).toBeGreaterThan(4 * 64 * 1024);
+  await until(() => Buffer.concat(received).length >= transcript.length, 'the whole scrollback');
   expect(Buffer.concat(received).equals(transcript)).toBe(true);
 });

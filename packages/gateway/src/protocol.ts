@@ -93,6 +93,11 @@ export const methods = {
      */
     result: z.object({ offset: z.number(), data: z.string(), end: z.number() }),
   },
+  'pty.follow': {
+    params: z.strictObject({ sessionId, fromOffset: z.int().min(0) }),
+    /** Where this connection's pty.output for the session resumes: `fromOffset`, or the oldest byte kept. */
+    result: z.object({ offset: z.number() }),
+  },
   'pty.ack': {
     params: z.strictObject({ sessionId, offset: z.int().min(0) }),
     result: z.object({}),

@@ -69,6 +69,7 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
   gateway.register('pty.replay', methods['pty.replay'].params, (params): MethodResult<'pty.replay'> => {
     const { offset, data } = ptyManager.require(params.sessionId).replay(params.fromOffset);
     const length = Math.min(data.length, params.maxBytes ?? MAX_REPLAY_BYTES, MAX_REPLAY_BYTES);
+    if (length === data.length) options.pumpFor(params.sessionId)?.release(); // replayed to the present
     return { offset, data: data.toString('base64', 0, length), end: offset + data.length };
   });
 
@@ -76,9 +77,25 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
     ptyManager.require(params.sessionId);
     const previous = context.connection.acked.get(params.sessionId) ?? 0;
     context.connection.acked.set(params.sessionId, Math.max(previous, params.offset));
-    options.pumpFor(params.sessionId)?.checkFlow();
+    const pump = options.pumpFor(params.sessionId);
+    pump?.release();
+    pump?.checkFlow();
     return {};
   });
+
+  gateway.register(
+    'pty.follow',
+    methods['pty.follow'].params,
+    (params, context): MethodResult<'pty.follow'> => {
+      const session = ptyManager.require(params.sessionId);
+      if (!context.connection.wants('pty.output', session.id)) {
+        throw new GatewayError('invalid_request', `subscribe to pty.output of session ${session.id} first`);
+      }
+      const pump = options.pumpFor(session.id);
+      if (pump === undefined) return { offset: session.scrollback.end };
+      return { offset: pump.followFrom(context.connection, params.fromOffset) };
+    },
+  );
 
   gateway.register('events.subscribe', methods['events.subscribe'].params, (params, context) => {
     for (const topic of params.topics) context.connection.topics.add(topic);

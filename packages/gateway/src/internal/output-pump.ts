@@ -1,11 +1,13 @@
-// Moves one session's output to every subscribed connection: batched (same-tick chunks at once
-// when idle, at most one frame per `batchMs` under load, or sooner at `maxBatchBytes`), offsets
-// without gaps, and flow control — above the high-water mark of any subscriber's backlog the pty is
-// paused, below the low-water mark of all it is resumed. A subscriber stuck above the mark for
-// longer than `slowConsumerMs` is disconnected (it can reconnect and replay) so it cannot freeze
-// the session for everyone else.
+// Moves one session's output to every viewer (a connection subscribed to its pty.output): batched
+// (same-tick chunks at once when idle, at most one frame per `batchMs` under load, or sooner at
+// `maxBatchBytes`), offsets without gaps, and flow control per viewer. A viewer whose backlog passes
+// the high-water mark gets no more live frames: it falls behind, and once under the low-water mark
+// it is caught up from the scrollback, then goes on live. The pty is paused only while every
+// viewer is behind. When the last viewer disconnects, the session's output is held (the pty paused
+// once it has made a scrollback's worth past what that viewer had acknowledged) for a grace period,
+// so a client that reconnects within it loses nothing; after it, the program runs on.
 import type { PtySession } from '@aleph/pty';
-import { SLOW_CONSUMER_CLOSE_CODE, type Connection } from './connection.js';
+import type { Connection } from './connection.js';
 import { outputFramer } from './frames.js';
 
 export interface FlowLimits {
@@ -13,13 +15,18 @@ export interface FlowLimits {
   readonly maxBatchBytes: number;
   readonly highWaterBytes: number;
   readonly lowWaterBytes: number;
-  readonly slowConsumerMs: number;
+  /** How long a detached session's output is held for a client to come back. */
+  readonly detachGraceMs: number;
 }
 
 /** A frame this large means bulk output: the next one may wait for the batch window. */
 const BULK_FRAME_BYTES = 1024;
 /** #scheduled when the flush is a microtask (nothing to cancel). */
 const SOON = Symbol('soon');
+/** Room left in the scrollback when a held session pauses: one read can land after the pause. */
+const HOLD_MARGIN_BYTES = 128 * 1024;
+/** How often viewers that are behind are looked at (acks also wake the pump at once). */
+const BEHIND_CHECK_MS = 10;
 
 export class OutputPump {
   readonly #session: PtySession;
@@ -28,10 +35,18 @@ export class OutputPump {
   readonly #chunks: Buffer[] = [];
   #pendingBytes = 0;
   #firstOffset = 0;
+  /** Offset one past the last byte sent live: where the next live frame starts. */
+  #flushed: number;
   #lastFlushAt = 0;
   #lastFrameBytes = 0;
   #scheduled: NodeJS.Timeout | NodeJS.Immediate | typeof SOON | undefined;
-  #flowCheck: NodeJS.Timeout | undefined;
+  #behindCheck: NodeJS.Timeout | undefined;
+  /** The pty is paused because every viewer is behind. */
+  #blocked = false;
+  /** Since the last viewer left: output from this offset on is held, until #graceTimer fires. */
+  #holdFrom: number | undefined;
+  #held = false;
+  #graceTimer: NodeJS.Timeout | undefined;
   readonly #frame: (offset: number, data: Buffer) => Buffer;
 
   constructor(session: PtySession, connections: () => Iterable<Connection>, limits: FlowLimits) {
@@ -39,7 +54,14 @@ export class OutputPump {
     this.#connections = connections;
     this.#limits = limits;
     this.#frame = outputFramer(session.id);
+    this.#flushed = session.scrollback.end;
     session.onData((chunk, offset) => this.#onData(chunk, offset));
+  }
+
+  /** Connections that want this session's output now. */
+  *#viewers(): Generator<Connection> {
+    for (const connection of this.#connections())
+      if (connection.open && connection.wants('pty.output', this.#session.id)) yield connection;
   }
 
   #onData(chunk: Buffer, offset: number): void {
@@ -89,59 +111,138 @@ export class OutputPump {
     this.#pendingBytes = 0;
     this.#lastFlushAt = performance.now();
     this.#lastFrameBytes = data.length;
-    const frame = this.#frame(offset, data);
     const end = offset + data.length;
-    let over = false;
-    for (const connection of this.#connections()) {
-      if (!connection.open || !connection.wants('pty.output', this.#session.id)) continue;
-      connection.send(frame);
-      connection.sent.set(this.#session.id, end);
-      if (connection.backlog(this.#session.id) > this.#limits.highWaterBytes) over = true;
+    this.#flushed = end;
+    let frame: Buffer | undefined;
+    let live = 0;
+    let viewers = 0;
+    for (const viewer of this.#viewers()) {
+      viewers += 1;
+      const sent = viewer.sent.get(this.#session.id) ?? offset; // a new viewer starts live
+      if (sent !== offset || viewer.backlog(this.#session.id) > this.#limits.highWaterBytes) continue;
+      frame ??= this.#frame(offset, data);
+      viewer.send(frame);
+      viewer.sent.set(this.#session.id, end);
+      if (viewer.backlog(this.#session.id) <= this.#limits.highWaterBytes) live += 1;
     }
-    if (over) this.#pause();
+    if (viewers > 0 && live < viewers) this.checkFlow();
+    else if (viewers === 0) this.#holdIfDue();
   }
 
-  /** Re-evaluates flow control now (after an ack, a disconnect). */
+  /** Re-evaluates flow control now (after an ack, a new viewer, a disconnect). */
   checkFlow(): void {
-    if (this.#flowCheck === undefined) return;
-    const now = performance.now();
-    let blocked = false;
-    for (const connection of this.#connections()) {
-      if (!connection.open || !connection.wants('pty.output', this.#session.id)) continue;
-      const backlog = connection.backlog(this.#session.id);
-      if (backlog > this.#limits.lowWaterBytes) {
-        blocked = true;
-        connection.overSince ??= now;
-        if (now - connection.overSince > this.#limits.slowConsumerMs) {
-          connection.socket.close(
-            SLOW_CONSUMER_CLOSE_CODE,
-            'slow consumer: reconnect and replay from your last offset',
-          );
-        }
-      } else {
-        connection.overSince = undefined;
-      }
+    let viewers = 0;
+    let live = 0;
+    let behind = 0;
+    for (const viewer of this.#viewers()) {
+      viewers += 1;
+      const id = this.#session.id;
+      const sent = viewer.sent.get(id) ?? this.#flushed;
+      if (sent < this.#flushed && viewer.backlog(id) <= this.#limits.lowWaterBytes) this.#catchUp(viewer);
+      const caughtUp = (viewer.sent.get(id) ?? this.#flushed) === this.#flushed;
+      if (caughtUp && viewer.backlog(id) <= this.#limits.highWaterBytes) live += 1;
+      else behind += 1;
     }
-    if (!blocked) this.#resume();
+    this.#setBlocked(viewers > 0 && live === 0);
+    this.#watchBehind(behind > 0);
+    if (viewers === 0) this.#holdIfDue();
   }
 
-  #pause(): void {
-    if (this.#flowCheck !== undefined) return;
+  /** Sends a viewer that fell behind what it missed, from the scrollback, up to the high-water mark. */
+  #catchUp(viewer: Connection): void {
+    const id = this.#session.id;
+    let sent = viewer.sent.get(id) ?? this.#flushed;
+    const { offset, data } = this.#session.replay(sent);
+    // Older bytes are gone from the scrollback: the viewer sees the gap in offsets (and can take
+    // a snapshot); what is kept follows without one.
+    sent = offset;
+    const end = Math.min(this.#flushed, offset + data.length);
+    while (sent < end && viewer.backlog(id) <= this.#limits.highWaterBytes) {
+      const length = Math.min(this.#limits.maxBatchBytes, end - sent);
+      viewer.send(this.#frame(sent, data.subarray(sent - offset, sent - offset + length)));
+      sent += length;
+    }
+    viewer.sent.set(id, sent);
+  }
+
+  /** A viewer asks for the output from `fromOffset` on; answers where it will resume. */
+  followFrom(viewer: Connection, fromOffset: number): number {
+    const offset = Math.min(Math.max(fromOffset, this.#session.scrollback.start), this.#flushed);
+    viewer.sent.set(this.#session.id, offset);
+    this.#holdFrom = undefined; // the one it was held for is back, or another viewer is: it is theirs now
+    // After the answer to this request has gone out: the frames follow it.
+    setImmediate(() => {
+      this.checkFlow(); // behind: it keeps the pty paused until it has caught up
+      this.#endHold();
+    });
+    return offset;
+  }
+
+  /**
+   * A client is back (an ack, a replay that reached the present): the held output is its to read
+   * now, and the pty runs again as flow control allows.
+   */
+  release(): void {
+    if (this.#holdFrom === undefined && !this.#held) return;
+    this.#endHold();
+    this.checkFlow();
+  }
+
+  /** The last viewer is leaving: hold the output from what it had acknowledged. */
+  leave(viewer: Connection): void {
+    const id = this.#session.id;
+    if (!viewer.wants('pty.output', id) || this.#limits.detachGraceMs <= 0) return;
+    for (const other of this.#viewers()) if (other !== viewer) return;
+    const from = viewer.acked.get(id) ?? viewer.sent.get(id) ?? this.#flushed;
+    this.#holdFrom = Math.min(this.#holdFrom ?? from, from);
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#graceTimer = setTimeout(() => this.#endHold(), this.#limits.detachGraceMs);
+    this.#graceTimer.unref();
+  }
+
+  #holdIfDue(): void {
+    if (this.#holdFrom === undefined || this.#held) return;
+    const room = Math.min(this.#limits.highWaterBytes, this.#session.scrollback.capacity - HOLD_MARGIN_BYTES);
+    if (this.#session.scrollback.end - this.#holdFrom < room) return;
+    this.#held = true;
     this.#session.pause();
-    this.#flowCheck = setInterval(() => this.checkFlow(), 10);
-    this.#flowCheck.unref();
   }
 
-  #resume(): void {
-    if (this.#flowCheck !== undefined) clearInterval(this.#flowCheck);
-    this.#flowCheck = undefined;
-    for (const connection of this.#connections()) connection.overSince = undefined;
-    this.#session.resume();
+  #endHold(): void {
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
+    this.#holdFrom = undefined;
+    if (!this.#held) return;
+    this.#held = false;
+    if (!this.#blocked) this.#session.resume();
+  }
+
+  #setBlocked(blocked: boolean): void {
+    if (blocked === this.#blocked) return;
+    this.#blocked = blocked;
+    if (blocked) this.#session.pause();
+    else if (!this.#held) this.#session.resume();
+  }
+
+  #watchBehind(on: boolean): void {
+    if (on && this.#behindCheck === undefined) {
+      this.#behindCheck = setInterval(() => this.checkFlow(), BEHIND_CHECK_MS);
+      this.#behindCheck.unref();
+    } else if (!on && this.#behindCheck !== undefined) {
+      clearInterval(this.#behindCheck);
+      this.#behindCheck = undefined;
+    }
+  }
+
+  /** For tests and `pty.list`: the pty is held for a detached client. */
+  get holding(): boolean {
+    return this.#holdFrom !== undefined;
   }
 
   dispose(): void {
     this.flush();
-    if (this.#flowCheck !== undefined) clearInterval(this.#flowCheck);
-    this.#flowCheck = undefined;
+    this.#watchBehind(false);
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#graceTimer = undefined;
   }
 }
