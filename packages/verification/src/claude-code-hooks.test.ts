@@ -258,6 +258,17 @@ describe('settings discovery like Claude Code', () => {
     ]);
   });
 
+  it('user settings follow CLAUDE_CONFIG_DIR when it is set, as in Claude Code', () => {
+    process.env['CLAUDE_CONFIG_DIR'] = join(home, '.claude');
+    try {
+      expect(discoverClaudeCodeHooks({ projectDir: project }).files[0]).toBe(
+        join(home, '.claude', 'settings.json'),
+      );
+    } finally {
+      delete process.env['CLAUDE_CONFIG_DIR'];
+    }
+  });
+
   it('a named hooks/hooks.json of a plugin gets CLAUDE_PLUGIN_ROOT; identical hooks run once', () => {
     const file = join(plugin, 'hooks', 'hooks.json');
     const found = discoverClaudeCodeHooks({

@@ -36,7 +36,10 @@ export interface ClaudeCodeHooks {
 export interface DiscoverClaudeCodeHooksOptions {
   /** The run's project root: `.claude/settings*.json` are read there, and every hook runs there. */
   readonly projectDir: string;
-  /** Where `~/.claude/settings.json` is looked up; `null` skips user settings. Default: the user's home. */
+  /**
+   * The home whose `.claude/settings.json` is read; `null` skips user settings. Default: Claude
+   * Code's own rule, `$CLAUDE_CONFIG_DIR/settings.json`, else `~/.claude/settings.json`.
+   */
   readonly home?: string | null;
   /** More hooks files (`[hooks] files`), already resolved by the caller; a missing one is an error. */
   readonly files?: readonly string[];
@@ -138,8 +141,15 @@ function pluginRootOf(file: string): string | undefined {
 export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions): ClaudeCodeHooks {
   const projectDir = resolve(options.projectDir);
   const home = options.home === undefined ? homedir() : options.home;
+  const configDir = process.env['CLAUDE_CONFIG_DIR'];
+  const userSettings =
+    options.home === undefined && configDir !== undefined && configDir !== ''
+      ? join(resolve(configDir), 'settings.json')
+      : home === null
+        ? undefined
+        : join(home, '.claude', 'settings.json');
   const sources: { path: string; required: boolean; pluginRoot?: string }[] = [
-    ...(home === null ? [] : [{ path: join(home, '.claude', 'settings.json'), required: false }]),
+    ...(userSettings === undefined ? [] : [{ path: userSettings, required: false }]),
     { path: join(projectDir, '.claude', 'settings.json'), required: false },
     { path: join(projectDir, '.claude', 'settings.local.json'), required: false },
     ...(options.files ?? []).map((file) => {

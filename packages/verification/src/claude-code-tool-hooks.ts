@@ -23,6 +23,8 @@ export interface ToolHookResult {
 export interface ToolHookRunContext {
   readonly sessionId?: string;
   readonly signal?: AbortSignal;
+  /** The run's project root; the options' `projectDir` when absent. */
+  readonly projectDir?: string;
   readonly transcriptPath?: string;
   readonly permissionMode?: string;
 }
@@ -114,7 +116,8 @@ export class ClaudeCodeToolHooks {
   }
 
   async before(call: ToolHookCall, ctx: ToolHookRunContext = {}): Promise<ToolHookDecision> {
-    const claudeInput = toClaudeInput(call.name, call.args, this.#options.projectDir);
+    const projectDir = ctx.projectDir ?? this.#options.projectDir;
+    const claudeInput = toClaudeInput(call.name, call.args, projectDir);
     const runs = await this.#run('PreToolUse', call, ctx, { tool_input: claudeInput });
     const denials: string[] = [];
     let rewritten: Record<string, unknown> | undefined;
@@ -138,7 +141,7 @@ export class ClaudeCodeToolHooks {
     }
     if (denials.length > 0) return { kind: 'deny', reason: capForModel(denials.join('\n\n')) };
     if (rewritten !== undefined)
-      return { kind: 'rewrite', args: fromClaudeInput(call.name, rewritten, this.#options.projectDir) };
+      return { kind: 'rewrite', args: fromClaudeInput(call.name, rewritten, projectDir) };
     return { kind: 'allow' };
   }
 
@@ -148,7 +151,7 @@ export class ClaudeCodeToolHooks {
     ctx: ToolHookRunContext = {},
   ): Promise<void | { feedback: string }> {
     const runs = await this.#run('PostToolUse', call, ctx, {
-      tool_input: toClaudeInput(call.name, call.args, this.#options.projectDir),
+      tool_input: toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir),
       tool_response: { output: result.output, is_error: result.isError ?? false },
     });
     const feedback: string[] = [];
@@ -182,7 +185,7 @@ export class ClaudeCodeToolHooks {
       const key = JSON.stringify([hook.command, hook.args ?? null]);
       return seen.has(key) ? false : (seen.add(key), true);
     });
-    const { projectDir } = this.#options;
+    const projectDir = ctx.projectDir ?? this.#options.projectDir;
     const input = {
       session_id: ctx.sessionId ?? '',
       ...(ctx.transcriptPath === undefined ? {} : { transcript_path: ctx.transcriptPath }),
