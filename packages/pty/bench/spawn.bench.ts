@@ -1,9 +1,12 @@
 // pnpm bench: what a spawn costs a big server, with the fork-free spawn (Linux) against node-pty's
 // forkpty, each in its own process with 200 MB of memory in use. Prints figures; asserts nothing.
 // node-pty's fork leaves every page copy-on-write, so the server's next write to each one faults.
-import { spawnSync } from 'node:child_process';
+// Also the resident memory of the package's helper processes (the spawn helper and the watchdog),
+// beside an idle bare Node process measured in the same run (the spawn helper was one: 43 MB).
+import { spawn, spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { PtySession } from '../src/index.js';
+import { PtyManager, PtySession } from '../src/index.js';
 
 const MB = 200;
 const ROUNDS = 5;
@@ -30,6 +33,39 @@ if (process.argv[2] === 'measure') {
     await session.exited;
   }
   process.stdout.write(JSON.stringify(result));
+} else if (process.argv[2] === 'memory') {
+  // Helpers' RSS with 0 and with 16 sessions running; then a bare idle Node process's.
+  const children = () =>
+    readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .flatMap((entry) => {
+        try {
+          const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+          if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== process.pid) return [];
+          return [{ pid: Number(entry), command: readFileSync(`/proc/${entry}/cmdline`, 'latin1') }];
+        } catch {
+          return [];
+        }
+      });
+  const rss = (pid: number) =>
+    Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+  const helpers = () =>
+    Object.fromEntries(
+      children()
+        .filter(({ command }) => /aleph-pty-(spawner|watchdog)/.test(command))
+        .map(({ pid, command }) => [/aleph-pty-(\w+)/.exec(command)?.[1] ?? '?', rss(pid)]),
+    );
+  const manager = new PtyManager();
+  await manager.spawn({ command: '/bin/true', cols: 80, rows: 24 }).exited;
+  const idle = helpers();
+  for (let count = 0; count < 16; count += 1) manager.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+  const busy = helpers();
+  await manager.closeAll();
+  const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const node = rss(bare.pid ?? 0);
+  bare.kill();
+  process.stdout.write(JSON.stringify({ idle, busy, node }));
 } else {
   const measure = (fork: boolean) => {
     const run = spawnSync(
@@ -51,5 +87,18 @@ if (process.argv[2] === 'measure') {
   );
   console.log(
     `writing the ${MB} MB after a spawn: ${f(median(ours.writeAfter))} ms, after a node-pty spawn ${f(median(nodePty.writeAfter))} ms (before any spawn: ${f(median(ours.writeBefore))} ms)`,
+  );
+  const memory = JSON.parse(
+    spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), 'memory'], {
+      encoding: 'utf8',
+    }).stdout,
+  ) as { idle: Record<string, number>; busy: Record<string, number>; node: number };
+  const { idle, busy, node } = memory;
+  const helper = idle['spawner'] ?? NaN;
+  console.log(
+    `spawn helper RSS: ${f(helper)} MB idle, ${f(busy['spawner'] ?? NaN)} MB with 16 sessions (target ≤ 12 MB: ${helper <= 12 ? 'met' : 'MISSED'}); the Node helper it replaces: 43 MB (issue 16); a bare idle Node process here: ${f(node)} MB (ratio ${(helper / node).toFixed(3)})`,
+  );
+  console.log(
+    `watchdog RSS: ${f(idle['watchdog'] ?? NaN)} MB idle, ${f(busy['watchdog'] ?? NaN)} MB with 16 sessions`,
   );
 }

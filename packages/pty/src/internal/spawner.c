@@ -1,0 +1,224 @@
+// The spawn helper of @aleph/pty (Linux): runs each program on a terminal the server opened, so the
+// server never forks (see spawner.ts). Started once; goes when its stdin closes (the server is gone:
+// the watchdog, not this, ends what is still running). Built by the package's `build` script.
+//
+// Requests come on the request FIFO: "<length>\n", then <length> bytes of NUL-terminated fields:
+// id, terminal path, cwd, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
+// FIFO, in order: "<id> <pid>\n" once the program runs (it is then a session leader with the
+// terminal as its controlling tty, as after forkpty), or "<id> E <why>\n". Exits are reported on
+// stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int child_signal[2] = {-1, -1}; // written by the SIGCHLD handler: some child changed state
+
+static void on_child(int sig) {
+  (void)sig;
+  int saved = errno;
+  if (write(child_signal[1], "", 1) < 0) {
+    // full: a wake-up is already pending
+  }
+  errno = saved;
+}
+
+/* pipe2() is not everywhere; this process has one thread, so nothing can fork in between. */
+static int flagged_pipe(int fds[2], int flags) {
+  if (pipe(fds) < 0) return -1;
+  for (int at = 0; at < 2; at++) {
+    fcntl(fds[at], F_SETFD, FD_CLOEXEC);
+    if (flags & O_NONBLOCK) fcntl(fds[at], F_SETFL, O_NONBLOCK);
+  }
+  return 0;
+}
+
+static void write_all(int fd, const char *text, size_t length) {
+  while (length > 0) {
+    ssize_t written = write(fd, text, length);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return; // the server is gone: stdin's end will say so
+    text += written;
+    length -= (size_t)written;
+  }
+}
+
+/* In the child: tells the helper why it could not run the program, and ends. */
+static void fail(int error_pipe, const char *what) {
+  char message[512];
+  int length = snprintf(message, sizeof message, "%s: %s", what, strerror(errno));
+  write_all(error_pipe, message, length < 0 ? 0 : (size_t)length);
+  _exit(127);
+}
+
+static void run(char *tty, char *cwd, char *file, char **argv, char **env, int error_pipe) {
+  // Undo what the helper set up for itself: ignored signals would be inherited across exec.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
+  if (setsid() < 0) fail(error_pipe, "setsid");
+  int terminal = open(tty, O_RDWR); // a session leader's first terminal becomes its controlling tty
+  if (terminal < 0) fail(error_pipe, tty);
+  if (ioctl(terminal, TIOCSCTTY, 0) < 0) fail(error_pipe, "TIOCSCTTY");
+  for (int fd = 0; fd < 3; fd++)
+    if (dup2(terminal, fd) < 0) fail(error_pipe, "dup2");
+  if (terminal > 2) close(terminal);
+  if (chdir(cwd) < 0) fail(error_pipe, cwd);
+  environ = env; // so that execvp searches the program's PATH
+  execvp(file, argv);
+  fail(error_pipe, file);
+}
+
+/* Splits `count` NUL-terminated fields off `*cursor` into a NULL-terminated array. */
+static char **take(char **cursor, const char *end, long count) {
+  if (count < 0 || count > 1 << 20) return NULL;
+  char **fields = calloc((size_t)count + 1, sizeof *fields);
+  if (fields == NULL) return NULL;
+  for (long at = 0; at < count; at++) {
+    if (*cursor >= end) {
+      free(fields);
+      return NULL;
+    }
+    fields[at] = *cursor;
+    *cursor += strlen(*cursor) + 1;
+  }
+  return fields;
+}
+
+static void spawn_program(char *request, size_t length, int reply) {
+  char *cursor = request, *end = request + length;
+  char **head = length > 0 && end[-1] == '\0' ? take(&cursor, end, 5) : NULL; // id tty cwd file argc
+  char **argv = head ? take(&cursor, end, strtol(head[4], NULL, 10)) : NULL;
+  char **count = argv ? take(&cursor, end, 1) : NULL;
+  char **env = count ? take(&cursor, end, strtol(count[0], NULL, 10)) : NULL;
+  char answer[600];
+  int answer_length;
+  int error_pipe[2];
+  if (env == NULL || argv[0] == NULL) {
+    answer_length = snprintf(answer, sizeof answer, "%s E malformed request\n", head ? head[0] : "0");
+  } else if (flagged_pipe(error_pipe, 0) < 0) {
+    answer_length = snprintf(answer, sizeof answer, "%s E pipe: %s\n", head[0], strerror(errno));
+  } else {
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(error_pipe[0]);
+      run(head[1], head[2], head[3], argv, env, error_pipe[1]);
+    }
+    int fork_error = errno;
+    close(error_pipe[1]);
+    // The pipe closes on exec (success) or carries the reason (failure).
+    char why[512] = "";
+    ssize_t read_length = 0;
+    if (pid > 0)
+      while ((read_length = read(error_pipe[0], why, sizeof why - 1)) < 0 && errno == EINTR) {
+      }
+    close(error_pipe[0]);
+    if (pid < 0) {
+      answer_length = snprintf(answer, sizeof answer, "%s E fork: %s\n", head[0], strerror(fork_error));
+    } else if (read_length > 0) {
+      why[read_length] = '\0';
+      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+      } // reaped here, so no exit is reported for it
+      answer_length = snprintf(answer, sizeof answer, "%s E %s\n", head[0], why);
+    } else {
+      answer_length = snprintf(answer, sizeof answer, "%s %d\n", head[0], (int)pid);
+    }
+  }
+  for (char *at = answer; at < answer + answer_length - 1; at++)
+    if (*at == '\n') *at = ' ';
+  write_all(reply, answer, answer_length < 0 ? 0 : (size_t)answer_length);
+  free(head);
+  free(argv);
+  free(count);
+  free(env);
+}
+
+static void report_exits(void) {
+  char drain[64];
+  while (read(child_signal[0], drain, sizeof drain) > 0) {
+  }
+  int status;
+  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+    char line[64];
+    int length = WIFSIGNALED(status) ? snprintf(line, sizeof line, "%d s %d\n", (int)pid, WTERMSIG(status))
+                                     : snprintf(line, sizeof line, "%d c %d\n", (int)pid, WEXITSTATUS(status));
+    write_all(STDOUT_FILENO, line, (size_t)length);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s REQUEST_FIFO REPLY_FIFO\n", argv[0]);
+    return 2;
+  }
+  // Ctrl-C in the server's terminal, or a hangup, reaches us too (same process group): we stay
+  // until the server is gone (stdin closes).
+  const int ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGTTIN, SIGTTOU};
+  for (size_t at = 0; at < sizeof ignored / sizeof ignored[0]; at++) signal(ignored[at], SIG_IGN);
+  // Read-write, so that no open waits for the server's end.
+  int request = open(argv[1], O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  int reply = open(argv[2], O_RDWR | O_CLOEXEC);
+  if (request < 0 || reply < 0 || flagged_pipe(child_signal, O_NONBLOCK) < 0) {
+    perror("aleph-pty-spawner");
+    return 1;
+  }
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = on_child;
+  action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &action, NULL);
+
+  size_t capacity = 1 << 16, used = 0;
+  char *buffer = malloc(capacity);
+  struct pollfd watched[3] = {{STDIN_FILENO, POLLIN, 0}, {request, POLLIN, 0}, {child_signal[0], POLLIN, 0}};
+  for (;;) {
+    if (poll(watched, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (watched[2].revents) report_exits();
+    if (watched[0].revents) {
+      char ignored_input[256];
+      ssize_t length = read(STDIN_FILENO, ignored_input, sizeof ignored_input);
+      if (length == 0 || (length < 0 && errno != EINTR && errno != EAGAIN)) break; // the server is gone
+    }
+    if (!watched[1].revents) continue;
+    ssize_t length = read(request, buffer + used, capacity - used);
+    if (length <= 0) continue;
+    used += (size_t)length;
+    for (;;) {
+      char *newline = memchr(buffer, '\n', used < 24 ? used : 24);
+      if (newline == NULL) break;
+      size_t body = strtoul(buffer, NULL, 10), header = (size_t)(newline - buffer) + 1;
+      if (header + body > capacity) {
+        char *grown = buffer == NULL ? NULL : realloc(buffer, header + body);
+        if (grown == NULL) return 1;
+        buffer = grown;
+        capacity = header + body;
+      }
+      if (used < header + body) break;
+      spawn_program(buffer + header, body, reply);
+      used -= header + body;
+      memmove(buffer, buffer + header + body, used);
+    }
+  }
+  // The server is gone: its FIFOs' folder goes with us.
+  unlink(argv[1]);
+  unlink(argv[2]);
+  char *slash = strrchr(argv[1], '/');
+  if (slash != NULL) {
+    *slash = '\0';
+    rmdir(argv[1]);
+  }
+  return 0;
+}
