@@ -1,5 +1,7 @@
+import { execFileSync } from 'node:child_process';
 import {
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readFileSync,
   realpathSync,
@@ -191,7 +193,6 @@ describe('the server process', () => {
     await client.subscribe(['agent.*']);
     const dirs = [join(work, 'a'), join(work, 'b')];
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-    const { mkdirSync } = await import('node:fs');
     for (const dir of dirs) mkdirSync(dir);
     const runs = await Promise.all(
       dirs.map((cwd, i) =>
@@ -311,5 +312,44 @@ describe('the server process', () => {
     expect(result.stdout).toContain('ended: {"kind":"model_stop"}');
     const listed = await runToExit([CLI, 'sessions'], env);
     expect(listed.stdout).toMatch(/agent runs \(1\)\n {2}\S+ {2}done \(model_stop\)/);
+  });
+
+  it('FIFOs in the workdir: read_file refuses them, the server keeps answering, SIGTERM stops it', async () => {
+    const fifos = join(work, 'fifos');
+    mkdirSync(fifos);
+    for (const name of ['f1', 'f2', 'f3', 'f4', 'f5']) execFileSync('mkfifo', [join(fifos, name)]);
+    // One turn reads all five at once: more than libuv's four workers.
+    const model = await startFakeLlm((conversation) =>
+      conversation.at(-1)?.role === 'tool'
+        ? { text: 'done\nVERDICT: PASS' }
+        : { calls: ['f1', 'f2', 'f3', 'f4', 'f5'].map((path) => ({ name: 'read_file', args: { path } })) },
+    );
+    try {
+      const { server, client } = await start(
+        agentConfig()
+          .replace(llm.baseUrl, model.baseUrl)
+          .replace('max_iterations = 12', 'tool_timeout_secs = 1'),
+      );
+      await client.subscribe(['agent.*']);
+      const tools: Record<string, any>[] = [];
+      client.onEvent((topic, params) => topic === 'agent.tool' && tools.push(params as Record<string, any>));
+      const { runId, sessionId } = await client.request<{ runId: string; sessionId: string }>('agent.run', {
+        prompt: 'read the pipes',
+        cwd: fifos,
+      });
+      expect((await waitForDone(client, runId))['terminateReason']).toEqual({ kind: 'model_stop' });
+      expect(tools.map((tool) => [tool['ok'], tool['output']])).toEqual(
+        ['f1', 'f2', 'f3', 'f4', 'f5'].map((name) => [
+          false,
+          `refused: ${name} is a FIFO (named pipe), not a regular file`,
+        ]),
+      );
+      // Every libuv worker is still free: a read of the session log answers.
+      const history = await client.request<{ events: unknown[] }>('agent.history', { sessionId });
+      expect(history.events.length).toBeGreaterThan(0);
+      expect(await server.stop('SIGTERM')).toBe(0);
+    } finally {
+      await model.close();
+    }
   });
 });

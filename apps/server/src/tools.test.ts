@@ -1,10 +1,13 @@
+import { execFileSync, spawn } from 'node:child_process';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   realpathSync,
   rmSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -115,5 +118,107 @@ describe('built-in tools', () => {
       output: 'goal recorded; gate: test -f f.txt',
     });
     expect(goals.get('s1')).toEqual({ objective: 'x', gateCommand: 'test -f f.txt' });
+  });
+});
+
+describe('file tools refuse what is not a regular file inside the working directory', () => {
+  it('a FIFO is refused at once by read_file, write_file and edit_file (no open() that blocks)', async () => {
+    for (const name of ['f1', 'f2', 'f3', 'f4', 'f5']) execFileSync('mkfifo', [join(dir, name)]);
+    // More calls than libuv has workers: a blocking open() on any of them would wedge the rest.
+    const results = await Promise.all([
+      ...['f1', 'f2', 'f3', 'f4', 'f5'].map((path) => call('read_file', { path })),
+      call('write_file', { path: 'f1', content: 'x' }),
+      call('edit_file', { path: 'f2', old_string: 'a', new_string: 'b' }),
+    ]);
+    for (const result of results) {
+      expect(result).toEqual({ output: expect.stringMatching(/^refused: f\d is a FIFO/), isError: true });
+    }
+    expect(await call('read_file', { path: 'src' })).toEqual({
+      output: 'refused: src is a directory, not a regular file',
+      isError: true,
+    });
+  });
+
+  it('read_file applies its cap while reading: a 3 GiB sparse file gives its head and tail', async () => {
+    const big = join(dir, 'sparse.bin');
+    writeFileSync(big, 'HEAD');
+    truncateSync(big, 3 * 1024 ** 3);
+    const result = await call('read_file', { path: 'sparse.bin' });
+    expect(result.isError).toBeUndefined();
+    expect(result.output.startsWith('HEAD')).toBe(true);
+    expect(result.output).toContain(`…[${3 * 1024 ** 3 - 256 * 1024} bytes cut]…`);
+    rmSync(big);
+  });
+});
+
+describe('no write leaves the working directory through a symlink', () => {
+  let outside: string;
+  beforeAll(() => {
+    outside = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-outside-')));
+  });
+  afterAll(() => rmSync(outside, { recursive: true, force: true }));
+
+  it('a dangling symlink to a file outside is refused and nothing is created there', async () => {
+    symlinkSync(join(outside, 'x'), join(dir, 'dangling'));
+    expect(await call('write_file', { path: 'dangling', content: 'escaped' })).toMatchObject({
+      isError: true,
+      output: expect.stringContaining('outside the working directory'),
+    });
+    expect(existsSync(join(outside, 'x'))).toBe(false);
+  });
+
+  it('a nested chain of links (one dangling, into a folder outside) is refused', async () => {
+    mkdirSync(join(dir, 'n'));
+    symlinkSync('../n2', join(dir, 'n', 'hop')); // n/hop -> n2 (itself a link) -> outside/deep (missing)
+    symlinkSync(join(outside, 'deep'), join(dir, 'n2'));
+    symlinkSync('../n3', join(dir, 'n', 'file-hop')); // n/file-hop -> n3 -> outside/deep-file (missing)
+    symlinkSync(join(outside, 'deep-file'), join(dir, 'n3'));
+    for (const path of ['n/hop/file.txt', 'n2/a/b/file.txt', 'n/file-hop']) {
+      expect(await call('write_file', { path, content: 'escaped' })).toMatchObject({
+        isError: true,
+        output: expect.stringContaining('outside the working directory'),
+      });
+    }
+    expect(execFileSync('ls', ['-A', outside]).toString()).toBe('');
+  });
+
+  it('a link inside that points inside still works', async () => {
+    writeFileSync(join(dir, 'real.txt'), 'real body');
+    symlinkSync('real.txt', join(dir, 'alias.txt'));
+    expect(await call('read_file', { path: 'alias.txt' })).toEqual({ output: 'real body' });
+    expect(await call('write_file', { path: 'alias.txt', content: 'through the alias' })).toEqual({
+      output: 'wrote 17 bytes to real.txt',
+    });
+    expect(readFileSync(join(dir, 'real.txt'), 'utf8')).toBe('through the alias');
+  });
+
+  it('a folder swapped for a link to the outside while writing never lets a write through', async () => {
+    // Another process flips race/ between a real folder and a link to `outside` as fast as it can.
+    const swapper = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const fs = require('fs'); const d = process.argv[1], o = process.argv[2];
+         fs.mkdirSync(d + '.dir'); fs.symlinkSync(o, d + '.link');
+         for (;;) { fs.renameSync(d + '.dir', d); fs.renameSync(d, d + '.dir');
+                    fs.renameSync(d + '.link', d); fs.renameSync(d, d + '.link'); }`,
+        join(dir, 'race'),
+        outside,
+      ],
+      { stdio: 'ignore' },
+    );
+    let landed = 0;
+    try {
+      await expect.poll(() => existsSync(join(dir, 'race.link')) || existsSync(join(dir, 'race'))).toBe(true);
+      for (let index = 0; index < 300; index += 1) {
+        const wrote = await call('write_file', { path: `race/f${index}.txt`, content: 'x' });
+        if (!wrote.isError) landed += 1;
+        await call('edit_file', { path: `race/f${index}.txt`, old_string: 'x', new_string: 'y' });
+      }
+    } finally {
+      swapper.kill('SIGKILL');
+    }
+    expect(landed).toBeGreaterThan(0); // the folder was there often enough
+    expect(execFileSync('ls', ['-A', outside]).toString()).toBe('');
   });
 });

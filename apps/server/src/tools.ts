@@ -1,16 +1,19 @@
 // The built-in tools, each with its resource claim and kind. Paths are confined to the run's
 // working directory (symlinks included). `shell` runs in a pty from the shared PtyManager, so a
 // gateway client can watch it live.
-import { existsSync, realpathSync } from 'node:fs';
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, relative, resolve, sep } from 'node:path';
+import { realpathSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { relative, resolve } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
+import { confine, openInside, readCapped } from './workdir-files.js';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
 const READ_CAP = 256 * 1024;
+/** edit_file reads the whole file: past this size it refuses rather than hold it in memory. */
+const EDIT_CAP = 16 * 1024 * 1024;
 
 export interface Goal {
   readonly objective: string;
@@ -25,22 +28,6 @@ export interface ToolEnvironment {
   readonly defaultShellTimeoutMs: number;
   /** Told when `shell` starts a pty, so clients can be pointed at it. */
   readonly onShell?: (info: { sessionId: string; ptySessionId: string; command: string }) => void;
-}
-
-export class PathOutsideWorkdir extends Error {}
-
-/** Resolves `path` inside `root`, following symlinks of the part that exists. */
-export function confine(root: string, path: string): string {
-  const realRoot = realpathSync(root);
-  const target = resolve(realRoot, path);
-  let existing = target;
-  while (!existsSync(existing)) existing = dirname(existing);
-  const realExisting = realpathSync(existing);
-  const real = resolve(realExisting, relative(existing, target));
-  if (real !== realRoot && !real.startsWith(realRoot + sep)) {
-    throw new PathOutsideWorkdir(`path ${JSON.stringify(path)} is outside the working directory ${realRoot}`);
-  }
-  return real;
 }
 
 const guarded = async (work: () => Promise<ToolResult>): Promise<ToolResult> => {
@@ -121,8 +108,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
     execute: ({ path }) =>
       guarded(async () => {
-        const text = await readFile(confine(env.cwd, path), 'utf8');
-        return { output: capOutput(text, READ_CAP) };
+        await using file = await openInside(env.cwd, path, 'read');
+        return { output: await readCapped(file, READ_CAP) };
       }),
   };
 
@@ -134,11 +121,11 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, content }) =>
       guarded(async () => {
-        const target = confine(env.cwd, path);
-        await mkdir(dirname(target), { recursive: true });
-        await writeFile(target, content);
+        await using file = await openInside(env.cwd, path, 'write');
+        await file.truncate(0);
+        await file.writeFile(content);
         return {
-          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), target)}`,
+          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), confine(env.cwd, path))}`,
         };
       }),
   };
@@ -151,8 +138,13 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, old_string, new_string }) =>
       guarded(async () => {
-        const target = confine(env.cwd, path);
-        const text = await readFile(target, 'utf8');
+        await using file = await openInside(env.cwd, path, 'edit');
+        if ((await file.stat()).size > EDIT_CAP)
+          return {
+            output: `refused: ${path} is over ${EDIT_CAP} bytes; edit it with the shell`,
+            isError: true,
+          };
+        const text = await file.readFile('utf8');
         const count = text.split(old_string).length - 1;
         if (count !== 1) {
           return {
@@ -160,9 +152,11 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             isError: true,
           };
         }
-        await writeFile(
-          target,
+        await file.truncate(0);
+        await file.write(
           text.replace(old_string, () => new_string),
+          0,
+          'utf8',
         );
         return { output: `edited ${path}` };
       }),

@@ -14,7 +14,8 @@ export interface Turn {
 
 export type Reply =
   | { text: string; finish?: 'length' | 'content_filter' }
-  | { text?: string; call: { name: string; args: unknown } };
+  | { text?: string; call: { name: string; args: unknown } }
+  | { text?: string; calls: { name: string; args: unknown }[] }; // several calls in one turn
 export type Brain = (conversation: readonly Turn[], request: { model: string; tools: string[] }) => Reply;
 
 /** An HTTP error the endpoint answers with instead of the brain, in the protocol's error format. */
@@ -123,6 +124,8 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
     request.on('end', () => {
       const body = JSON.parse(raw || '{}');
       counter += 1;
+      const callsOf = (reply: Reply) =>
+        'calls' in reply ? reply.calls : 'call' in reply ? [reply.call] : [];
       if (request.url === '/v1/chat/completions') {
         requests.push({ format: 'openai', body, headers: request.headers });
         const failure = failures.shift();
@@ -131,18 +134,17 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
           model: body.model,
           tools: (body.tools ?? []).map((t: any) => t.function.name),
         });
+        const calls = callsOf(reply);
         const message =
-          'call' in reply
+          calls.length > 0
             ? {
                 role: 'assistant',
                 content: reply.text ?? null,
-                tool_calls: [
-                  {
-                    id: `call_${counter}`,
-                    type: 'function',
-                    function: { name: reply.call.name, arguments: JSON.stringify(reply.call.args) },
-                  },
-                ],
+                tool_calls: calls.map((call, index) => ({
+                  id: index === 0 ? `call_${counter}` : `call_${counter}_${index}`,
+                  type: 'function',
+                  function: { name: call.name, arguments: JSON.stringify(call.args) },
+                })),
               }
             : { role: 'assistant', content: reply.text };
         response.writeHead(200, { 'content-type': 'application/json' }).end(
@@ -155,7 +157,8 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
               {
                 index: 0,
                 message,
-                finish_reason: 'call' in reply ? 'tool_calls' : (reply.finish ?? 'stop'),
+                finish_reason:
+                  calls.length > 0 ? 'tool_calls' : ('finish' in reply && reply.finish) || 'stop',
               },
             ],
             usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
@@ -171,9 +174,12 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
         });
         const content = [
           ...(reply.text ? [{ type: 'text', text: reply.text }] : []),
-          ...('call' in reply
-            ? [{ type: 'tool_use', id: `toolu_${counter}`, name: reply.call.name, input: reply.call.args }]
-            : []),
+          ...callsOf(reply).map((call, index) => ({
+            type: 'tool_use',
+            id: index === 0 ? `toolu_${counter}` : `toolu_${counter}_${index}`,
+            name: call.name,
+            input: call.args,
+          })),
         ];
         response.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({
@@ -183,9 +189,9 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
             model: body.model,
             content,
             stop_reason:
-              'call' in reply
+              callsOf(reply).length > 0
                 ? 'tool_use'
-                : reply.finish === undefined
+                : !('finish' in reply) || reply.finish === undefined
                   ? 'end_turn'
                   : { length: 'max_tokens', content_filter: 'refusal' }[reply.finish],
             stop_sequence: null,
