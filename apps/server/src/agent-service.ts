@@ -12,7 +12,6 @@ import {
   type SessionStore,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
-import type { PtyManager } from '@aleph/pty';
 import {
   buildStopHooksFromConfig,
   ExtensionStopHookVerifier,
@@ -25,13 +24,14 @@ import {
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Config } from './config.js';
+import type { ServerPtys } from './agent-ptys.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import { builtinTools, type Goal } from './tools.js';
 
 export interface AgentServiceOptions {
   readonly config: Config;
   readonly gateway: Gateway;
-  readonly ptyManager: PtyManager;
+  readonly ptys: ServerPtys;
   readonly sessions: SessionStore;
   readonly power: PowerCapability;
   readonly logger: Logger;
@@ -220,7 +220,7 @@ export class AgentService {
     const tools = [
       ...builtinTools({
         cwd,
-        ptyManager: this.#options.ptyManager,
+        ptyManager: this.#options.ptys.agents,
         goals: this.#goals,
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
         onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),

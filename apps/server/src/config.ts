@@ -30,6 +30,8 @@ export const configSchema = z.strictObject({
       eviction: z
         .enum(['evict-oldest', 'reject'], { error: 'must be "evict-oldest" or "reject"' })
         .default('evict-oldest'),
+      /** The agents' `shell` commands: a pool of their own (no eviction, no idle expiry). */
+      agent_max_sessions: positiveInt.default(16),
     })
     .prefault({}),
   stop_hooks: z.array(stopHookEntrySchema).default([]),

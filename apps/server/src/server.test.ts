@@ -74,6 +74,13 @@ function waitForDone(client: GatewayClient, runId: string): Promise<Record<strin
   });
 }
 
+/** A model that makes these calls in order, one per turn, then stops. */
+const callsInOrder =
+  (calls: { name: string; args: unknown }[]) => (conversation: readonly { role: string }[]) => {
+    const next = calls[conversation.filter((turn) => turn.role === 'tool').length];
+    return next ? { call: next } : { text: 'done\nVERDICT: PASS' };
+  };
+
 describe('the server process', () => {
   it('starts with no provider: terminals work and agent.run answers no_provider', async () => {
     const { server, client } = await start('[gateway]\nport = 0\n');
@@ -348,6 +355,34 @@ describe('the server process', () => {
       const history = await client.request<{ events: unknown[] }>('agent.history', { sessionId });
       expect(history.events.length).toBeGreaterThan(0);
       expect(await server.stop('SIGTERM')).toBe(0);
+    } finally {
+      await model.close();
+    }
+  });
+
+  it("an agent's command never evicts a user's terminal and is never idle-expired while it runs", async () => {
+    const model = await startFakeLlm(
+      callsInOrder([{ name: 'shell', args: { command: 'sleep 2.5; echo finished' } }]),
+    );
+    try {
+      const { client } = await start(
+        agentConfig().replace(llm.baseUrl, model.baseUrl) + '\n[pty]\nmax_sessions = 1\nidle_ttl_secs = 1\n',
+      );
+      const user = await client.spawn({
+        command: '/bin/sh',
+        args: ['-c', 'while :; do echo tick; sleep 0.2; done'],
+        cols: 80,
+        rows: 24,
+      });
+      await client.subscribe(['agent.*']);
+      const tools: Record<string, any>[] = [];
+      client.onEvent((topic, params) => topic === 'agent.tool' && tools.push(params as Record<string, any>));
+      const { runId } = await client.request<{ runId: string }>('agent.run', { prompt: 'build', cwd: work });
+      await waitForDone(client, runId);
+      expect(tools).toEqual([
+        expect.objectContaining({ name: 'shell', ok: true, output: 'finished\n\n[exit code 0]' }),
+      ]);
+      expect((await client.list()).map((session) => session.sessionId)).toEqual([user.sessionId]);
     } finally {
       await model.close();
     }

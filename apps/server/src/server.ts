@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore } from '@aleph/harness';
 import { createPowerCapability } from '@aleph/power';
-import { PtyManager } from '@aleph/pty';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
+import { ServerPtys } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
 import type { Config } from './config.js';
 import { createProvider } from './providers.js';
@@ -42,11 +42,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     env,
     onWarning: (message) => logger.warn({ component: 'power' }, message),
   });
-  const ptyManager = new PtyManager({
-    maxSessions: config.pty.max_sessions,
-    idleTtlMs: config.pty.idle_ttl_secs * 1000,
-    eviction: config.pty.eviction,
-  });
+  const ptyManager = new ServerPtys(
+    {
+      maxSessions: config.pty.max_sessions,
+      idleTtlMs: config.pty.idle_ttl_secs * 1000,
+      eviction: config.pty.eviction,
+    },
+    { maxSessions: config.pty.agent_max_sessions },
+  );
   const sessions = createFileSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const { token, generated } = resolveToken(stateDir, config.gateway.token);
   const gateway = await createGateway({
@@ -60,7 +63,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const agents = new AgentService({
     config,
     gateway,
-    ptyManager,
+    ptys: ptyManager,
     sessions,
     power,
     logger: logger.child({ component: 'agent' }),

@@ -13,18 +13,20 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ToolService } from '@aleph/harness';
-import { PtyManager } from '@aleph/pty';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServerPtys } from './agent-ptys.js';
 import { builtinTools, SHELL_OUTPUT_CAP, type Goal } from './tools.js';
 
 let dir: string;
-const ptys = new PtyManager({ killStepMs: 100 });
+const ptys = new ServerPtys({ killStepMs: 100 }, { maxSessions: 4, killStepMs: 100 });
 const goals = new Map<string, Goal>();
 let tools: ToolService;
 const ctx = { signal: new AbortController().signal, sessionId: 's1' };
 beforeAll(() => {
   dir = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-tools-')));
-  tools = new ToolService(builtinTools({ cwd: dir, ptyManager: ptys, goals, defaultShellTimeoutMs: 10_000 }));
+  tools = new ToolService(
+    builtinTools({ cwd: dir, ptyManager: ptys.agents, goals, defaultShellTimeoutMs: 10_000 }),
+  );
 });
 afterAll(async () => {
   await ptys.closeAll();
@@ -68,13 +70,13 @@ describe('built-in tools', () => {
     });
   });
 
-  it('shell runs in a pty from the shared manager, returns the exit code, caps output', async () => {
+  it("shell runs in a pty of the agents' pool, returns the exit code (non-zero: an error), caps output", async () => {
     writeFileSync(join(dir, 'f.txt'), 'file body\n');
     let watched: string | undefined;
     const local = new ToolService(
       builtinTools({
         cwd: dir,
-        ptyManager: ptys,
+        ptyManager: ptys.agents,
         goals,
         defaultShellTimeoutMs: 10_000,
         onShell: (info) => (watched = info.ptySessionId),
@@ -83,8 +85,9 @@ describe('built-in tools', () => {
     const parsed = local.parse('shell', { command: 'cat f.txt; exit 3' });
     if (!parsed.ok) throw new Error(parsed.error);
     const result = await parsed.tool.execute(parsed.args, ctx);
-    expect(result.output).toBe('file body\n\n[exit code 3]');
+    expect(result).toEqual({ output: 'file body\n\n[exit code 3]', isError: true });
     expect(watched).toBeDefined();
+    expect(ptys.list().map((session) => session.id)).not.toContain(watched); // ended with its command
     const big = await call('shell', { command: 'head -c 300000 /dev/zero | tr "\\0" y' });
     expect(big.output.length).toBeLessThan(SHELL_OUTPUT_CAP + 200);
     expect(big.output).toContain('characters cut');
@@ -220,5 +223,44 @@ describe('no write leaves the working directory through a symlink', () => {
     }
     expect(landed).toBeGreaterThan(0); // the folder was there often enough
     expect(execFileSync('ls', ['-A', outside]).toString()).toBe('');
+  });
+});
+
+describe('agent commands', () => {
+  it('a command ended by a signal is an error that names the signal', async () => {
+    expect(await call('shell', { command: 'kill -TERM $$' })).toEqual({
+      output: expect.stringMatching(/\[killed by SIGTERM\]$/),
+      isError: true,
+    });
+  });
+
+  it('wait for a free slot of their own pool: never evicting a user terminal, never idle-expired', async () => {
+    const pool = new ServerPtys(
+      { maxSessions: 1, idleTtlMs: 200, sweepIntervalMs: 20, killStepMs: 100 },
+      { maxSessions: 1, killStepMs: 100 },
+    );
+    try {
+      const user = pool.spawn({
+        command: '/bin/sh',
+        args: ['-c', 'while :; do echo tick; sleep 0.05; done'],
+        cols: 80,
+        rows: 24,
+      });
+      const local = new ToolService(
+        builtinTools({ cwd: dir, ptyManager: pool.agents, goals, defaultShellTimeoutMs: 20_000 }),
+      );
+      const shell = local.get('shell')!;
+      // Quiet for longer than the idle TTL, two at once in a pool of one.
+      const results = await Promise.all(
+        [1, 2].map((n) => shell.execute({ command: `sleep 0.6; echo finished-${n}` }, ctx)),
+      );
+      expect(results).toEqual([
+        { output: 'finished-1\n\n[exit code 0]' },
+        { output: 'finished-2\n\n[exit code 0]' },
+      ]);
+      expect(pool.list().map((session) => session.id)).toEqual([user.id]);
+    } finally {
+      await pool.closeAll();
+    }
   });
 });

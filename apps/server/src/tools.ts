@@ -1,13 +1,14 @@
 // The built-in tools, each with its resource claim and kind. Paths are confined to the run's
-// working directory (symlinks included). `shell` runs in a pty from the shared PtyManager, so a
-// gateway client can watch it live.
+// working directory (symlinks included). `shell` runs in a pty of the agents' own pool (visible to
+// the gateway, so a client can watch it live); a command that does not exit 0 is an error.
 import { realpathSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { relative, resolve } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
-import type { PtyManager } from '@aleph/pty';
+import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
+import { spawnWhenFree } from './agent-ptys.js';
 import { confine, openInside, readCapped } from './workdir-files.js';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
@@ -23,6 +24,7 @@ export interface Goal {
 export interface ToolEnvironment {
   /** The run's working directory: every path is confined to it. */
   readonly cwd: string;
+  /** Where `shell` commands run: the agents' own pool (`ServerPtys.agents`); a full pool is waited for. */
   readonly ptyManager: PtyManager;
   readonly goals: Map<string, Goal>;
   readonly defaultShellTimeoutMs: number;
@@ -44,6 +46,15 @@ function capOutput(text: string, cap: number): string {
   return `${text.slice(0, head)}\n…[${text.length - cap} characters cut]…\n${text.slice(text.length - (cap - head))}`;
 }
 
+/** How a command ended, in words: a timeout, a cancellation, a signal (and why it was sent) or the exit code. */
+function shellEnd(exit: ExitInfo, how: { timedOut: boolean; cancelled: boolean; timeoutMs: number }): string {
+  if (how.timedOut) return `timed out after ${how.timeoutMs} ms; the command was killed`;
+  if (how.cancelled) return 'cancelled; the command was killed';
+  if (exit.signal !== null)
+    return `killed by ${exit.signal}${exit.reason === 'exited' ? '' : ` (terminal ${exit.reason})`}`;
+  return `exit code ${exit.exitCode}`;
+}
+
 export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const pathKey = (path: string): string => {
     try {
@@ -61,13 +72,32 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     kind: 'evidence',
     timeoutMs: 3_600_000, // the command's own timeout below is the real bound
     execute: async ({ command, timeout_secs }, ctx) => {
-      const session = env.ptyManager.spawn({
-        command: '/bin/sh',
-        args: ['-c', command],
-        cwd: env.cwd,
-        cols: 200,
-        rows: 50,
-      });
+      const timeoutMs = timeout_secs === undefined ? env.defaultShellTimeoutMs : timeout_secs * 1000;
+      const started = Date.now();
+      let session;
+      try {
+        // Waiting for a free agent terminal counts toward the command's timeout.
+        const wait = AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]);
+        session = await spawnWhenFree(
+          env.ptyManager,
+          {
+            command: '/bin/sh',
+            args: ['-c', command],
+            cwd: env.cwd,
+            cols: 200,
+            rows: 50,
+          },
+          wait,
+        );
+      } catch (error) {
+        if (ctx.signal.aborted) return { output: '[cancelled before a terminal came free]', isError: true };
+        if ((error as Error).name === 'TimeoutError' || (error as Error).name === 'AbortError')
+          return {
+            output: `[timed out after ${timeoutMs} ms waiting for a free agent terminal; nothing ran]`,
+            isError: true,
+          };
+        throw error;
+      }
       env.onShell?.({ sessionId: ctx.sessionId, ptySessionId: session.id, command });
       const chunks: Buffer[] = [];
       let size = 0;
@@ -75,12 +105,14 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
         if (size < SHELL_OUTPUT_CAP * 4) chunks.push(chunk);
         size += chunk.length;
       });
-      const timeoutMs = timeout_secs === undefined ? env.defaultShellTimeoutMs : timeout_secs * 1000;
       let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        void session.close();
-      }, timeoutMs);
+      const timer = setTimeout(
+        () => {
+          timedOut = true;
+          void session.close();
+        },
+        Math.max(0, timeoutMs - (Date.now() - started)),
+      );
       const onAbort = (): void => void session.close();
       ctx.signal.addEventListener('abort', onAbort, { once: true });
       const exit = await session.exited;
@@ -90,13 +122,9 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
         Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n'),
         SHELL_OUTPUT_CAP,
       );
-      if (timedOut)
-        return {
-          output: `${output}\n[timed out after ${timeoutMs} ms; the command was killed]`,
-          isError: true,
-        };
-      const status = exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.exitCode}`;
-      return { output: `${output}\n[${status}]` };
+      const failed = timedOut || ctx.signal.aborted || exit.exitCode !== 0;
+      const end = shellEnd(exit, { timedOut, cancelled: ctx.signal.aborted, timeoutMs });
+      return { output: `${output}\n[${end}]`, ...(failed ? { isError: true } : {}) };
     },
   };
 

@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 1895, files: 12 },
   gateway: { lines: 1520, files: 10 },
   sandbox: { lines: 460, files: 6 },
-  server: { lines: 1730, files: 11 },
+  server: { lines: 1840, files: 12 },
   console: { lines: 1200, files: 7 },
 };
 

@@ -1,0 +1,79 @@
+// The terminals of the server: the user's (the gateway's pty.spawn: a cap with eviction and an idle
+// TTL) and, beside them, a pool for the agents' `shell` commands with a cap of its own, no eviction
+// and no idle expiry — an agent never evicts a user's terminal or another agent's running command,
+// and a quiet build a tool call is waiting on is never swept. One manager answers for both, so the
+// gateway lists, replays and closes an agent's command like any terminal (to watch it live).
+import { once } from 'node:events';
+import {
+  PtyError,
+  PtyManager,
+  type ExitInfo,
+  type PtyManagerOptions,
+  type PtySession,
+  type PtySpawnOptions,
+} from '@aleph/pty';
+
+export class ServerPtys extends PtyManager {
+  /** The agents' pool: spawn through `spawnWhenFree`, which waits for a free slot. */
+  readonly agents: PtyManager;
+
+  constructor(user: PtyManagerOptions, agent: { maxSessions: number; killStepMs?: number }) {
+    super(user);
+    this.agents = new PtyManager({
+      maxSessions: agent.maxSessions,
+      eviction: 'reject',
+      idleTtlMs: Number.POSITIVE_INFINITY, // the tool call's own timeout bounds a command
+      ...(agent.killStepMs === undefined ? {} : { killStepMs: agent.killStepMs }),
+    });
+    this.agents.on('spawn', (session) => this.emit('spawn', session));
+    this.agents.on('exit', (sessionId, info) => this.emit('exit', sessionId, info));
+    this.agents.on('forget', (sessionId) => this.emit('forget', sessionId));
+  }
+
+  override get(id: string): PtySession | undefined {
+    return super.get(id) ?? this.agents.get(id);
+  }
+
+  override require(id: string): PtySession {
+    const session = this.get(id);
+    if (session === undefined) throw new PtyError('unknown_session', `unknown session ${id}`);
+    return session;
+  }
+
+  override list(): PtySession[] {
+    return [...super.list(), ...this.agents.list()];
+  }
+
+  override listEnded(): PtySession[] {
+    return [...super.listEnded(), ...this.agents.listEnded()];
+  }
+
+  override forget(id: string): boolean {
+    return super.forget(id) || this.agents.forget(id);
+  }
+
+  override close(id: string): Promise<ExitInfo> {
+    return this.agents.get(id) === undefined ? super.close(id) : this.agents.close(id);
+  }
+
+  override async closeAll(): Promise<void> {
+    await Promise.all([super.closeAll(), this.agents.closeAll()]);
+  }
+}
+
+/** Spawns in `manager`, waiting (until `signal` aborts) while all its slots are busy. */
+export async function spawnWhenFree(
+  manager: PtyManager,
+  options: PtySpawnOptions,
+  signal: AbortSignal,
+): Promise<PtySession> {
+  for (;;) {
+    signal.throwIfAborted();
+    try {
+      return manager.spawn(options);
+    } catch (error) {
+      if (!(error instanceof PtyError) || error.code !== 'session_limit') throw error;
+    }
+    await once(manager, 'exit', { signal });
+  }
+}
