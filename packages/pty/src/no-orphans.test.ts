@@ -1,7 +1,8 @@
 // No orphans, even on SIGKILL: a real server-like process spawns, through PtyManager, programs that
 // ignore SIGHUP (and their background children, one in a job of its own), then is SIGKILLed. Every
 // one of them, and the package's own helper processes, must be gone within 2 s. Both spawn paths:
-// the spawn helper (Linux) and node-pty (ALEPH_PTY_FORK=1, as everywhere else).
+// the spawn helper (Linux) and node-pty (ALEPH_PTY_FORK=1, as everywhere else); and a watchdog killed
+// first, whose successor must take the terminals over.
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -47,9 +48,10 @@ setInterval(() => {}, 1000);
 `;
 
 describe.runIf(process.platform === 'linux')('a SIGKILLed server leaves nothing running', () => {
-  for (const [path, fork] of [
-    ['the spawn helper', '0'],
-    ['node-pty', '1'],
+  for (const [path, fork, killWatchdogFirst] of [
+    ['the spawn helper', '0', false],
+    ['node-pty', '1', false],
+    ['the spawn helper, after its first watchdog was killed', '0', true],
   ] as const) {
     it(`through ${path}`, async () => {
       const mark = `aleph-orphan-test-${process.pid}-${Date.now()}-${fork}`;
@@ -64,6 +66,13 @@ describe.runIf(process.platform === 'linux')('a SIGKILLed server leaves nothing 
         const sleeps = () => marked(mark).filter(({ command }) => command === 'sleep 7233').length;
         await until(() => sleeps() === 4, 'four sleeps to run', 20_000);
         expect(output).toContain("(trap '' HUP TERM; sleep 7233; :) &");
+        if (killWatchdogFirst) {
+          const watchdogs = () =>
+            marked(mark).filter(({ command }) => command.endsWith('aleph-pty-watchdog'));
+          const [first] = watchdogs();
+          process.kill(first!.pid, 'SIGKILL');
+          await until(() => watchdogs().some(({ pid }) => pid !== first!.pid), 'a new watchdog');
+        }
       } catch (error) {
         server.kill('SIGKILL');
         throw error;

@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PtySession } from './index.js';
+import { spawnWithoutFork } from './internal/spawner.js';
 import { alive, collect, until } from '../test/support.js';
 
 const sessions: PtySession[] = [];
@@ -87,6 +88,26 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
       });
       await until(() => markedProcesses().length === 0, 'the helper (and cat) to exit', 5000);
     }
+  });
+
+  it('passes arguments and environment intact; a program that cannot start is refused, and the helper goes on', async () => {
+    const session = PtySession.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'printf "%s|" "$@" "$ODD"', 'sh', 'two words', 'new\nline', 'é', ''],
+      env: { ODD: 'a\nb=c ü' },
+      cols: 80,
+      rows: 24,
+    });
+    sessions.push(session);
+    const output = collect(session);
+    const helper = stat(spawn('/bin/cat', []).pid).ppid;
+    expect(helper).not.toBe(process.pid);
+    await session.exited;
+    expect(output.text().replaceAll('\r\n', '\n')).toBe('two words|new\nline|é||a\nb=c ü|');
+    const options = { cols: 80, rows: 24, cwd: '/', env: process.env };
+    expect(spawnWithoutFork('/nonexistent/program', [], options)).toBeUndefined();
+    expect(spawnWithoutFork('/bin/true', [], { ...options, cwd: '/nonexistent' })).toBeUndefined();
+    expect(stat(spawn('/bin/cat', []).pid).ppid).toBe(helper);
   });
 
   it('if the helper hangs, the next spawn gives up on it, and running sessions still exit', async () => {

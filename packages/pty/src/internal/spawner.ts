@@ -2,7 +2,7 @@
 // fork of the whole server, whose pages are then copy-on-write, so after every spawn the server's
 // first write to each page faults (on this VM ~16 µs a page: 64 MB written after a spawn took
 // 1.6 s instead of 3 ms), and the spawn itself blocks for 10–30 ms. So here the server opens the
-// terminal itself (openpty: no fork) and a small native helper (spawner.c, ~1 MB resident), started
+// terminal itself (openpty: no fork) and a small native helper (spawner.c, 1.5 MB resident), started
 // once, forks and runs each program on it as a session leader with the terminal as its controlling
 // tty, as forkpty would. The helper answers on a FIFO that the server reads synchronously, so
 // spawn() and its pid stay synchronous, within ANSWER_TIMEOUT_MS; exits come back as lines on the

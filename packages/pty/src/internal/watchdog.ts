@@ -14,6 +14,8 @@ const BINARY = `${NATIVE_DIR}aleph-pty-watchdog`;
 const watched = new Set<number>();
 let watchdog: ChildProcess | undefined;
 let missingWarned = false;
+/** Restarts left: a watchdog that cannot stay up must not be restarted forever. */
+let restarts = 10;
 
 function start(): ChildProcess | undefined {
   if (process.platform === 'win32') return undefined; // no process groups: ConPTY ends with its console
@@ -30,12 +32,14 @@ function start(): ChildProcess | undefined {
   const child = spawn(BINARY, [], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   child.on('error', () => {});
   child.stdin?.on('error', () => {}); // EPIPE if it died: 'exit' restarts it
-  const startedAt = Date.now();
   child.once('exit', () => {
     if (watchdog !== child) return;
     watchdog = undefined;
-    // Killed while terminals run: a new one takes them over (unless it cannot even stay up).
-    if (watched.size > 0 && Date.now() - startedAt > 1000) watchdog = start();
+    // Killed while terminals run: a new one takes them over.
+    if (watched.size > 0 && restarts > 0) {
+      restarts -= 1;
+      watchdog = start();
+    }
   });
   // It must not keep this process alive; it goes when this process does (its stdin closes).
   child.unref();
