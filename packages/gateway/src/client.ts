@@ -162,13 +162,14 @@ export class GatewayClient {
    * Follows one session from `fromOffset`: the server sends what its scrollback still holds from
    * there, then live output, as pty.output (`pty.follow`); each byte reaches `onData` once, in order.
    * Subscribe to `pty.*` (or `pty.output`) before calling. Resolves with the offset output resumes
-   * from: above `fromOffset` when older bytes were no longer kept.
+   * from (above `fromOffset` when older bytes were no longer kept), the end of the output now, and
+   * the session's exit if it has already ended (its tail still follows, up to `end`).
    */
   async follow(
     sessionId: string,
     fromOffset: number,
     onData: (data: Buffer, offset: number) => void,
-  ): Promise<{ offset: number; stop: () => void }> {
+  ): Promise<MethodResult<'pty.follow'> & { stop: () => void }> {
     let next: number | undefined; // unset until the server's answer: frames before it are the old stream
     const off = this.onOutput((output) => {
       if (output.sessionId !== sessionId || next === undefined) return;
@@ -181,12 +182,12 @@ export class GatewayClient {
       next = end;
     });
     try {
-      const { offset } = await this.#request<MethodResult<'pty.follow'>>(
+      const answer = await this.#request<MethodResult<'pty.follow'>>(
         'pty.follow',
         { sessionId, fromOffset },
-        (answer) => (next = answer.offset),
+        (result) => (next = result.offset),
       );
-      return { offset, stop: off };
+      return { ...answer, stop: off };
     } catch (error) {
       off();
       throw error;

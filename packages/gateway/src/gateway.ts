@@ -164,12 +164,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const pump = new OutputPump(session, () => connections.values(), flow);
     pumps.set(session.id, pump);
     session.onExit((info) => {
-      pump.dispose(); // the last output goes out before the exit event
-      pumps.delete(session.id);
+      pump.ended(); // the last output goes out before the exit event
       gateway.publish('pty.exit', { sessionId: session.id, ...info });
     });
   };
+  // An ended session is kept a while (its tail, its exit): its pump serves pty.follow until then.
+  const forget = (sessionId: string): void => {
+    pumps.get(sessionId)?.dispose();
+    pumps.delete(sessionId);
+  };
   ptyManager.on('spawn', attach);
+  ptyManager.on('forget', forget);
   for (const session of ptyManager.list()) attach(session);
 
   const reply = (
@@ -346,6 +351,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       closing = true;
       clearInterval(pinger);
       ptyManager.off('spawn', attach);
+      ptyManager.off('forget', forget);
+      for (const pump of pumps.values()) pump.dispose();
       await ptyManager.closeAll();
       for (const connection of connections.values()) connection.socket.close(1001, 'server shutting down');
       await new Promise<void>((resolve) => {

@@ -76,6 +76,8 @@ export const methods = {
         lastActivityAt: z.number(),
         /** Offset one past the newest output byte. */
         outputOffset: z.number(),
+        /** Set once the session has ended; it stays listed (and replayable) for a grace period. */
+        exit: exitInfoSchema.nullable(),
       }),
     ),
   },
@@ -95,8 +97,12 @@ export const methods = {
   },
   'pty.follow': {
     params: z.strictObject({ sessionId, fromOffset: z.int().min(0) }),
-    /** Where this connection's pty.output for the session resumes: `fromOffset`, or the oldest byte kept. */
-    result: z.object({ offset: z.number() }),
+    /**
+     * Where this connection's pty.output for the session resumes (`fromOffset`, or the oldest byte
+     * kept), how far the output goes now, and the session's end if it has ended (its pty.exit was
+     * sent before: a client following an ended session reads its tail up to `end`, then stops).
+     */
+    result: z.object({ offset: z.number(), end: z.number(), exit: exitInfoSchema.nullable() }),
   },
   'pty.ack': {
     params: z.strictObject({ sessionId, offset: z.int().min(0) }),

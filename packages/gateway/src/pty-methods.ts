@@ -54,7 +54,7 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
   gateway.register('pty.close', methods['pty.close'].params, (params) => ptyManager.close(params.sessionId));
 
   gateway.register('pty.list', methods['pty.list'].params, (): MethodResult<'pty.list'> =>
-    ptyManager.list().map((session) => ({
+    [...ptyManager.list(), ...ptyManager.listEnded()].map((session) => ({
       sessionId: session.id,
       pid: session.pid,
       command: [session.command, ...session.args].join(' '),
@@ -63,6 +63,7 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
       createdAt: session.createdAt,
       lastActivityAt: session.lastActivityAt,
       outputOffset: session.scrollback.end,
+      exit: session.exitInfo ?? null,
     })),
   );
 
@@ -92,8 +93,8 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
         throw new GatewayError('invalid_request', `subscribe to pty.output of session ${session.id} first`);
       }
       const pump = options.pumpFor(session.id);
-      if (pump === undefined) return { offset: session.scrollback.end };
-      return { offset: pump.followFrom(context.connection, params.fromOffset) };
+      const offset = pump?.followFrom(context.connection, params.fromOffset) ?? session.scrollback.end;
+      return { offset, end: session.scrollback.end, exit: session.exitInfo ?? null };
     },
   );
 

@@ -76,3 +76,31 @@ it('a viewer that acks once and stalls does not hold the terminal for another', 
   await stalled.ack(sessionId, stalledEnd);
   await until(() => stalledEnd >= total, 'the stalled viewer to catch up');
 });
+
+it('a session that ends while nobody watches is still listed 2 s later, with its exit status and its tail', async () => {
+  const first = await h.connect();
+  await first.subscribe(['pty.*']);
+  const { sessionId } = await first.spawn({
+    command: '/bin/sh',
+    args: ['-c', 'read go; printf "the tail"; exit 3'],
+    cols: 80,
+    rows: 24,
+  });
+  await first.close();
+  const driver = await h.connect();
+  const ended = new Promise((resolve) => h.manager.once('exit', resolve));
+  await driver.input(sessionId, 'go\r');
+  await ended;
+  await new Promise((resolve) => setTimeout(resolve, 2000)); // the client comes back 2 s later
+
+  const second = await h.connect();
+  const listed = (await second.list()).find((entry) => entry.sessionId === sessionId);
+  expect(listed?.exit).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
+  await second.subscribe(['pty.*'], [sessionId]);
+  const received: Buffer[] = [];
+  const followed = await second.follow(sessionId, 0, (data) => received.push(data));
+  expect(followed.exit).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
+  await until(() => Buffer.concat(received).length >= followed.end, 'the tail');
+  expect(Buffer.concat(received).toString()).toContain('the tail');
+  expect((await second.replay(sessionId, 0)).data.toString()).toContain('the tail');
+});

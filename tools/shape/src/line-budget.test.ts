@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 1360, files: 9 },
   verification: { lines: 2000, files: 21 },
   harness: { lines: 1895, files: 12 },
-  gateway: { lines: 1520, files: 10 },
+  gateway: { lines: 1540, files: 10 },
   sandbox: { lines: 460, files: 6 },
   server: { lines: 1840, files: 12 },
   console: { lines: 1200, files: 7 },

@@ -45,7 +45,7 @@ export class OutputPump {
   #blocked = false;
   /** Since the last viewer left: output from this offset on is held, until #graceTimer fires. */
   #holdFrom: number | undefined;
-  #held = false;
+  #held: Disposable | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
   readonly #frame: (offset: number, data: Buffer) => Buffer;
 
@@ -183,7 +183,7 @@ export class OutputPump {
    * now, and the pty runs again as flow control allows.
    */
   release(): void {
-    if (this.#holdFrom === undefined && !this.#held) return;
+    if (this.#holdFrom === undefined && this.#held === undefined) return;
     this.#endHold();
     this.checkFlow();
   }
@@ -192,6 +192,7 @@ export class OutputPump {
   leave(viewer: Connection): void {
     const id = this.#session.id;
     if (!viewer.wants('pty.output', id) || this.#limits.detachGraceMs <= 0) return;
+    if (this.#session.exitInfo !== undefined) return; // ended: the manager keeps its tail
     for (const other of this.#viewers()) if (other !== viewer) return;
     const from = viewer.acked.get(id) ?? viewer.sent.get(id) ?? this.#flushed;
     this.#holdFrom = Math.min(this.#holdFrom ?? from, from);
@@ -201,27 +202,25 @@ export class OutputPump {
   }
 
   #holdIfDue(): void {
-    if (this.#holdFrom === undefined || this.#held) return;
+    if (this.#holdFrom === undefined || this.#held !== undefined) return;
     const room = Math.min(this.#limits.highWaterBytes, this.#session.scrollback.capacity - HOLD_MARGIN_BYTES);
     if (this.#session.scrollback.end - this.#holdFrom < room) return;
-    this.#held = true;
-    this.#session.pause();
+    this.#held = this.#session.hold();
   }
 
   #endHold(): void {
     if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
     this.#graceTimer = undefined;
     this.#holdFrom = undefined;
-    if (!this.#held) return;
-    this.#held = false;
-    if (!this.#blocked) this.#session.resume();
+    this.#held?.[Symbol.dispose]();
+    this.#held = undefined;
   }
 
   #setBlocked(blocked: boolean): void {
     if (blocked === this.#blocked) return;
     this.#blocked = blocked;
     if (blocked) this.#session.pause();
-    else if (!this.#held) this.#session.resume();
+    else this.#session.resume();
   }
 
   #watchBehind(on: boolean): void {
@@ -239,10 +238,15 @@ export class OutputPump {
     return this.#holdFrom !== undefined;
   }
 
+  /** The session ended: its last output goes out; the pump stays for viewers that follow its tail. */
+  ended(): void {
+    this.flush();
+    this.#endHold();
+  }
+
   dispose(): void {
     this.flush();
     this.#watchBehind(false);
-    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
-    this.#graceTimer = undefined;
+    this.#endHold();
   }
 }
