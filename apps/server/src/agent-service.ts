@@ -12,6 +12,7 @@ import {
   type SessionStore,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
+import type { Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
   ExtensionStopHookVerifier,
@@ -34,6 +35,8 @@ export interface AgentServiceOptions {
   readonly ptys: ServerPtys;
   readonly sessions: SessionStore;
   readonly power: PowerCapability;
+  /** Wraps the model's commands (the shell tool; the goal gate). */
+  readonly sandbox: Sandbox;
   readonly logger: Logger;
   /** Builds the provider for a run (a model override may be given); undefined when none is configured. */
   readonly providerFor: (model: string | undefined) => AiProvider | undefined;
@@ -51,6 +54,11 @@ interface RunRecord {
 }
 
 const MAX_FINISHED_RUNS = 200;
+
+/** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
+export type SandboxLabel = 'bubblewrap' | 'sandbox-exec' | 'off';
+const sandboxLabel = (sandbox: Sandbox): SandboxLabel =>
+  sandbox.backend === 'none' ? 'off' : sandbox.backend;
 
 const NO_PROVIDER =
   'no LLM provider is configured: add to aleph.toml\n[agent]\nprovider = "openai-compatible"\nmodel = "qwen2.5-coder:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n(or set ALEPH_PROVIDER, ALEPH_MODEL and ALEPH_BASE_URL) and restart';
@@ -109,7 +117,7 @@ export class AgentService {
     prompt: string;
     cwd?: string | undefined;
     model?: string | undefined;
-  }): Promise<{ runId: string; sessionId: string }> {
+  }): Promise<{ runId: string; sessionId: string; sandbox: SandboxLabel }> {
     const { config, gateway, logger } = this.#options;
     const provider = this.#options.providerFor(params.model);
     if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
@@ -125,6 +133,7 @@ export class AgentService {
     });
     const publish = (topic: string, data: object): void =>
       gateway.publish(topic, { runId, sessionId, ...data });
+    const sandbox = sandboxLabel(this.#options.sandbox);
     const record: RunRecord = {
       runId,
       sessionId,
@@ -159,6 +168,7 @@ export class AgentService {
             iterations: result.iterations,
             finalText: result.finalText,
             selfVerdict: parseVerdict(result.finalText),
+            sandbox,
           });
           logger.info({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
           return result;
@@ -183,21 +193,25 @@ export class AgentService {
             iterations: 0,
             finalText: '',
             selfVerdict: null,
+            sandbox,
           });
           return result;
         }),
     };
     this.#runs.set(runId, record);
     this.#pruneFinished();
-    logger.info({ runId, sessionId, cwd }, 'run started');
-    return { runId, sessionId };
+    logger.info({ runId, sessionId, cwd, sandbox }, 'run started');
+    return { runId, sessionId, sandbox };
   }
 
   #deps(provider: AiProvider, cwd: string, orchestrator: Orchestrator, runId: string): HarnessDeps {
     const { config, logger } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
       logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
-    const stopHooks = buildStopHooksFromConfig({ stop_hooks: config.stop_hooks }, { cwd, onHookError });
+    const stopHooks = buildStopHooksFromConfig(
+      { stop_hooks: config.stop_hooks.map(({ sandbox: _sandbox, ...entry }) => entry) },
+      { cwd, onHookError },
+    );
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
       .with(stopHooks)
@@ -233,6 +247,7 @@ export class AgentService {
       sessions: this.#options.sessions,
       verifier,
       power: this.#options.power,
+      sandbox: this.#options.sandbox,
       maxIterations: config.agent.max_iterations,
       turnTimeoutMs: config.agent.turn_timeout_secs * 1000,
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,

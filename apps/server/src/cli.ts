@@ -115,14 +115,14 @@ async function run(
       }
     });
   });
-  const started_ = await client.request<{ runId: string; sessionId: string }>('agent.run', {
+  const started_ = await client.request<{ runId: string; sessionId: string; sandbox?: string }>('agent.run', {
     prompt,
     ...(options.cwd ? { cwd: options.cwd } : {}),
     ...(options.model ? { model: options.model } : {}),
   });
   runId = started_.runId;
   status = 'thinking';
-  print(`run ${runId} (session ${started_.sessionId})`);
+  print(`run ${runId} (session ${started_.sessionId}; sandbox: ${started_.sandbox ?? 'unknown'})`);
   const onInterrupt = (): void => {
     status = 'cancelling';
     void client.request('agent.cancel', { runId }).catch(() => {});

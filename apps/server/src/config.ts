@@ -34,7 +34,14 @@ export const configSchema = z.strictObject({
       agent_max_sessions: positiveInt.default(16),
     })
     .prefault({}),
-  stop_hooks: z.array(stopHookEntrySchema).default([]),
+  // `sandbox = true` confines a user's hook like the model's commands; unconfined by default (they are the user's).
+  stop_hooks: z
+    .array(
+      stopHookEntrySchema.extend({
+        sandbox: z.boolean({ error: 'must be true or false' }).default(false),
+      }),
+    )
+    .default([]),
   hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),
   agent: z
     .strictObject({
@@ -54,6 +61,16 @@ export const configSchema = z.strictObject({
       /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */
       gate_command: z.string().min(1).optional(),
       workdir: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  sandbox: z
+    .strictObject({
+      mode: z
+        .enum(['auto', 'required', 'off'], { error: 'must be "auto", "required" or "off"' })
+        .default('auto'),
+      network: z.enum(['off', 'on'], { error: 'must be "off" or "on"' }).default('off'),
+      deny_read: z.array(z.string().min(1), { error: 'must be an array of paths' }).default([]),
+      env: z.array(z.string().min(1), { error: 'must be an array of variable names' }).default([]),
     })
     .prefault({}),
   power: z
@@ -146,6 +163,7 @@ const ENV_OVERRIDES: readonly [string, (config: Config, value: string) => void][
   ['ALEPH_BASE_URL', (c, v) => (c.agent.base_url = v)],
   ['ALEPH_STORE_DIR', (c, v) => (c.store.dir = v)],
   ['ALEPH_LOG_LEVEL', (c, v) => (c.log.level = v as Config['log']['level'])],
+  ['ALEPH_SANDBOX', (c, v) => (c.sandbox.mode = v as Config['sandbox']['mode'])],
 ];
 
 export interface LoadedConfig {

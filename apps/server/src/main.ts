@@ -51,6 +51,12 @@ async function main(): Promise<number> {
     `token: ${server.token}${server.tokenGenerated ? ' (generated and stored in the state directory)' : ''}`,
   );
   console.log(`config: ${loaded.path ?? 'built-in defaults'}`);
+  const { sandbox } = server;
+  console.log(
+    sandbox.backend === 'none'
+      ? `sandbox: off (${sandbox.unconfinedReason ?? 'no backend'}): the model's commands run unconfined`
+      : `sandbox: ${sandbox.backend} (network ${loaded.config.sandbox.network})`,
+  );
   if (server.providerId === undefined) {
     console.log(
       'no LLM provider configured: terminals work; agent.run answers no_provider until [agent] provider and model are set.',

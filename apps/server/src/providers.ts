@@ -305,6 +305,17 @@ export class ProviderConfigError extends Error {
   override readonly name = 'ProviderConfigError';
 }
 
+/**
+ * The environment variable holding the provider's key: `api_key_env`, else the SDK's default. The
+ * server reads it once and removes it from its own environment, so no child ever sees it.
+ */
+const DEFAULT_KEY_VARIABLE: Readonly<Record<string, string>> = {
+  openai: 'OPENAI_API_KEY',
+  anthropic: 'ANTHROPIC_API_KEY',
+};
+export const providerKeyVariable = (agent: Config['agent']): string | undefined =>
+  agent.api_key_env ?? DEFAULT_KEY_VARIABLE[agent.provider ?? ''];
+
 /** The configured provider, or undefined when none is configured (terminals still work). */
 export function createProvider(
   agent: Config['agent'],
@@ -315,7 +326,8 @@ export function createProvider(
   const model = modelOverride ?? agent.model;
   if (model === undefined)
     throw new ProviderConfigError('[agent] provider is set but [agent].model is missing');
-  const apiKey = agent.api_key_env === undefined ? undefined : env[agent.api_key_env];
+  const keyVariable = providerKeyVariable(agent);
+  const apiKey = keyVariable === undefined ? undefined : env[keyVariable];
   if (agent.api_key_env !== undefined && !apiKey) {
     throw new ProviderConfigError(
       `[agent].api_key_env names ${agent.api_key_env}, which is not set in the environment`,

@@ -1,15 +1,17 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore } from '@aleph/harness';
 import { createPowerCapability } from '@aleph/power';
+import { createSandbox, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
-import type { Config } from './config.js';
-import { createProvider } from './providers.js';
+import { ConfigError, type Config } from './config.js';
+import { createProvider, providerKeyVariable } from './providers.js';
 import { resolveToken, writeServerInfo } from './state.js';
 
 export interface StartOptions {
@@ -24,6 +26,8 @@ export interface RunningServer {
   readonly token: string;
   readonly tokenGenerated: boolean;
   readonly providerId: string | undefined;
+  /** What confines the model's commands; `backend: 'none'` with `unconfinedReason` when nothing does. */
+  readonly sandbox: ConfiguredSandbox;
   readonly gateway: Gateway;
   readonly agents: AgentService;
   close(): Promise<void>;
@@ -31,11 +35,31 @@ export interface RunningServer {
 
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { config, stateDir } = options;
-  const env = options.env ?? process.env;
+  // A snapshot: providers read their key from it after the secrets leave process.env below.
+  const env = { ...(options.env ?? process.env) };
   const logger = options.logger ?? pino({ level: config.log.level }, pino.destination(2));
   // Fail at start, not at the first run: bad hook files and provider settings are config errors.
   for (const file of config.hooks.files) loadHooksFile(file);
   const defaultProvider = createProvider(config.agent, env);
+  const keyVariable = providerKeyVariable(config.agent);
+  // Every child of this process (terminals, tools, hooks, gates) inherits process.env: the server's
+  // secrets leave it before anything spawns.
+  for (const name of ['ALEPH_TOKEN', ...(keyVariable === undefined ? [] : [keyVariable])])
+    delete process.env[name];
+  const sandbox = buildSandbox(config, stateDir, keyVariable, env);
+  const confinedHook = config.stop_hooks.findIndex((hook) => hook.sandbox);
+  if (confinedHook >= 0) {
+    // Never a silent unconfined run: refused until @aleph/verification's hooks take a `wrap`.
+    throw new ConfigError(
+      `[[stop_hooks]][${confinedHook}].sandbox = true is not supported by this build yet (the hook would run unconfined)`,
+    );
+  }
+  if (sandbox.backend === 'none' && config.sandbox.mode === 'auto') {
+    logger.warn(
+      { component: 'sandbox' },
+      `no sandbox: ${sandbox.unconfinedReason ?? 'no backend'}; the model's commands run unconfined (set [sandbox] mode = "required" to refuse to start instead)`,
+    );
+  }
 
   const power = createPowerCapability({
     enabled: config.power.inhibit_sleep,
@@ -66,6 +90,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ptys: ptyManager,
     sessions,
     power,
+    sandbox,
     logger: logger.child({ component: 'agent' }),
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
@@ -78,6 +103,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     token,
     tokenGenerated: generated,
     providerId: defaultProvider?.id,
+    sandbox,
     gateway,
     agents,
     close() {
@@ -90,4 +116,35 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       return closing;
     },
   };
+}
+
+/**
+ * The sandbox of every run: the state dir and the session store are denied beside the configured
+ * paths, and the provider key is never passed. A bad policy, or `required` without a working
+ * backend, is a config error naming the key.
+ */
+function buildSandbox(
+  config: Config,
+  stateDir: string,
+  keyVariable: string | undefined,
+  env: NodeJS.ProcessEnv,
+): ConfiguredSandbox {
+  const storeDir = config.store.dir ?? join(stateDir, 'sessions');
+  mkdirSync(stateDir, { recursive: true }); // denied paths must exist
+  mkdirSync(storeDir, { recursive: true });
+  try {
+    return createSandbox(
+      {
+        network: config.sandbox.network,
+        denyRead: [stateDir, storeDir, ...config.sandbox.deny_read],
+        env: config.sandbox.env,
+        secretEnv: keyVariable === undefined ? [] : [keyVariable],
+      },
+      { mode: config.sandbox.mode, env },
+    );
+  } catch (error) {
+    if (!(error instanceof SandboxError)) throw error;
+    const key = error.code.startsWith('backend_') ? ' mode = "required":' : '';
+    throw new ConfigError(`[sandbox]${key} ${error.message}`, { cause: error });
+  }
 }

@@ -72,6 +72,18 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     kind: 'evidence',
     timeoutMs: 3_600_000, // the command's own timeout below is the real bound
     execute: async ({ command, timeout_secs }, ctx) => {
+      const bare = { file: '/bin/sh', args: ['-c', command], cwd: env.cwd, env: process.env };
+      let spec: {
+        file: string;
+        args: readonly string[];
+        cwd: string;
+        env?: Record<string, string> | undefined;
+      };
+      try {
+        spec = ctx.sandbox ? ctx.sandbox.wrap(bare) : { ...bare, env: undefined };
+      } catch (error) {
+        return { output: `not run: ${(error as Error).message}`, isError: true };
+      }
       const timeoutMs = timeout_secs === undefined ? env.defaultShellTimeoutMs : timeout_secs * 1000;
       const started = Date.now();
       let session;
@@ -81,9 +93,10 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
         session = await spawnWhenFree(
           env.ptyManager,
           {
-            command: '/bin/sh',
-            args: ['-c', command],
-            cwd: env.cwd,
+            command: spec.file,
+            args: [...spec.args],
+            cwd: spec.cwd,
+            ...(spec.env ? { env: spec.env } : {}),
             cols: 200,
             rows: 50,
           },
@@ -115,6 +128,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       );
       const onAbort = (): void => void session.close();
       ctx.signal.addEventListener('abort', onAbort, { once: true });
+      if (ctx.signal.aborted) onAbort(); // cancelled while the pty was spawning
       const exit = await session.exited;
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);

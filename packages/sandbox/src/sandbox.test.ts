@@ -287,9 +287,10 @@ function catchError(work: () => unknown): Error & { code?: string } {
   throw new Error('expected an error');
 }
 
-/** Starts `setsid sleep <marker>` and returns once it runs (setsid execs sleep in the same pid). */
+/** Starts `setsid sleep <marker>` and returns once it runs: setsid calls setsid() and then execs sleep
+ * in the same pid, so a cmdline that starts with `sleep` has left the session. */
 const escapee = (marker: string): string =>
-  `setsid sleep ${marker} >/dev/null 2>&1 & until grep -qa ${marker} /proc/$!/cmdline; do :; done; echo started`;
+  `setsid sleep ${marker} >/dev/null 2>&1 & until grep -qa ^sleep /proc/$!/cmdline; do :; done; echo started`;
 
 /** Pids of `sleep <marker>` processes, from /proc. */
 function sleepers(marker: string): number[] {

@@ -1,0 +1,232 @@
+// [sandbox] end to end: a real server process, the fake provider, and the agent's shell tool under
+// real bubblewrap — then the same commands with mode = "off". The probes live in /var/tmp, which
+// the sandbox's private /tmp does not hide, so a denied path is denied by the policy itself.
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { MAIN, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+/** The prompt is a JSON array of shell commands: one `shell` call each, then a stop. */
+const runCommands: Brain = (conversation) => {
+  const commands = JSON.parse(conversation.find((turn) => turn.role === 'user')?.text ?? '[]') as string[];
+  const done = conversation.filter((turn) => turn.role === 'tool').length;
+  const next = commands[done];
+  return next === undefined
+    ? { text: 'ran them all\nVERDICT: PASS' }
+    : { call: { name: 'shell', args: { command: next } } };
+};
+
+const SECRETS = {
+  ALEPH_TOKEN: 'e2e-gateway-token-0123456789',
+  FAKE_PROVIDER_KEY: 'fake-provider-key-secret',
+};
+
+let llm: FakeLlm;
+let root: string;
+let work: string;
+let denied: string;
+let listener: Server;
+let port = 0;
+const servers: ServerProcess[] = [];
+const clients: GatewayClient[] = [];
+
+beforeAll(async () => {
+  llm = await startFakeLlm(runCommands);
+  root = realpathSync(mkdtempSync('/var/tmp/aleph-sandbox-e2e-'));
+  work = join(root, 'work');
+  denied = join(root, 'secrets');
+  mkdirSync(work);
+  mkdirSync(denied);
+  writeFileSync(join(denied, 'token'), 'denied-token-value\n');
+  listener = createServer((socket) => socket.end('hello\n'));
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  port = (listener.address() as { port: number }).port;
+});
+afterAll(async () => {
+  await new Promise((resolve) => listener.close(resolve));
+  await llm.close();
+  rmSync(root, { recursive: true, force: true });
+});
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+  for (const server of servers.splice(0)) {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+  }
+});
+
+const config = (mode: string, extra = '') => `
+[gateway]
+port = 0
+
+[agent]
+provider = "openai-compatible"
+model = "fake-coder"
+base_url = "${llm.baseUrl}"
+api_key_env = "FAKE_PROVIDER_KEY"
+max_iterations = 12
+
+[power]
+inhibit_sleep = false
+
+[sandbox]
+mode = "${mode}"
+deny_read = ["${denied}"]
+${extra}`;
+
+async function start(text: string): Promise<{ server: ServerProcess; client: GatewayClient }> {
+  const server = await startServerProcess(text, SECRETS);
+  servers.push(server);
+  const client = await connectGateway(server.url, { token: server.token });
+  clients.push(client);
+  return { server, client };
+}
+
+const marker = (): string => String(800_000 + Math.floor(Math.random() * 99_999));
+
+/** One agent run of `commands`; the shell outputs in order, and the agent.run / agent.done events. */
+async function agentRun(client: GatewayClient, commands: string[]) {
+  await client.subscribe(['agent.*']);
+  const outputs: string[] = [];
+  let resolveDone: (event: Record<string, any>) => void = () => {};
+  const done = new Promise<Record<string, any>>((resolve) => (resolveDone = resolve));
+  client.onEvent((topic, params) => {
+    const event = params as Record<string, any>;
+    if (topic === 'agent.tool') outputs.push(String(event['output']));
+    if (topic === 'agent.done') resolveDone(event);
+  });
+  const started = await client.request<{ runId: string; sandbox: string }>('agent.run', {
+    prompt: JSON.stringify(commands),
+    cwd: work,
+  });
+  return { started, done: await done, outputs };
+}
+
+function probes(sleepMarker: string): string[] {
+  return [
+    `echo escaped > ${root}/escaped.txt; echo write-exit=$?`,
+    `cat ${denied}/token; echo read-exit=$?`,
+    `env | grep -E 'ALEPH_|e2e-gateway-token|fake-provider-key' ; echo env-done`,
+    `${process.execPath} -e "require('net').connect(${port}, '127.0.0.1').on('data', (d) => console.log('tcp ' + d)).on('error', (e) => console.log('tcp ' + e.code))"`,
+    `setsid sleep ${sleepMarker} >/dev/null 2>&1 & until grep -qa ^sleep /proc/$!/cmdline; do :; done; echo escapee-started`,
+  ];
+}
+
+/** Live `sleep <marker>` processes, from /proc. */
+function sleepers(sleepMarker: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        return (
+          readFileSync(`/proc/${entry}/cmdline`, 'utf8') === `sleep\0${sleepMarker}\0` &&
+          !/\) Z /.test(readFileSync(`/proc/${entry}/stat`, 'utf8'))
+        );
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent run', () => {
+  it('mode = "required": the shell tool is confined and says so', async () => {
+    const { server, client } = await start(config('required'));
+    expect(server.stdout()).toContain('sandbox: bubblewrap (network off)');
+    const sleepMarker = marker();
+    try {
+      const { started, done, outputs } = await agentRun(client, probes(sleepMarker));
+      expect(started.sandbox).toBe('bubblewrap');
+      expect(done['sandbox']).toBe('bubblewrap');
+      expect(done['terminateReason']).toEqual({ kind: 'model_stop' });
+      const [write, read, env, tcp, escapee] = outputs;
+      expect(write).toMatch(/Read-only file system/);
+      expect(readdirSync(root)).not.toContain('escaped.txt');
+      expect(read).not.toContain('denied-token-value');
+      expect(read).toMatch(/read-exit=1/);
+      expect(env).toMatch(/^env-done/m);
+      expect(env).not.toMatch(/ALEPH_|e2e-gateway-token|fake-provider-key/);
+      expect(tcp).toMatch(/tcp ECONNREFUSED|tcp ENETUNREACH/);
+      expect(escapee).toContain('escapee-started');
+      await expect.poll(() => sleepers(sleepMarker).length, { timeout: 10_000 }).toBe(0);
+    } finally {
+      for (const pid of sleepers(sleepMarker)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('mode = "off": the same commands run unconfined, but the secrets are still gone from every child', async () => {
+    const { server, client } = await start(config('off'));
+    expect(server.stdout()).toContain('sandbox: off (sandbox mode is off)');
+    const sleepMarker = marker();
+    try {
+      const { started, done, outputs } = await agentRun(client, probes(sleepMarker));
+      expect(started.sandbox).toBe('off');
+      expect(done['sandbox']).toBe('off');
+      const [write, read, env, tcp] = outputs;
+      expect(write).toMatch(/write-exit=0/);
+      expect(readFileSync(join(root, 'escaped.txt'), 'utf8')).toBe('escaped\n');
+      expect(read).toContain('denied-token-value');
+      expect(env).not.toMatch(/ALEPH_TOKEN|e2e-gateway-token|fake-provider-key/);
+      expect(tcp).toContain('tcp hello');
+      // Unconfined, the escapee outlives its command: what the PID namespace is for.
+      await expect.poll(() => sleepers(sleepMarker).length, { timeout: 10_000 }).toBe(1);
+    } finally {
+      for (const pid of sleepers(sleepMarker)) process.kill(pid, 'SIGKILL');
+      rmSync(join(root, 'escaped.txt'), { force: true });
+    }
+  });
+
+  it("a user's terminal never sees ALEPH_TOKEN or the provider key either", async () => {
+    const { client } = await start(config('auto'));
+    await client.subscribe(['pty.*']);
+    let output = '';
+    client.onOutput((chunk) => (output += chunk.data.toString()));
+    await client.spawn({ command: '/bin/sh', args: ['-c', 'env; echo env-listed'], cols: 200, rows: 50 });
+    await expect.poll(() => output, { timeout: 10_000 }).toContain('env-listed');
+    expect(output).toMatch(/PATH=/);
+    expect(output).not.toMatch(/e2e-gateway-token|fake-provider-key/);
+  });
+});
+
+describe('[sandbox] bad configuration stops the server with the key', () => {
+  const cases: [string, string, RegExp][] = [
+    ['a typo', '[sandbox]\nmdoe = "off"\n', /unknown key \[sandbox\]\.mdoe \(line 4\)/],
+    ['a bad mode', '[sandbox]\nmode = "strict"\n', /\[sandbox\]\.mode must be "auto", "required" or "off"/],
+    [
+      'a missing deny_read path',
+      '[sandbox]\ndeny_read = ["/nonexistent/aleph"]\n',
+      /\[sandbox\] deny_read: \/nonexistent\/aleph does not exist/,
+    ],
+    [
+      'a relative deny_read path',
+      '[sandbox]\ndeny_read = ["secrets"]\n',
+      /\[sandbox\] deny_read: "secrets" is not a path on the filesystem/,
+    ],
+    [
+      'required without bwrap',
+      '[sandbox]\nmode = "required"\n',
+      /\[sandbox\] mode = "required": bwrap not found on PATH: install bubblewrap/,
+    ],
+  ];
+  for (const [name, text, expected] of cases) {
+    it(name, async () => {
+      const dir = mkdtempSync(join(root, 'config-'));
+      writeFileSync(join(dir, 'aleph.toml'), `[gateway]\nport = 0\n${text}`);
+      const env = { ALEPH_STATE_DIR: dir, ...(name.includes('bwrap') ? { PATH: '/nonexistent' } : {}) };
+      const result = await runToExit([MAIN, '--config', join(dir, 'aleph.toml')], env);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(expected);
+    });
+  }
+});
