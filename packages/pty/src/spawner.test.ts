@@ -105,8 +105,12 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     await session.exited;
     expect(output.text().replaceAll('\r\n', '\n')).toBe('two words|new\nline|é||a\nb=c ü|');
     const options = { cols: 80, rows: 24, cwd: '/', env: process.env };
-    expect(spawnWithoutFork('/nonexistent/program', [], options)).toBeUndefined();
-    expect(spawnWithoutFork('/bin/true', [], { ...options, cwd: '/nonexistent' })).toBeUndefined();
+    expect(() => spawnWithoutFork('/nonexistent/program', [], options)).toThrow(
+      '/nonexistent/program: No such file or directory',
+    );
+    expect(() => spawnWithoutFork('/bin/true', [], { ...options, cwd: '/nonexistent' })).toThrow(
+      '/nonexistent: No such file or directory',
+    );
     expect(stat(spawn('/bin/cat', []).pid).ppid).toBe(helper);
   });
 

@@ -234,7 +234,10 @@ export function prepareSpawner(): void {
   if (helper === undefined) helper = startHelper();
 }
 
-/** `file` on a terminal of our own, run by the helper; undefined where that is not possible. */
+/**
+ * `file` on a terminal of our own, run by the helper; undefined where the helper cannot be used
+ * (node-pty spawns then). Throws, with the helper's reason, if the program cannot be started.
+ */
 export function spawnWithoutFork(
   file: string,
   args: readonly string[],
@@ -253,7 +256,9 @@ export function spawnWithoutFork(
   closeQuietly(term.slave);
   if (answer.kind !== 'ran') {
     closeQuietly(term.master);
-    if (answer.kind === 'late' && ((started.strikes += 1) >= STRIKES || helperStuck(started))) {
+    // The program itself cannot start (exec or chdir failed): node-pty would fail the same way.
+    if (answer.kind === 'failed') throw new Error(answer.why);
+    if ((started.strikes += 1) >= STRIKES || helperStuck(started)) {
       helper = null; // silent or gone: node-pty spawns from now on
       started.process.kill('SIGKILL'); // it ignores the others
     }
