@@ -42,16 +42,15 @@ export interface TokenUsage {
 
 /**
  * Why the provider stopped generating. `max_tokens` with no tool calls is a cut-off reply, not a
- * stop; `content_filter` ends the run as an error. Any other string is read as `other` (a provider
- * that does not map its finish reasons yet).
+ * stop; `content_filter` ends the run as an error; an unknown value (from an untyped provider) is
+ * read as `other`.
  */
 export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'content_filter' | 'error' | 'other';
 
 export interface ThinkResponse {
   readonly text: string;
   readonly toolCalls: readonly ToolCall[];
-  // TODO(harness): drop `(string & {})` once apps/server's provider maps every finish reason.
-  readonly stopReason: StopReason | (string & {});
+  readonly stopReason: StopReason;
   readonly usage?: TokenUsage;
 }
 
