@@ -4,8 +4,10 @@
 // result, within or across batches, until anything else runs; every call is bounded by its
 // timeout; a throw, a timeout or bad args become an error result.
 import { hashToolArgs } from '@aleph/verification';
+import type { Context } from '@opentelemetry/api';
 import type { ToolService } from './tool-service.js';
-import type { CommandSandbox, ResourceClaim, ToolCall, ToolInvocation, ToolResult } from './types.js';
+import { endSpan, startSpan, withSpan, type Traced } from './tracing.js';
+import type { CommandSandbox, ResourceClaim, Tool, ToolCall, ToolInvocation, ToolResult } from './types.js';
 
 export interface ActOutcome {
   readonly call: ToolCall;
@@ -28,6 +30,8 @@ export interface ActOptions {
   readonly cache?: EvidenceCache | undefined;
   /** Calls a tool hook denied, by call id: each one's result is the reason, as an error. */
   readonly denied?: ReadonlyMap<string, string> | undefined;
+  /** The span (context) tool spans go under. */
+  readonly trace?: Context | undefined;
 }
 
 function keysOverlap(a: readonly string[], b: readonly string[]): boolean {
@@ -77,6 +81,28 @@ async function runOne(
   const tool = options.tools.get(toolName);
   if (tool === undefined) return { output: `unknown tool "${toolName}"`, isError: true };
   const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs;
+  const traced = startSpan(
+    'aleph.tool',
+    { 'gen_ai.tool.name': toolName, 'gen_ai.tool.call.id': call.id },
+    options.trace,
+  );
+  const result = await runTraced(call, options, parsedArgs, tool, timeoutMs, traced);
+  endSpan(
+    traced,
+    { 'aleph.tool.ok': result.isError !== true },
+    result.isError ? result.output.slice(0, 200) : undefined,
+  );
+  return result;
+}
+
+async function runTraced(
+  call: ToolCall,
+  options: ActOptions,
+  parsedArgs: unknown,
+  tool: Tool<unknown>,
+  timeoutMs: number,
+  traced: Traced,
+): Promise<ToolResult> {
   const controller = new AbortController();
   const onAbort = (): void => controller.abort(options.signal.reason);
   options.signal.addEventListener('abort', onAbort, { once: true });
@@ -96,11 +122,13 @@ async function runOne(
       });
     });
     return await Promise.race([
-      tool.execute(parsedArgs, {
-        signal: controller.signal,
-        sessionId: options.sessionId,
-        ...(options.sandbox ? { sandbox: options.sandbox } : {}),
-      }),
+      withSpan(traced, () =>
+        tool.execute(parsedArgs, {
+          signal: controller.signal,
+          sessionId: options.sessionId,
+          ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+        }),
+      ),
       deadline,
       aborted,
     ]);

@@ -9,14 +9,18 @@ import {
   type ScratchpadRow,
   type ToolCallSummary,
   type TurnVerifyContext,
+  type VerifierChain,
+  type VerifierVerdict,
 } from '@aleph/verification';
 import { act, timerDelay, type ActOutcome, type EvidenceCache } from './act.js';
 import { fitToBudget } from './context-budget.js';
 import { HarnessError } from './errors.js';
 import { AGENT_ROLE_PROMPT } from './prompt.js';
 import { ToolService } from './tool-service.js';
+import { endSpan, startSpan, type Traced } from './tracing.js';
 import type {
   HarnessDeps,
+  HarnessErrorInfo,
   Message,
   RunResult,
   SessionEvent,
@@ -66,11 +70,15 @@ const STOP_REASONS: ReadonlySet<string> = new Set<StopReason>([
 /** The provider's finish reason, as one of ours; an empty one is a plain end of turn. */
 function stopReasonOf(response: ThinkResponse): StopReason {
   if (!response.stopReason) return 'end_turn';
-  return STOP_REASONS.has(response.stopReason) ? (response.stopReason as StopReason) : 'other';
+  return STOP_REASONS.has(response.stopReason) ? response.stopReason : 'other';
 }
 
 function usageOf(response: ThinkResponse): { usage?: TokenUsage } {
   return response.usage ? { usage: response.usage } : {};
+}
+
+function describeError(error: HarnessErrorInfo): string {
+  return 'message' in error ? error.message : error.kind;
 }
 
 function errorMessage(error: unknown): string {
@@ -228,7 +236,26 @@ export class AgentHarness {
       apply(state, event);
       options.onEvent?.(stored);
     };
+    const running = startSpan('aleph.run', {
+      'aleph.session.id': sessionId,
+      'gen_ai.request.model': deps.provider.id,
+      ...(input.cwd === undefined ? {} : { 'aleph.cwd': input.cwd }),
+    });
     const finish = async (reason: TerminateReason): Promise<RunResult> => {
+      const failed = reason.kind === 'error' || reason.kind === 'consecutive_failures';
+      endSpan(
+        running,
+        {
+          'aleph.terminate.reason': reason.kind,
+          'aleph.iterations': iterations,
+          'gen_ai.usage.total_tokens': totalTokens,
+        },
+        failed
+          ? reason.kind === 'error'
+            ? describeError(reason.error)
+            : (reason.lastError ?? reason.kind)
+          : undefined,
+      );
       try {
         await log({ type: 'terminate', reason });
         await sessions.flush(sessionId);
@@ -252,7 +279,27 @@ export class AgentHarness {
         if (signal.aborted) return await finish({ kind: 'cancelled' });
         if (iterations >= maxIterations) return await finish({ kind: 'max_iterations' });
         iterations += 1;
-        const outcome = await this.#turn({ state, sessionId, iterations, signal, log, timeline, where });
+        const turning = startSpan('aleph.turn', { 'aleph.turn.iteration': iterations }, running.context);
+        const outcome = await this.#turn({
+          state,
+          sessionId,
+          iterations,
+          signal,
+          log,
+          timeline,
+          where,
+          trace: turning,
+        });
+        endSpan(
+          turning,
+          {
+            'aleph.turn.state': outcome.step?.state ?? 'done',
+            'aleph.turn.executed': outcome.step?.executed ?? 0,
+            'aleph.turn.vetoed': outcome.step?.vetoed ?? false,
+          },
+          outcome.step?.error ??
+            (outcome.end?.kind === 'error' ? describeError(outcome.end.error) : undefined),
+        );
         if (outcome.usage) totalTokens += outcome.usage;
         if (outcome.text !== undefined) finalText = outcome.text;
         if (outcome.failed) {
@@ -287,6 +334,7 @@ export class AgentHarness {
     log: (event: SessionEventBody) => Promise<void>;
     timeline: ToolInvocation[];
     where: ToolHookContext;
+    trace: Traced;
   }): Promise<{ step?: TurnStep; end?: TerminateReason; failed?: boolean; usage?: number; text?: string }> {
     const deps = this.#deps;
     const { state, signal, log } = turn;
@@ -305,6 +353,11 @@ export class AgentHarness {
 
     // THINK — the sleep guard is held from here until the turn returns, whatever way it returns.
     using _guard = deps.power?.inhibitSleep('Aleph agent loop');
+    const thinking = startSpan(
+      'aleph.think',
+      { 'gen_ai.request.model': deps.provider.id },
+      turn.trace.context,
+    );
     let response: ThinkResponse;
     try {
       response = await this.#think(
@@ -316,6 +369,7 @@ export class AgentHarness {
         signal,
       );
     } catch (error) {
+      endSpan(thinking, {}, errorMessage(error));
       if (signal.aborted) return { end: { kind: 'cancelled' } };
       if (error instanceof StallError)
         return { end: { kind: 'error', error: { kind: 'stalled_turn', elapsedMs: error.elapsedMs } } };
@@ -332,6 +386,11 @@ export class AgentHarness {
     response = deps.guardrails?.output?.(response) ?? response;
     const usage = response.usage ? response.usage.inputTokens + response.usage.outputTokens : 0;
     const stopReason = stopReasonOf(response);
+    endSpan(thinking, {
+      'gen_ai.usage.input_tokens': response.usage?.inputTokens ?? 0,
+      'gen_ai.usage.output_tokens': response.usage?.outputTokens ?? 0,
+      'gen_ai.response.finish_reasons': [stopReason],
+    });
     if (stopReason === 'content_filter') {
       await log({ type: 'assistant', content: response.text, toolCalls: [], ...usageOf(response) });
       const message = "the provider's content filter stopped the reply";
@@ -385,7 +444,9 @@ export class AgentHarness {
       ...(stopRequested ? { stopReason } : {}),
       ...(state.scratchpad ? { scratchpad: state.scratchpad } : {}),
     };
-    const verdict = deps.verifier ? await deps.verifier.run(context, signal) : { kind: 'continue' as const };
+    const verdict = deps.verifier
+      ? await this.#verify(context, signal, turn.trace)
+      : { kind: 'continue' as const };
     if (verdict.kind !== 'continue') await log({ type: 'verdict', verdict });
     if (verdict.kind === 'halt') {
       return {
@@ -427,6 +488,7 @@ export class AgentHarness {
 
     // ACT — PreToolUse first: a hook may deny a call (its result is the reason) or rewrite its args.
     const hooked = await this.#beforeTools(effective, turn.where);
+    const acting = startSpan('aleph.act', { 'aleph.act.calls': effective.length }, turn.trace.context);
     const outcomes: ActOutcome[] = await act(hooked.calls, {
       tools: this.#tools,
       sessionId: turn.sessionId,
@@ -436,7 +498,9 @@ export class AgentHarness {
       sandbox: deps.sandbox,
       cache: state.cache,
       denied: hooked.denied,
+      trace: acting.context,
     });
+    endSpan(acting, { 'aleph.act.ok': outcomes.filter((outcome) => outcome.ok).length });
     if (signal.aborted) return { end: { kind: 'cancelled' }, usage, text: response.text };
 
     // FINALIZE
@@ -483,6 +547,17 @@ export class AgentHarness {
       ...(splitChild ? { splitChild } : {}),
     };
     return { step, failed: executed === 0, usage, text: response.text };
+  }
+
+  async #verify(context: TurnVerifyContext, signal: AbortSignal, parent: Traced): Promise<VerifierVerdict> {
+    const verifying = startSpan('aleph.verify', {}, parent.context);
+    const verdict = await (this.#deps.verifier as VerifierChain).run(context, signal);
+    endSpan(verifying, {
+      'aleph.verdict': verdict.kind,
+      ...(verdict.kind === 'continue' ? {} : { 'aleph.verdict.reason': verdict.reason }),
+      ...(verdict.kind !== 'continue' && verdict.source ? { 'aleph.verdict.source': verdict.source } : {}),
+    });
+    return verdict;
   }
 
   /** PreToolUse for a batch. A hook that throws denies its call: a guard that failed certifies nothing. */
