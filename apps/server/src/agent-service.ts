@@ -239,7 +239,7 @@ export class AgentService {
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
         onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
       }),
-      orchestrator.spawnAgentTool(),
+      { ...orchestrator.spawnAgentTool(), timeoutMs: config.agent.spawn_agent_timeout_secs * 1000 },
     ];
     return {
       provider,

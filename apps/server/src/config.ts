@@ -14,6 +14,11 @@ const positive = z
   .number({ error: 'must be a positive number' })
   .positive({ error: 'must be a positive number' });
 
+/** Node's timers hold at most 2^31 - 1 ms; a longer one fires after 1 ms, so it is refused here. */
+export const MAX_DURATION_SECS = 2_147_483;
+const TOO_LONG = `must be at most ${MAX_DURATION_SECS} seconds (about 24.8 days, the longest timer Node.js can set)`;
+const duration = positive.max(MAX_DURATION_SECS, { error: TOO_LONG });
+
 export const configSchema = z.strictObject({
   gateway: z
     .strictObject({
@@ -26,7 +31,7 @@ export const configSchema = z.strictObject({
   pty: z
     .strictObject({
       max_sessions: positiveInt.default(64),
-      idle_ttl_secs: positive.default(600),
+      idle_ttl_secs: duration.default(600),
       eviction: z
         .enum(['evict-oldest', 'reject'], { error: 'must be "evict-oldest" or "reject"' })
         .default('evict-oldest'),
@@ -37,9 +42,12 @@ export const configSchema = z.strictObject({
   // `sandbox = true` confines a user's hook like the model's commands; unconfined by default (they are the user's).
   stop_hooks: z
     .array(
-      stopHookEntrySchema.extend({
-        sandbox: z.boolean({ error: 'must be true or false' }).default(false),
-      }),
+      stopHookEntrySchema
+        .extend({ sandbox: z.boolean({ error: 'must be true or false' }).default(false) })
+        .refine((entry) => (entry.timeout_secs ?? 0) <= MAX_DURATION_SECS, {
+          path: ['timeout_secs'],
+          error: TOO_LONG,
+        }),
     )
     .default([]),
   hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),
@@ -54,8 +62,10 @@ export const configSchema = z.strictObject({
       base_url: z.url({ error: 'must be a URL' }).optional(),
       api_key_env: z.string().min(1).optional(),
       max_iterations: positiveInt.default(50),
-      turn_timeout_secs: positive.default(300),
-      tool_timeout_secs: positive.default(120),
+      turn_timeout_secs: duration.default(300),
+      tool_timeout_secs: duration.default(120),
+      /** A sub-agent runs a whole loop of its own: its own bound, not tool_timeout_secs. */
+      spawn_agent_timeout_secs: duration.default(3600),
       /** Estimated tokens of history sent per turn; over it the harness compacts, then truncates. */
       max_context_tokens: positiveInt.default(100_000),
       /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */

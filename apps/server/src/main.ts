@@ -8,14 +8,24 @@ import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
 import { stateDir } from './state.js';
 
+const USAGE =
+  'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml, else built-in defaults.';
+
+/** Errors of the host or the address to listen on: a config problem, said in one line. */
+const LISTEN_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'EACCES', 'EAI_NONAME']);
+
 async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
-  });
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    }));
+  } catch (error) {
+    console.error(`aleph-server: ${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
   if (values.help) {
-    console.log(
-      'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml, else built-in defaults.',
-    );
+    console.log(USAGE);
     return 0;
   }
   let loaded;
@@ -43,6 +53,16 @@ async function main(): Promise<number> {
     if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       console.error(`aleph: port ${loaded.config.gateway.port} is in use: set [gateway].port or ALEPH_PORT`);
       return 1;
+    }
+    const { code, syscall } = error as NodeJS.ErrnoException;
+    if (
+      code !== undefined &&
+      LISTEN_ERRORS.has(code) &&
+      (syscall === 'getaddrinfo' || syscall === 'listen')
+    ) {
+      const { host, port } = loaded.config.gateway;
+      console.error(`aleph: cannot listen on ${host}:${port} ([gateway].host / .port): ${code}`);
+      return 2;
     }
     throw error;
   }
@@ -78,7 +98,9 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(error);
+    // One line for the user; the stack only when asked for (ALEPH_LOG_LEVEL=debug).
+    const verbose = ['debug', 'trace'].includes(process.env['ALEPH_LOG_LEVEL'] ?? '');
+    console.error(verbose ? error : `aleph: ${(error as Error).message ?? String(error)}`);
     process.exit(1);
   },
 );

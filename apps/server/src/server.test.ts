@@ -387,4 +387,64 @@ describe('the server process', () => {
       await model.close();
     }
   });
+
+  it('a store.dir that is a file, a host that cannot be listened on, an unknown flag: one line, no stack', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-start-errors-'));
+    const file = join(dir, 'aleph.toml');
+    writeFileSync(join(dir, 'not-a-dir'), '');
+    const cases: [string[], string, RegExp][] = [
+      [
+        ['--config', file],
+        `[store]\ndir = "${join(dir, 'not-a-dir')}"\n`,
+        /\[store\]\.dir: \S+not-a-dir is not a directory/,
+      ],
+      [
+        ['--config', file],
+        '[gateway]\nhost = "999.1.1.1"\nport = 0\n',
+        /cannot listen on 999\.1\.1\.1:0 .*ENOTFOUND/,
+      ],
+      [['--bogus'], '', /Unknown option '--bogus'\nusage: aleph-server/],
+    ];
+    for (const [args, config, expected] of cases) {
+      writeFileSync(file, `${config}[power]\ninhibit_sleep = false\n`);
+      const result = await runToExit([MAIN, ...args], { ALEPH_STATE_DIR: dir });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(expected);
+      expect(result.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('spawn_agent has its own timeout: a sub-agent may run longer than tool_timeout_secs', async () => {
+    const model = await startFakeLlm((conversation) => {
+      const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+      const results = conversation.filter((turn) => turn.role === 'tool');
+      if (task.includes('CHILD')) {
+        // Two commands of 0.7 s each (different: no result reuse): each within the 1 s tool timeout, the whole not.
+        return results.length < 2
+          ? { call: { name: 'shell', args: { command: `sleep 0.7; echo step ${results.length}` } } }
+          : { text: 'child finished\nVERDICT: PASS' };
+      }
+      return results.length === 0
+        ? { call: { name: 'spawn_agent', args: { prompt: 'CHILD: sleep twice' } } }
+        : { text: `parent saw: ${results[0]!.text}\nVERDICT: PASS` };
+    });
+    try {
+      const { client } = await start(
+        agentConfig()
+          .replace(llm.baseUrl, model.baseUrl)
+          .replace('max_iterations = 12', 'tool_timeout_secs = 1\nspawn_agent_timeout_secs = 60'),
+      );
+      await client.subscribe(['agent.*']);
+      const { runId } = await client.request<{ runId: string }>('agent.run', {
+        prompt: 'delegate',
+        cwd: work,
+      });
+      const done = await waitForDone(client, runId);
+      expect(done['terminateReason']).toEqual({ kind: 'model_stop' });
+      expect(done['finalText']).toMatch(/parent saw: sub-agent \S+ ended \(model_stop\)/);
+    } finally {
+      await model.close();
+    }
+  });
 });

@@ -1,9 +1,9 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
-import { createFileSessionStore } from '@aleph/harness';
+import { createFileSessionStore, type SessionStore } from '@aleph/harness';
 import { createPowerCapability } from '@aleph/power';
 import { createSandbox, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
@@ -33,6 +33,16 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+function openSessionStore(dir: string): SessionStore {
+  if (existsSync(dir) && !statSync(dir).isDirectory())
+    throw new ConfigError(`[store].dir: ${dir} is not a directory`);
+  try {
+    return createFileSessionStore(dir);
+  } catch (error) {
+    throw new ConfigError(`[store].dir: cannot use ${dir}: ${(error as Error).message}`);
+  }
+}
+
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { config, stateDir } = options;
   // A snapshot: providers read their key from it after the secrets leave process.env below.
@@ -40,6 +50,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const logger = options.logger ?? pino({ level: config.log.level }, pino.destination(2));
   // Fail at start, not at the first run: bad hook files and provider settings are config errors.
   for (const file of config.hooks.files) loadHooksFile(file);
+  const sessions = openSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const defaultProvider = createProvider(config.agent, env);
   const keyVariable = providerKeyVariable(config.agent);
   // Every child of this process (terminals, tools, hooks, gates) inherits process.env: the server's
@@ -74,7 +85,6 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     },
     { maxSessions: config.pty.agent_max_sessions },
   );
-  const sessions = createFileSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const { token, generated } = resolveToken(stateDir, config.gateway.token);
   const gateway = await createGateway({
     host: config.gateway.host,
