@@ -233,7 +233,13 @@ describe('the server process', () => {
       expect(await client.request('agent.cancel', { runId })).toEqual({ cancelled: true });
       expect((await done)['terminateReason']).toEqual({ kind: 'cancelled' });
       await expect
-        .poll(async () => (await client.list()).map((session) => session.sessionId), { timeout: 10_000 })
+        .poll(
+          async () =>
+            (await client.list())
+              .filter((session) => session.exit === null)
+              .map((session) => session.sessionId),
+          { timeout: 10_000 },
+        )
         .not.toContain(shells[0]);
 
       await expect(client.request('agent.cancel', { runId: 'nope' })).rejects.toMatchObject({
@@ -382,7 +388,8 @@ describe('the server process', () => {
       expect(tools).toEqual([
         expect.objectContaining({ name: 'shell', ok: true, output: 'finished\n\n[exit code 0]' }),
       ]);
-      expect((await client.list()).map((session) => session.sessionId)).toEqual([user.sessionId]);
+      const live = (await client.list()).filter((session) => session.exit === null);
+      expect(live.map((session) => session.sessionId)).toEqual([user.sessionId]);
     } finally {
       await model.close();
     }
