@@ -1,5 +1,5 @@
 // Spawning without forking the server (internal/spawner.ts), on Linux. Its own file: the last test
-// kills the helper, and the module remembers that for the rest of this process.
+// kills the helper, and the module remembers that (it replaces a helper only a few times).
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -138,5 +138,8 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     next.write('works\r');
     expect(await next.exited).toEqual({ exitCode: 3, signal: null, reason: 'exited' });
     expect(output.text()).toContain('fallback works');
+    // The spawn after that starts a new helper: the server does not fork from now on.
+    const later = stat(spawn('/bin/cat', []).pid).ppid;
+    expect([process.pid, helper]).not.toContain(later);
   });
 });

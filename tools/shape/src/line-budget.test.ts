@@ -12,7 +12,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
-  pty: { lines: 1360, files: 9 },
+  pty: { lines: 1370, files: 9 },
   verification: { lines: 2000, files: 21 },
   harness: { lines: 2030, files: 12 },
   gateway: { lines: 1540, files: 10 },

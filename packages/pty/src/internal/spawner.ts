@@ -65,7 +65,16 @@ interface Helper {
   replies: string;
 }
 
-let helper: Helper | null | undefined; // null: not available here (or no longer); do not retry
+let helper: Helper | null | undefined; // undefined: start one; null: not available here, or no longer
+/** A helper that died or was given up is replaced on the next spawn, this many times at most. */
+let replacements = 3;
+
+/** This helper is done for: the next spawn starts another one (or, past the budget, node-pty spawns). */
+function retire(started: Helper): void {
+  if (helper !== started) return;
+  helper = replacements > 0 ? undefined : null;
+  replacements -= 1;
+}
 
 /** Where `command` runs from: itself if it has a slash (relative to `cwd`), else the first on PATH. */
 export function findExecutable(command: string, cwd: string, env: NodeJS.ProcessEnv): string | undefined {
@@ -130,7 +139,7 @@ function startHelper(): Helper | null {
       }
     });
     child.once('exit', () => {
-      if (helper === started) helper = null;
+      retire(started);
       for (const fd of [request, reply]) closeQuietly(fd);
       rmSync(dir, { recursive: true, force: true });
     });
@@ -259,7 +268,7 @@ export function spawnWithoutFork(
     // The program itself cannot start (exec or chdir failed): node-pty would fail the same way.
     if (answer.kind === 'failed') throw new Error(answer.why);
     if ((started.strikes += 1) >= STRIKES || helperStuck(started)) {
-      helper = null; // silent or gone: node-pty spawns from now on
+      retire(started); // this spawn goes to node-pty; the next one starts a new helper
       started.process.kill('SIGKILL'); // it ignores the others
     }
     return undefined;
