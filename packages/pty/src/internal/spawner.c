@@ -19,6 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef NSIG
+#define NSIG 65 // strict POSIX headers leave it out
+#endif
+
 extern char **environ;
 
 static int child_signal[2] = {-1, -1}; // written by the SIGCHLD handler: some child changed state
