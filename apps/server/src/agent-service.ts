@@ -15,6 +15,7 @@ import type { PowerCapability } from '@aleph/power';
 import type { Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
+  type CommandWrapper,
   ExtensionStopHookVerifier,
   MutationEvidenceVerifier,
   parseVerdict,
@@ -67,6 +68,18 @@ export class AgentService {
   readonly #options: AgentServiceOptions;
   readonly #runs = new Map<string, RunRecord>();
   readonly #goals = new Map<string, Goal>();
+  /**
+   * The sandbox for hooks and gates, which never throws: a command it refuses (a denied cwd) runs as
+   * one that fails with the reason, so a gate stays fail-closed and a stop hook fail-open.
+   */
+  readonly #wrap: CommandWrapper = (command) => {
+    try {
+      return this.#options.sandbox.wrap(command);
+    } catch (error) {
+      const reason = `sandbox: ${(error as Error).message}`;
+      return { file: '/bin/sh', args: ['-c', 'echo "$1" >&2; exit 126', 'sh', reason], cwd: '/', env: {} };
+    }
+  };
 
   constructor(options: AgentServiceOptions) {
     this.#options = options;
@@ -209,8 +222,8 @@ export class AgentService {
     const onHookError = (error: { hookName: string; message: string }): void =>
       logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
     const stopHooks = buildStopHooksFromConfig(
-      { stop_hooks: config.stop_hooks.map(({ sandbox: _sandbox, ...entry }) => entry) },
-      { cwd, onHookError },
+      { stop_hooks: config.stop_hooks },
+      { cwd, onHookError, wrap: this.#wrap },
     );
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
@@ -225,6 +238,7 @@ export class AgentService {
           goals: this.#goals,
           cwd,
           timeoutMs: config.agent.tool_timeout_secs * 1000,
+          wrap: this.#wrap,
         }),
       )
       .onError((name, error) =>

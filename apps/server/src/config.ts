@@ -39,15 +39,13 @@ export const configSchema = z.strictObject({
       agent_max_sessions: positiveInt.default(16),
     })
     .prefault({}),
-  // `sandbox = true` confines a user's hook like the model's commands; unconfined by default (they are the user's).
+  // `sandbox = true` confines a hook like the model's commands; unconfined by default (it is the user's).
   stop_hooks: z
     .array(
-      stopHookEntrySchema
-        .extend({ sandbox: z.boolean({ error: 'must be true or false' }).default(false) })
-        .refine((entry) => (entry.timeout_secs ?? 0) <= MAX_DURATION_SECS, {
-          path: ['timeout_secs'],
-          error: TOO_LONG,
-        }),
+      stopHookEntrySchema.refine((entry) => (entry.timeout_secs ?? 0) <= MAX_DURATION_SECS, {
+        path: ['timeout_secs'],
+        error: TOO_LONG,
+      }),
     )
     .default([]),
   hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),

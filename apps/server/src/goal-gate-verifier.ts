@@ -3,6 +3,7 @@
 // metacharacters — cannot certify completion.
 import {
   effectiveGate,
+  type CommandWrapper,
   gateVeto,
   type GateState,
   type TurnVerifier,
@@ -21,6 +22,8 @@ export class GoalGateVerifier implements TurnVerifier {
       goals: Map<string, Goal>;
       cwd: string;
       timeoutMs: number;
+      /** Confines the model-set gate_command (the global gate is the user's and runs as configured). */
+      wrap: CommandWrapper;
     },
   ) {}
 
@@ -30,6 +33,7 @@ export class GoalGateVerifier implements TurnVerifier {
     const gates = effectiveGate(this.options.globalGate, this.options.goals.get(key)?.gateCommand, {
       cwd: this.options.cwd,
       timeoutMs: this.options.timeoutMs,
+      wrap: this.options.wrap,
     });
     if (gates.length === 0) return { kind: 'continue' };
     const state = this.#states.get(key) ?? { consecutiveErrors: 0 };

@@ -22,9 +22,10 @@ const runCommands: Brain = (conversation) => {
   const commands = JSON.parse(conversation.find((turn) => turn.role === 'user')?.text ?? '[]') as string[];
   const done = conversation.filter((turn) => turn.role === 'tool').length;
   const next = commands[done];
-  return next === undefined
-    ? { text: 'ran them all\nVERDICT: PASS' }
-    : { call: { name: 'shell', args: { command: next } } };
+  if (next === undefined) return { text: 'ran them all\nVERDICT: PASS' };
+  if (next.startsWith('goal:'))
+    return { call: { name: 'goal', args: { objective: 'probe', gate_command: next.slice(5) } } };
+  return { call: { name: 'shell', args: { command: next } } };
 };
 
 const SECRETS = {
@@ -66,7 +67,7 @@ afterEach(async () => {
   }
 });
 
-const config = (mode: string, extra = '') => `
+const config = (mode: string, extra = '', iterations = 12) => `
 [gateway]
 port = 0
 
@@ -75,7 +76,7 @@ provider = "openai-compatible"
 model = "fake-coder"
 base_url = "${llm.baseUrl}"
 api_key_env = "FAKE_PROVIDER_KEY"
-max_iterations = 12
+max_iterations = ${iterations}
 
 [power]
 inhibit_sleep = false
@@ -184,6 +185,28 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     } finally {
       for (const pid of sleepers(sleepMarker)) process.kill(pid, 'SIGKILL');
       rmSync(join(root, 'escaped.txt'), { force: true });
+    }
+  });
+
+  it('the model-set gate_command and a `sandbox = true` stop hook run confined; other hooks do not', async () => {
+    const hooks = ['confined', 'free']
+      .map(
+        (name) =>
+          `[[stop_hooks]]\nname = "${name}"\ncommand = "touch ${root}/hook-${name}"\n${name === 'confined' ? 'sandbox = true\n' : ''}`,
+      )
+      .join('\n');
+    const { client } = await start(config('required', `\n${hooks}`, 3));
+    const verdicts: any[] = [];
+    client.onEvent((topic, params) => topic === 'agent.verdict' && verdicts.push((params as any).verdict));
+    try {
+      await agentRun(client, [`goal:touch ${root}/gate-wrote`]);
+      expect(readdirSync(root)).toContain('hook-free');
+      expect(readdirSync(root)).not.toContain('hook-confined');
+      expect(readdirSync(root)).not.toContain('gate-wrote');
+      expect(verdicts).toContainEqual(expect.objectContaining({ kind: 'veto', source: 'goal_gate' }));
+    } finally {
+      for (const name of ['hook-free', 'hook-confined', 'gate-wrote'])
+        rmSync(join(root, name), { force: true });
     }
   });
 

@@ -58,13 +58,6 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   for (const name of ['ALEPH_TOKEN', ...(keyVariable === undefined ? [] : [keyVariable])])
     delete process.env[name];
   const sandbox = buildSandbox(config, stateDir, keyVariable, env);
-  const confinedHook = config.stop_hooks.findIndex((hook) => hook.sandbox);
-  if (confinedHook >= 0) {
-    // Never a silent unconfined run: refused until @aleph/verification's hooks take a `wrap`.
-    throw new ConfigError(
-      `[[stop_hooks]][${confinedHook}].sandbox = true is not supported by this build yet (the hook would run unconfined)`,
-    );
-  }
   if (sandbox.backend === 'none' && config.sandbox.mode === 'auto') {
     logger.warn(
       { component: 'sandbox' },
