@@ -18,12 +18,13 @@ export interface LoopFigures {
   readonly perStepUs: number;
   /** CPU time (user + system, all threads) per step: less sensitive to a loaded machine. */
   readonly cpuPerStepUs: number;
-  /** Mean of steps 2–11 and of steps 90–99 (1-based), µs; undefined below 99 steps. */
+  /** Mean µs of steps 2–11, of steps 90–99 (N ≥ 100) and of steps N−10…N−1 (N = 1000), 1-based. */
   readonly earlyUs: number;
-  readonly lateUs: number | undefined;
-  /** The same two means in CPU time. */
+  readonly lateUs?: number;
+  readonly lastUs?: number;
+  /** The same means in CPU time. */
   readonly earlyCpuUs: number;
-  readonly lateCpuUs: number | undefined;
+  readonly lateCpuUs?: number;
   /** Heap held at the last step (after a full GC), over the heap before the run, per step. */
   readonly heapPerStepKb: number;
 }
@@ -85,40 +86,66 @@ async function run(
 }
 
 const mean = (values: readonly number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+const median = (values: readonly number[]) => [...values].sort((x, y) => x - y)[values.length >> 1]!;
 
-export async function measure(system: System, steps: number, calls: number): Promise<LoopFigures> {
-  await run(system, Math.min(steps, 30), calls, () => {}); // warm-up: the same code paths, JIT-compiled
+interface Once {
+  /** µs of wall and of CPU time of each step. */
+  readonly wall: number[];
+  readonly cpu: number[];
+  readonly heapPerStepKb: number;
+}
+
+async function once(system: System, steps: number, calls: number): Promise<Once> {
   gc!();
   const heapBefore = process.memoryUsage().heapUsed;
   let heapAtEnd = 0;
-  const ends: number[] = [];
-  const cpuEnds: number[] = [];
+  const wall: number[] = [];
+  const cpu: number[] = [];
   const cpuStart = process.cpuUsage();
-  let cpu = { user: 0, system: 0 };
-  const start = performance.now();
+  let lastWall = performance.now();
+  let lastCpu = 0;
   await run(system, steps, calls, (step) => {
-    ends.push(performance.now());
+    const now = performance.now();
     const used = process.cpuUsage(cpuStart);
-    cpuEnds.push(used.user + used.system);
-    if (step !== steps) return;
-    cpu = process.cpuUsage(cpuStart);
-    gc!();
-    heapAtEnd = process.memoryUsage().heapUsed;
+    wall.push((now - lastWall) * 1000);
+    cpu.push(used.user + used.system - lastCpu);
+    if (step === steps) {
+      gc!();
+      heapAtEnd = process.memoryUsage().heapUsed;
+    }
+    const after = process.cpuUsage(cpuStart);
+    lastCpu = after.user + after.system;
+    lastWall = performance.now();
   });
-  const totalMs = ends.at(-1)! - start;
-  const durations = ends.map((end, index) => end - (index === 0 ? start : ends[index - 1]!));
-  const cpuDurations = cpuEnds.map((end, index) => end - (index === 0 ? 0 : cpuEnds[index - 1]!));
+  return { wall, cpu, heapPerStepKb: (heapAtEnd - heapBefore) / 1024 / steps };
+}
+
+/**
+ * Up to 100 steps the run is repeated three times in the process and each step's time is the
+ * median of its three: one scheduler hiccup on a shared machine would otherwise decide a 10-step
+ * window. The pre-issue-18 adapter (seconds a run) and N = 1000 run once.
+ */
+export async function measure(system: System, steps: number, calls: number): Promise<LoopFigures> {
+  await run(system, Math.min(steps, 30), calls, () => {}); // warm-up: the same code paths, JIT-compiled
+  const repeats = steps <= 100 && system !== 'legacy' ? 3 : 1;
+  const runs: Once[] = [];
+  for (let index = 0; index < repeats; index += 1) runs.push(await once(system, steps, calls));
+  const perStep = (pick: (run: Once) => number[]) =>
+    Array.from({ length: steps }, (_, step) => median(runs.map((run) => pick(run)[step]!)));
+  const wall = perStep((run) => run.wall);
+  const cpu = perStep((run) => run.cpu);
+  const window = (values: number[], from: number) => mean(values.slice(from - 1, from + 9));
   return {
     system,
     steps,
     calls,
-    perStepUs: (totalMs * 1000) / steps,
-    cpuPerStepUs: (cpu.user + cpu.system) / steps,
-    earlyUs: mean(durations.slice(1, 11)) * 1000,
-    lateUs: steps >= 99 ? mean(durations.slice(89, 99)) * 1000 : undefined,
-    earlyCpuUs: mean(cpuDurations.slice(1, 11)),
-    lateCpuUs: steps >= 99 ? mean(cpuDurations.slice(89, 99)) : undefined,
-    heapPerStepKb: (heapAtEnd - heapBefore) / 1024 / steps,
+    perStepUs: median(runs.map((run) => mean(run.wall))),
+    cpuPerStepUs: median(runs.map((run) => mean(run.cpu))),
+    earlyUs: window(wall, 2),
+    earlyCpuUs: window(cpu, 2),
+    ...(steps >= 100 ? { lateUs: window(wall, 90), lateCpuUs: window(cpu, 90) } : {}),
+    ...(steps >= 1000 ? { lastUs: window(wall, steps - 10) } : {}),
+    heapPerStepKb: median(runs.map((run) => run.heapPerStepKb)),
   };
 }
 
