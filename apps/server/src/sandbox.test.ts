@@ -222,6 +222,20 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
   });
 });
 
+describe.skipIf(process.platform !== 'linux')('[sandbox] mode = "auto" without a backend', () => {
+  it('starts with one warning, and agent.run and agent.done say sandbox: "off"', async () => {
+    const server = await startServerProcess(config('auto'), { ...SECRETS, PATH: '/nonexistent' });
+    servers.push(server);
+    const client = await connectGateway(server.url, { token: server.token });
+    clients.push(client);
+    expect(server.stdout()).toContain('sandbox: off (bwrap not found on PATH: install bubblewrap');
+    const { started, done } = await agentRun(client, []);
+    expect(started.sandbox).toBe('off');
+    expect(done['sandbox']).toBe('off');
+    expect(server.stderr().match(/no sandbox: bwrap not found/g)).toHaveLength(1);
+  });
+});
+
 describe('[sandbox] bad configuration stops the server with the key', () => {
   const cases: [string, string, RegExp][] = [
     ['a typo', '[sandbox]\nmdoe = "off"\n', /unknown key \[sandbox\]\.mdoe \(line 4\)/],
