@@ -61,7 +61,7 @@ export class GatewayClient {
       if (isBinary) return;
       // Output, nearly all the traffic, is read without JSON.parse; anything else parses as JSON.
       const frame = Buffer.isBuffer(raw) ? readOutputFrame(raw) : undefined;
-      if (frame === undefined) return this.#onMessage(rawText(raw));
+      if (frame === undefined) return this.#onMessage(rawText(raw) ?? '');
       const { bytes, ...params } = frame;
       this.#onNotification('pty.output', params, bytes);
     });

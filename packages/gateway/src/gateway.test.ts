@@ -276,6 +276,22 @@ describe('bad input gets a stable error and the connection stays usable', () => 
     ws.close();
   });
 
+  it('a text frame that is not UTF-8 gets parse_error, and the connection stays open', async () => {
+    const { ws, next } = await raw();
+    const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+    // A valid JSON-RPC request but for one byte that no UTF-8 text has (0xff), in a text frame.
+    const frame = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"pty.list","params":{"x":"\xff"}}', 'latin1');
+    ws.send(frame, { binary: false });
+    const answer = await Promise.race([next(), closed.then((code) => ({ closedWith: code }))]);
+    expect(answer).toMatchObject({
+      id: null,
+      error: { code: ErrorCodes.parse_error, message: expect.stringMatching(/not UTF-8/) },
+    });
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'pty.list' }));
+    expect((await next()).result).toEqual([]);
+    ws.close();
+  });
+
   it('a frame over maxPayload closes only that connection, with 1009', async () => {
     const other = await h.connect();
     const { ws } = await raw();
@@ -365,6 +381,55 @@ describe('auth and origin', () => {
     expect(await status('https://app.example')).toBe(101);
     expect(await status(`http://127.0.0.1:${other.gateway.port}`)).toBe(403);
     await other.dispose();
+  });
+
+  it('refuses a Host that does not name this server (DNS rebinding), even with the token', async () => {
+    const evil = 'evil.example:1234';
+    // Same-origin by its own lights: Host and Origin agree. Before, this opened.
+    expect(await attempt({ authorization: `Bearer ${TOKEN}`, host: evil, origin: `http://${evil}` })).toBe(
+      421,
+    );
+    expect(await attempt({ authorization: `Bearer ${TOKEN}`, host: evil })).toBe(421);
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) =>
+      request(
+        { host: '127.0.0.1', port: h.gateway.port, path: '/healthz', headers: { host: evil } },
+        (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        },
+      )
+        .on('error', reject)
+        .end(),
+    );
+    expect(status).toBe(421);
+    // The bound address, loopback names and names on allowedHosts are this server.
+    const port = h.gateway.port;
+    expect(await attempt({ authorization: `Bearer ${TOKEN}`, host: `localhost:${port}` })).toBe(101);
+    expect(
+      await attempt({
+        authorization: `Bearer ${TOKEN}`,
+        host: `localhost:${port}`,
+        origin: `http://localhost:${port}`,
+      }),
+    ).toBe(101);
+    expect(await attempt({ authorization: `Bearer ${TOKEN}`, host: `[::1]:${port}` })).toBe(101);
+    const named = await startGateway({ allowedHosts: ['aleph.internal'] });
+    try {
+      const url = named.gateway.url;
+      const opened = await new Promise<number>((resolve) => {
+        const ws = new WebSocket(url, [PROTOCOL_VERSION], {
+          headers: { authorization: `Bearer ${TOKEN}`, host: `aleph.internal:${named.gateway.port}` },
+        });
+        ws.on('unexpected-response', (_q, response) => resolve(response.statusCode ?? 0));
+        ws.on('open', () => (ws.close(), resolve(101)));
+        ws.on('error', () => {});
+      });
+      expect(opened).toBe(101);
+    } finally {
+      await named.dispose();
+    }
+    expect(h.manager.size).toBe(0);
   });
 
   it('refuses to start without a token, naming a non-loopback address', async () => {

@@ -9,7 +9,14 @@ import { getPtyManager, PtyError, type PtyManager, type PtySession } from '@alep
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { ZodType } from 'zod';
 import { GatewayError } from './errors.js';
-import { isLoopback, originAllowed, presentedToken, selectProtocol, tokensEqual } from './internal/auth.js';
+import {
+  hostAllowed,
+  isLoopback,
+  originAllowed,
+  presentedToken,
+  selectProtocol,
+  tokensEqual,
+} from './internal/auth.js';
 import { Connection } from './internal/connection.js';
 import { rawText } from './internal/frames.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
@@ -40,6 +47,11 @@ export interface GatewayOptions {
   readonly token: string;
   /** Origins a browser may connect from. Default: same-origin only. */
   readonly allowedOrigins?: readonly string[];
+  /**
+   * Host names (beside IP literals and `localhost`) a request may be addressed to, e.g. the
+   * machine's name when listening beyond loopback. Anything else is refused (DNS rebinding).
+   */
+  readonly allowedHosts?: readonly string[];
   readonly ptyManager?: PtyManager;
   readonly logger?: GatewayLogger;
   /** Largest frame a client may send; a bigger one closes that connection with 1009. Default 1 MiB. */
@@ -115,6 +127,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     );
   }
   const token = options.token;
+  const allowedHosts = [...(options.allowedHosts ?? []), host]; // the bound name, if a name
   const logger = options.logger ?? silent;
   const ptyManager = options.ptyManager ?? getPtyManager();
   const flow: FlowLimits = { ...DEFAULT_FLOW, ...options.flow };
@@ -124,6 +137,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let closing = false;
 
   const httpServer = createServer((request, response) => {
+    if (!hostAllowed(request, allowedHosts)) {
+      response.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request: unknown host\n');
+      return;
+    }
     if (request.url === '/healthz') {
       response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
       return;
@@ -134,6 +151,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     noServer: true,
     maxPayload: options.maxPayloadBytes ?? 1024 * 1024,
     perMessageDeflate: false,
+    // A text frame that is not UTF-8 gets a parse_error like any other bad frame (dispatch checks
+    // it), instead of ws closing the connection with 1007.
+    skipUTF8Validation: true,
     handleProtocols: selectProtocol,
   });
 
@@ -147,6 +167,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const path = (request.url ?? '').split('?')[0];
     if (closing) return refuse(socket, 503, 'Service Unavailable');
     if (path !== WEBSOCKET_PATH) return refuse(socket, 404, 'Not Found');
+    if (!hostAllowed(request, allowedHosts)) {
+      logger.warn({ host: request.headers.host }, 'refused upgrade: host not allowed');
+      return refuse(socket, 421, 'Misdirected Request');
+    }
     if (!originAllowed(request, options.allowedOrigins)) {
       logger.warn({ origin: request.headers.origin }, 'refused upgrade: origin not allowed');
       return refuse(socket, 403, 'Forbidden');
@@ -217,9 +241,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         'invalid_request',
         'binary frames are not supported: send JSON-RPC as text frames',
       );
+    const text = rawText(raw);
+    if (text === undefined)
+      return fail(connection, null, 'parse_error', 'not UTF-8: a text frame must be UTF-8 JSON');
     let message: unknown;
     try {
-      message = JSON.parse(rawText(raw));
+      message = JSON.parse(text);
     } catch (error) {
       return fail(connection, null, 'parse_error', `not JSON: ${(error as Error).message}`);
     }

@@ -1,6 +1,7 @@
 // Who may open the socket: a bearer token (or, from a browser, the token subprotocol), compared in
 // constant time, and an Origin on the allow-list (same-origin by default).
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { PROTOCOL_VERSION, TOKEN_SUBPROTOCOL_PREFIX } from '../protocol.js';
 
@@ -52,6 +53,25 @@ export function originAllowed(
   } catch {
     return false;
   }
+}
+
+/**
+ * DNS rebinding: a page on evil.example, once the name resolves to 127.0.0.1, is same-origin with
+ * itself (Host and Origin both say evil.example). So the Host must name this server: an IP literal
+ * (the bound address, loopback), `localhost`, or a name on `allowedHosts`.
+ */
+export function hostAllowed(request: IncomingMessage, allowedHosts: readonly string[] = []): boolean {
+  const host = request.headers.host;
+  if (host === undefined) return false;
+  let hostname: string;
+  try {
+    hostname = new URL(`http://${host}`).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  if (isIP(bare) !== 0 || bare === 'localhost' || bare.endsWith('.localhost')) return true;
+  return allowedHosts.some((allowed) => allowed.toLowerCase() === bare);
 }
 
 export function selectProtocol(protocols: Set<string>): string | false {

@@ -8,12 +8,13 @@
 import { isAscii, isUtf8 } from 'node:buffer';
 import type { RawData } from 'ws';
 
-/** The text of a frame as `ws` hands it over: a Buffer, an ArrayBuffer or fragments. */
-export function rawText(raw: RawData): string {
+/** The text of a frame as `ws` hands it over (a Buffer, an ArrayBuffer or fragments); undefined if not UTF-8. */
+export function rawText(raw: RawData): string | undefined {
   const buffer = Buffer.isBuffer(raw) ? raw : Array.isArray(raw) ? Buffer.concat(raw) : Buffer.from(raw);
   // JSON-RPC from the server is mostly ASCII: latin1 is a straight copy, cheaper than a UTF-8
   // decode of the same bytes (13 against 17 µs for 87 KiB here). Anything else decodes as UTF-8.
-  return isAscii(buffer) ? buffer.toString('latin1') : buffer.toString('utf8');
+  if (isAscii(buffer)) return buffer.toString('latin1');
+  return isUtf8(buffer) ? buffer.toString('utf8') : undefined;
 }
 
 const PREFIX = '{"jsonrpc":"2.0","method":"pty.output","params":{"sessionId":';
