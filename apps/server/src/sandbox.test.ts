@@ -147,11 +147,14 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(server.stdout()).toContain('sandbox: bubblewrap (network off)');
     const sleepMarker = marker();
     try {
-      const { started, done, outputs } = await agentRun(client, probes(sleepMarker));
+      const serverJson = `cat ${server.stateDir}/server.json; echo state-exit=$?`;
+      const { started, done, outputs } = await agentRun(client, [...probes(sleepMarker), serverJson]);
       expect(started.sandbox).toBe('bubblewrap');
       expect(done['sandbox']).toBe('bubblewrap');
       expect(done['terminateReason']).toEqual({ kind: 'model_stop' });
-      const [write, read, env, tcp, escapee] = outputs;
+      const [write, read, env, tcp, escapee, state] = outputs;
+      expect(state).toMatch(/state-exit=1/);
+      expect(state).not.toContain(SECRETS.ALEPH_TOKEN);
       expect(write).toMatch(/Read-only file system/);
       expect(readdirSync(root)).not.toContain('escaped.txt');
       expect(read).not.toContain('denied-token-value');
@@ -171,10 +174,12 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(server.stdout()).toContain('sandbox: off (sandbox mode is off)');
     const sleepMarker = marker();
     try {
-      const { started, done, outputs } = await agentRun(client, probes(sleepMarker));
+      const serverJson = `cat ${server.stateDir}/server.json; echo state-exit=$?`;
+      const { started, done, outputs } = await agentRun(client, [...probes(sleepMarker), serverJson]);
       expect(started.sandbox).toBe('off');
       expect(done['sandbox']).toBe('off');
-      const [write, read, env, tcp] = outputs;
+      const [write, read, env, tcp, , state] = outputs;
+      expect(state).toContain(SECRETS.ALEPH_TOKEN); // the server's own token file, unconfined
       expect(write).toMatch(/write-exit=0/);
       expect(readFileSync(join(root, 'escaped.txt'), 'utf8')).toBe('escaped\n');
       expect(read).toContain('denied-token-value');
