@@ -159,6 +159,7 @@ async function start(): Promise<void> {
       },
       size: () => ({ cols: terminals.activeTab?.terminal.cols, rows: terminals.activeTab?.terminal.rows }),
       request: (method: string, params: unknown) => connection.request(method, params),
+      terminal: () => terminals.activeTab?.terminal,
     },
   });
   await Promise.all([terminals.restore(), agent.load()]);

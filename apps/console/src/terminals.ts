@@ -8,7 +8,7 @@ import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
 const OPEN_TABS_KEY = 'aleph.tabs';
 const LIST_EVERY_MS = 2000;
 
-type ListedSession = MethodResult<'pty.list'>[number] & Partial<ExitInfo> & { state?: string };
+type ListedSession = MethodResult<'pty.list'>[number];
 
 export class Terminals {
   readonly tabBar = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Terminals' });
@@ -194,8 +194,7 @@ export class Terminals {
   }
 }
 
-/** The end of a listed session, when the server lists ended sessions (with their reason). */
+/** The end of a listed session: ended sessions stay listed, with their exit, for a grace period. */
 function endOf(session: ListedSession | undefined): ExitInfo | undefined {
-  if (session?.reason === undefined) return undefined;
-  return { exitCode: session.exitCode ?? null, signal: session.signal ?? null, reason: session.reason };
+  return session?.exit ?? undefined;
 }

@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { extname, join, resolve } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -48,8 +48,10 @@ const TYPES: Record<string, string> = {
  * CSP, and `/ws` and `/healthz` piped byte for byte to the gateway (so the socket is same-origin).
  */
 async function serveDist(gatewayPort: number): Promise<{ origin: string; close(): Promise<void> }> {
-  const pipe = (socket: NodeJS.ReadWriteStream & { destroy(): void }, head: string): void => {
-    const upstream = connect(gatewayPort, '127.0.0.1', () => {
+  const pipe = (socket: Socket, head: string): void => {
+    socket.setNoDelay(true);
+    // No Nagle on either leg: a keystroke's frame must not wait for the peer's delayed ACK (40 ms).
+    const upstream = connect({ port: gatewayPort, host: '127.0.0.1', noDelay: true }, () => {
       upstream.write(head);
       socket.pipe(upstream).pipe(socket);
     });
@@ -78,7 +80,7 @@ async function serveDist(gatewayPort: number): Promise<{ origin: string; close()
       })
       .end(readFileSync(file));
   });
-  server.on('upgrade', (request, socket) => pipe(socket, rawHead(request)));
+  server.on('upgrade', (request, socket) => pipe(socket as Socket, rawHead(request)));
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   return {
     origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
