@@ -21,7 +21,12 @@ async function installProbes(page: Page, local: boolean): Promise<void> {
   await page.evaluate('globalThis.__name = (target) => target');
   await page.evaluate((echoLocally) => {
     const term = (window as any).alephConsole.terminal();
-    const probe = { latencies: [] as number[], keyAt: undefined as number | undefined, parsed: false, maxGap: 0 };
+    const probe = {
+      latencies: [] as number[],
+      keyAt: undefined as number | undefined,
+      parsed: false,
+      maxGap: 0,
+    };
     (window as any).probe = probe;
     window.addEventListener(
       'keydown',
@@ -57,7 +62,11 @@ async function typeKeys(page: Page): Promise<number[]> {
 }
 
 /** Watches rAF gaps until `marker` is a line of the screen; returns the time taken and the longest gap. */
-async function timeUntil(page: Page, start: () => Promise<unknown>, marker: string): Promise<{ ms: number; maxGap: number }> {
+async function timeUntil(
+  page: Page,
+  start: () => Promise<unknown>,
+  marker: string,
+): Promise<{ ms: number; maxGap: number }> {
   await page.evaluate(() => {
     const probe = (window as any).probe;
     probe.maxGap = 0;
@@ -75,7 +84,11 @@ async function timeUntil(page: Page, start: () => Promise<unknown>, marker: stri
   const progress = setInterval(() => {
     void page
       .evaluate(() => (window as any).alephConsole.lines('screen').slice(-3).join(' | '))
-      .then((tail) => process.env['BENCH_DEBUG'] && console.log(`${Date.now() - began} ms: ${tail.slice(0, 160)}`), () => {});
+      .then(
+        (tail) =>
+          process.env['BENCH_DEBUG'] && console.log(`${Date.now() - began} ms: ${tail.slice(0, 160)}`),
+        () => {},
+      );
   }, 2000);
   await page.waitForFunction((line) => (window as any).alephConsole.lines('screen').includes(line), marker, {
     timeout: 600_000,
@@ -129,7 +142,10 @@ async function main(): Promise<void> {
     await page.keyboard.type('stty sane; clear\n');
     const flood = await timeUntil(
       page,
-      () => page.keyboard.type(`head -c ${FLOOD_BYTES} /dev/zero | tr '\\0' 'x' | fold -w 99; echo; echo flood-""done\n`),
+      () =>
+        page.keyboard.type(
+          `head -c ${FLOOD_BYTES} /dev/zero | tr '\\0' 'x' | fold -w 99; echo; echo flood-""done\n`,
+        ),
       'flood-done',
     );
     // Baseline: the same 16 MiB written into xterm.js in the page (in 64 KiB writes, as it arrives).
