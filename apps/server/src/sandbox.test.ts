@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
-import { MAIN, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { CLI, MAIN, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 /** The prompt is a JSON array of shell commands: one `shell` call each, then a stop. */
 const runCommands: Brain = (conversation) => {
@@ -213,6 +213,16 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
       for (const name of ['hook-free', 'hook-confined', 'gate-wrote'])
         rmSync(join(root, name), { force: true });
     }
+  });
+
+  it('`aleph run` says which sandbox is in force in its header', async () => {
+    const { server } = await start(config('required'));
+    const result = await runToExit([CLI, 'run', '[]', '--cwd', work], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^run \S+ \(session \S+; sandbox: bubblewrap\)$/m);
   });
 
   it("a user's terminal never sees ALEPH_TOKEN or the provider key either", async () => {
