@@ -15,8 +15,11 @@ import type { PowerCapability } from '@aleph/power';
 import type { Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
+  ClaudeCodeToolHooks,
   type CommandWrapper,
+  discoverClaudeCodeHooks,
   ExtensionStopHookVerifier,
+  type HookOutcome,
   MutationEvidenceVerifier,
   parseVerdict,
   ScratchpadGoalVerifier,
@@ -142,7 +145,7 @@ export class AgentService {
     const sessionId = await this.#options.sessions.create();
     const controller = new AbortController();
     const orchestrator: Orchestrator = new Orchestrator({
-      depsFor: () => this.#deps(provider, cwd, orchestrator, runId),
+      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId !== undefined),
     });
     const publish = (topic: string, data: object): void =>
       gateway.publish(topic, { runId, sessionId, ...data });
@@ -156,7 +159,7 @@ export class AgentService {
       controller,
       done: orchestrator
         .dispatch(
-          { prompt: params.prompt, sessionId },
+          { prompt: params.prompt, sessionId, cwd },
           {
             signal: controller.signal,
             onStep: (step) => publish('agent.step', { step }),
@@ -217,18 +220,35 @@ export class AgentService {
     return { runId, sessionId, sandbox };
   }
 
-  #deps(provider: AiProvider, cwd: string, orchestrator: Orchestrator, runId: string): HarnessDeps {
+  #deps(
+    provider: AiProvider,
+    cwd: string,
+    orchestrator: Orchestrator,
+    runId: string,
+    subagent: boolean,
+  ): HarnessDeps {
     const { config, logger } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
       logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
+    // Every hook run (Stop, SubagentStop, Pre/PostToolUse, the gate) is an agent.hook event.
+    // Claude Code's settings are discovered in the run's project root, the user's, and [hooks] files.
+    const hookOptions = {
+      stripEnv: ['ALEPH_TOKEN', ...(config.agent.api_key_env ? [config.agent.api_key_env] : [])],
+      onHookOutcome: (outcome: HookOutcome) =>
+        this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+    };
+    const claudeHooks = discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files });
+    for (const warning of claudeHooks.warnings) logger.warn({ runId }, warning);
     const stopHooks = buildStopHooksFromConfig(
       { stop_hooks: config.stop_hooks },
-      { cwd, onHookError, wrap: this.#wrap },
+      { cwd, onHookError, wrap: this.#wrap, ...hookOptions },
     );
+    const event = subagent ? 'SubagentStop' : 'Stop'; // a spawn_agent run gets SubagentStop hooks
+    const toolHooks = new ClaudeCodeToolHooks(claudeHooks, { projectDir: cwd, ...hookOptions });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
       .with(stopHooks)
-      .with(new ExtensionStopHookVerifier({ files: config.hooks.files, onHookError }))
+      .with(new ExtensionStopHookVerifier({ hooks: claudeHooks, event, onHookError, ...hookOptions }))
       .with(new ToolLoopVerifier())
       .with(new ScratchpadGoalVerifier())
       .with(new MutationEvidenceVerifier())
@@ -239,6 +259,7 @@ export class AgentService {
           cwd,
           timeoutMs: config.agent.tool_timeout_secs * 1000,
           wrap: this.#wrap,
+          ...hookOptions,
         }),
       )
       .onError((name, error) =>
@@ -261,6 +282,7 @@ export class AgentService {
       sessions: this.#options.sessions,
       verifier,
       power: this.#options.power,
+      ...(toolHooks.active ? { toolHooks } : {}),
       sandbox: this.#options.sandbox,
       maxIterations: config.agent.max_iterations,
       turnTimeoutMs: config.agent.turn_timeout_secs * 1000,

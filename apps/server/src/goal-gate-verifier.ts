@@ -3,7 +3,7 @@
 // metacharacters — cannot certify completion.
 import {
   effectiveGate,
-  type CommandWrapper,
+  type EffectiveGateOptions,
   gateVeto,
   type GateState,
   type TurnVerifier,
@@ -17,24 +17,22 @@ export class GoalGateVerifier implements TurnVerifier {
   readonly #states = new Map<string, GateState>();
 
   constructor(
-    private readonly options: {
+    /** `wrap` confines the model-set gate_command (the global gate is the user's and runs as configured). */
+    private readonly options: EffectiveGateOptions & {
       globalGate: string | undefined;
       goals: Map<string, Goal>;
       cwd: string;
-      timeoutMs: number;
-      /** Confines the model-set gate_command (the global gate is the user's and runs as configured). */
-      wrap: CommandWrapper;
     },
   ) {}
 
   async verify(ctx: TurnVerifyContext, signal: AbortSignal): Promise<VerifierVerdict> {
     if (ctx.stopReason === undefined) return { kind: 'continue' };
     const key = ctx.sessionId ?? '';
-    const gates = effectiveGate(this.options.globalGate, this.options.goals.get(key)?.gateCommand, {
-      cwd: this.options.cwd,
-      timeoutMs: this.options.timeoutMs,
-      wrap: this.options.wrap,
-    });
+    const gates = effectiveGate(
+      this.options.globalGate,
+      this.options.goals.get(key)?.gateCommand,
+      this.options,
+    );
     if (gates.length === 0) return { kind: 'continue' };
     const state = this.#states.get(key) ?? { consecutiveErrors: 0 };
     this.#states.set(key, state);
@@ -46,6 +44,9 @@ export class GoalGateVerifier implements TurnVerifier {
         toolCallsMade: ctx.toolCallsMade,
         stopReason: ctx.stopReason,
         sessionId: ctx.sessionId,
+        projectDir: ctx.projectDir ?? this.options.cwd,
+        transcriptPath: ctx.transcriptPath,
+        permissionMode: ctx.permissionMode,
       },
       signal,
       { state },

@@ -64,13 +64,13 @@ export async function gateVeto(
 }
 
 export interface EffectiveGateOptions {
-  readonly cwd?: string;
-  readonly timeoutMs?: number;
+  readonly cwd?: string | undefined;
+  readonly timeoutMs?: number | undefined;
   /** Runs the model-set `gate_command` inside a sandbox (TEAM contract 1); the global gate runs as configured. */
-  readonly wrap?: CommandWrapper;
+  readonly wrap?: CommandWrapper | undefined;
   /** Environment variable names the gates never see (`ALEPH_TOKEN`, the provider key …). */
-  readonly stripEnv?: readonly string[];
-  readonly onHookOutcome?: HookOutcomeListener;
+  readonly stripEnv?: readonly string[] | undefined;
+  readonly onHookOutcome?: HookOutcomeListener | undefined;
 }
 
 /** The global gate and the goal's own command, each a shell-safe hook (metacharacters → error). */

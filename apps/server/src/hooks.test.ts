@@ -1,0 +1,134 @@
+// Claude Code hooks in a real server run: `.claude/settings.json` in the run's project root is
+// found, a PreToolUse hook denies a write, a Stop hook sees Claude Code's stdin (transcript_path,
+// cwd, CLAUDE_PROJECT_DIR), a Stop hook that exits 1 is not silent, and every hook run is an
+// agent.hook event.
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
+import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+let llm: FakeLlm;
+let work: string;
+let server: ServerProcess | undefined;
+let client: GatewayClient | undefined;
+
+beforeAll(async () => {
+  llm = await startFakeLlm(writeCatStop);
+  work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-hooks-e2e-')));
+});
+afterAll(async () => {
+  await client?.close();
+  await server?.stop();
+  if (server) rmSync(server.stateDir, { recursive: true, force: true });
+  await llm.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('Claude Code hooks in a server run', () => {
+  it('finds .claude/settings.json in the project root; deny, stdin, exit 1 and outcomes as Claude Code gives them', async () => {
+    const project = join(work, 'project');
+    mkdirSync(join(project, '.claude'), { recursive: true });
+    const settings = {
+      hooks: {
+        PreToolUse: [
+          {
+            matcher: 'Write',
+            hooks: [
+              {
+                type: 'command',
+                command: `jq -r .tool_input.file_path | grep -q frozen && { echo "frozen files stay as they are" >&2; exit 2; }; exit 0`,
+              },
+            ],
+          },
+        ],
+        Stop: [
+          {
+            hooks: [
+              { type: 'command', command: 'cat > "$CLAUDE_PROJECT_DIR/stop-stdin.json"' },
+              { type: 'command', command: 'echo "3 tests failed" >&2; exit 1' },
+            ],
+          },
+        ],
+      },
+    };
+    writeFileSync(join(project, '.claude', 'settings.json'), JSON.stringify(settings));
+    const emptyConfigDir = join(work, 'claude-config');
+    mkdirSync(emptyConfigDir);
+    server = await startServerProcess(
+      `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 12\n\n[power]\ninhibit_sleep = false\n`,
+      { CLAUDE_CONFIG_DIR: emptyConfigDir },
+    );
+    client = await connectGateway(server.url, { token: server.token });
+    await client.subscribe(['agent.*']);
+    const hooks: Record<string, any>[] = [];
+    const tools: Record<string, any>[] = [];
+    let done: Record<string, any> | undefined;
+    client.onEvent((topic, params) => {
+      const event = params as Record<string, any>;
+      if (topic === 'agent.hook') hooks.push(event);
+      if (topic === 'agent.tool') tools.push(event);
+      if (topic === 'agent.done') done = event;
+    });
+    const { runId, sessionId } = await client.request<{ runId: string; sessionId: string }>('agent.run', {
+      prompt: 'create the file frozen.txt',
+      cwd: project,
+    });
+    await expect.poll(() => done, { timeout: 30_000 }).toBeDefined();
+
+    expect(existsSync(join(project, 'frozen.txt'))).toBe(false);
+    expect(tools[0]).toMatchObject({
+      name: 'write_file',
+      ok: false,
+      output: expect.stringContaining('frozen files stay'),
+    });
+    expect(hooks).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          runId,
+          hook: '.claude/settings.json#PreToolUse[0].hooks[0]',
+          route: 'claude_code',
+          event: 'PreToolUse',
+          tool: 'write_file',
+          kind: 'deny',
+          exitCode: 2,
+        }),
+        expect.objectContaining({
+          runId,
+          hook: '.claude/settings.json#Stop[0].hooks[1]',
+          event: 'Stop',
+          kind: 'error',
+          exitCode: 1,
+          stderr: '3 tests failed',
+        }),
+      ]),
+    );
+    const stdin = JSON.parse(readFileSync(join(project, 'stop-stdin.json'), 'utf8'));
+    expect(stdin).toMatchObject({
+      session_id: sessionId,
+      cwd: project,
+      hook_event_name: 'Stop',
+      stop_hook_active: false,
+      last_assistant_message: expect.stringContaining('VERDICT'),
+    });
+    expect(typeof stdin.permission_mode).toBe('string');
+    // The transcript Claude Code hooks read: JSONL with the assistant's text blocks.
+    const transcript = readFileSync(stdin.transcript_path, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(transcript.some((line) => line.type === 'assistant' && line.message.role === 'assistant')).toBe(
+      true,
+    );
+  });
+});
