@@ -10,6 +10,7 @@ import {
   type HarnessDeps,
   type RunResult,
   type SessionStore,
+  type TerminateReason,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
 import type { Sandbox } from '@aleph/sandbox';
@@ -59,6 +60,16 @@ interface RunRecord {
 
 const MAX_FINISHED_RUNS = 200;
 
+interface EarlierRun {
+  readonly runId: string;
+  readonly sessionId: string;
+  readonly prompt: string;
+  readonly cwd: string;
+  readonly startedAt: number;
+  readonly state: 'done';
+  readonly terminateReason: TerminateReason;
+}
+
 /** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
 export type SandboxLabel = 'bubblewrap' | 'sandbox-exec' | 'off';
 const sandboxLabel = (sandbox: Sandbox): SandboxLabel =>
@@ -83,6 +94,8 @@ export class AgentService {
       return { file: '/bin/sh', args: ['-c', 'echo "$1" >&2; exit 126', 'sh', reason], cwd: '/', env: {} };
     }
   };
+  /** Runs of earlier server processes, read from the store at start (their run id is their session id). */
+  #earlier: readonly EarlierRun[] = [];
 
   constructor(options: AgentServiceOptions) {
     this.#options = options;
@@ -102,8 +115,9 @@ export class AgentService {
       run.controller.abort(new Error('cancelled by agent.cancel'));
       return { cancelled: run.result === undefined };
     });
-    gateway.register('agent.list', z.strictObject({}).optional(), () =>
-      [...this.#runs.values()].map((run) => ({
+    gateway.register('agent.list', z.strictObject({}).optional(), () => [
+      ...this.#earlier,
+      ...[...this.#runs.values()].map((run) => ({
         runId: run.runId,
         sessionId: run.sessionId,
         prompt: run.prompt,
@@ -112,7 +126,7 @@ export class AgentService {
         state: run.result === undefined ? 'running' : 'done',
         ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
       })),
-    );
+    ]);
     gateway.register(
       'agent.history',
       z.strictObject({ sessionId: z.string().min(1) }),
@@ -123,6 +137,42 @@ export class AgentService {
         return options.sessions.load(sessionId);
       },
     );
+  }
+
+  /**
+   * Reads the runs earlier server processes left in the store, so agent.list shows them: a run
+   * whose log never ended (the server was killed) is `interrupted`. Corrupt log lines are skipped
+   * by the store and reported here.
+   */
+  async restore(): Promise<void> {
+    const summaries = (await this.#options.sessions.summaries?.()) ?? [];
+    const earlier = summaries
+      .filter((summary) => summary.state === 'ended' && summary.prompt !== undefined)
+      .sort((a, b) => (a.startedAt ?? 0) - (b.startedAt ?? 0))
+      .slice(-MAX_FINISHED_RUNS);
+    for (const summary of summaries) {
+      const corrupt = summary.corruptLines ?? [];
+      if (corrupt.length > 0)
+        this.#options.logger.warn(
+          { sessionId: summary.sessionId, lines: corrupt.slice(0, 20) },
+          `session log has ${corrupt.length} corrupt line(s), skipped`,
+        );
+    }
+    this.#earlier = earlier.map((summary) => ({
+      runId: summary.sessionId,
+      sessionId: summary.sessionId,
+      prompt: summary.prompt ?? '',
+      cwd: summary.cwd ?? '',
+      startedAt: summary.startedAt ?? 0,
+      state: 'done',
+      terminateReason: summary.terminateReason ?? { kind: 'interrupted' },
+    }));
+    const interrupted = this.#earlier.filter((run) => run.terminateReason.kind === 'interrupted');
+    if (interrupted.length > 0)
+      this.#options.logger.warn(
+        { sessionIds: interrupted.map((run) => run.sessionId) },
+        `${interrupted.length} run(s) of an earlier server never ended: listed as interrupted`,
+      );
   }
 
   get runs(): readonly RunRecord[] {

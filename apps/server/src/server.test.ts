@@ -454,4 +454,58 @@ describe('the server process', () => {
       await model.close();
     }
   });
+
+  it('after a SIGKILL, a new server lists the earlier runs from the store; the unfinished one as interrupted', async () => {
+    const store = mkdtempSync(join(tmpdir(), 'aleph-store-'));
+    const model = await startFakeLlm((conversation) => {
+      const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+      if (task.includes('quick')) return { text: 'quick answer\nVERDICT: PASS' };
+      return conversation.at(-1)?.role === 'tool'
+        ? { text: 'done' }
+        : { call: { name: 'shell', args: { command: 'sleep 30' } } };
+    });
+    try {
+      const config = `${agentConfig().replace(llm.baseUrl, model.baseUrl)}\n[store]\ndir = "${store}"\n`;
+      const first = await start(config);
+      await first.client.subscribe(['agent.*']);
+      const quick = await first.client.request<{ runId: string; sessionId: string }>('agent.run', {
+        prompt: 'a quick one',
+        cwd: work,
+      });
+      await waitForDone(first.client, quick.runId);
+      const shells: unknown[] = [];
+      first.client.onEvent((topic, params) => topic === 'agent.shell' && shells.push(params));
+      const slow = await first.client.request<{ sessionId: string }>('agent.run', {
+        prompt: 'a slow one',
+        cwd: work,
+      });
+      await expect.poll(() => shells.length, { timeout: 10_000 }).toBe(1);
+      await first.server.stop('SIGKILL');
+
+      const second = await start(config);
+      const listed = await second.client.request<
+        { sessionId: string; state: string; terminateReason?: unknown }[]
+      >('agent.list', {});
+      expect(listed).toEqual([
+        expect.objectContaining({
+          sessionId: quick.sessionId,
+          state: 'done',
+          terminateReason: { kind: 'model_stop' },
+        }),
+        expect.objectContaining({
+          sessionId: slow.sessionId,
+          state: 'done',
+          terminateReason: { kind: 'interrupted' },
+        }),
+      ]);
+      const cli = await runToExit([CLI, 'sessions'], {
+        ALEPH_URL: second.server.url,
+        ALEPH_TOKEN: second.server.token,
+      });
+      expect(cli.stdout).toMatch(/agent runs \(2\)\n.*\(model_stop\).*\n.*\(interrupted\).*a slow one/);
+    } finally {
+      await model.close();
+      rmSync(store, { recursive: true, force: true });
+    }
+  });
 });

@@ -98,6 +98,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
   });
+  await agents.restore();
   writeServerInfo(stateDir, { url: gateway.url, token, pid: process.pid });
 
   let closing: Promise<void> | undefined;
