@@ -27,7 +27,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.test.ts', '**/bench/**/*.ts', '**/test/**/*.ts'],
+    files: ['**/*.test.ts', '**/bench/**/*.ts', '**/test/**/*.ts', '**/reliability/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

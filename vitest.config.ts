@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // suites share one process pool (2-core machines: heavy pty suites must not fight each other).
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'apps/*', 'tools/*'],
+    projects: ['packages/*', 'apps/*', 'tools/*', 'apps/server/reliability'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -1,3 +1,11 @@
-import { defineProject } from 'vitest/config';
+import { configDefaults, defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'server', testTimeout: 60_000, hookTimeout: 60_000 } });
+export default defineProject({
+  test: {
+    name: 'server',
+    // The reliability suite is a project of its own (apps/server/reliability).
+    exclude: [...configDefaults.exclude, 'reliability/**'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});
