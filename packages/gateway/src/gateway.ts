@@ -284,11 +284,14 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     }
     connection.inFlight += 1;
     try {
-      const result = await entry.handler(params.data, {
+      const pending = entry.handler(params.data, {
         connectionId: connection.id,
         signal: connection.controller.signal,
         connection,
       });
+      // A synchronous handler's answer goes out at once, before the next frame of the same socket
+      // read is handled: what that frame causes (an ack's catch-up frames) must follow the answer.
+      const result: unknown = pending instanceof Promise ? await pending : pending;
       reply(connection, request.data.id, { result: result ?? {} });
     } catch (error) {
       const rpcError = rpcErrorFor(error);

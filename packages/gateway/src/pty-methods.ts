@@ -76,8 +76,12 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
 
   gateway.register('pty.ack', methods['pty.ack'].params, (params, context): MethodResult<'pty.ack'> => {
     ptyManager.require(params.sessionId);
-    const previous = context.connection.acked.get(params.sessionId) ?? 0;
-    context.connection.acked.set(params.sessionId, Math.max(previous, params.offset));
+    const { acked, sent } = context.connection;
+    const previous = acked.get(params.sessionId) ?? 0;
+    // An ack never counts past what this connection's current stream was sent: a stale ack of
+    // frames from before a pty.follow must not move the detach hold past what the client has.
+    const offset = Math.min(params.offset, sent.get(params.sessionId) ?? params.offset);
+    acked.set(params.sessionId, Math.max(previous, offset));
     const pump = options.pumpFor(params.sessionId);
     pump?.release();
     pump?.checkFlow();

@@ -21,6 +21,8 @@ export class Connection {
   /** Per session: offset one past the last byte sent, and the last offset acknowledged. */
   readonly sent = new Map<string, number>();
   readonly acked = new Map<string, number>();
+  /** Per session: where this client's stream began (a follow's offset, or its first live byte). */
+  readonly startedAt = new Map<string, number>();
   /** Since when this connection has been over the high-water mark (slow-consumer clock). */
   overSince: number | undefined;
   awaitingPong = false;

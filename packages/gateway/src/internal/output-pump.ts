@@ -118,7 +118,11 @@ export class OutputPump {
     let viewers = 0;
     for (const viewer of this.#viewers()) {
       viewers += 1;
-      const sent = viewer.sent.get(this.#session.id) ?? offset; // a new viewer starts live
+      let sent = viewer.sent.get(this.#session.id);
+      if (sent === undefined) {
+        sent = offset; // a new viewer starts live
+        viewer.startedAt.set(this.#session.id, offset);
+      }
       if (sent !== offset || viewer.backlog(this.#session.id) > this.#limits.highWaterBytes) continue;
       frame ??= this.#frame(offset, data);
       viewer.send(frame);
@@ -169,6 +173,10 @@ export class OutputPump {
   followFrom(viewer: Connection, fromOffset: number): number {
     const offset = Math.min(Math.max(fromOffset, this.#session.scrollback.start), this.#flushed);
     viewer.sent.set(this.#session.id, offset);
+    viewer.startedAt.set(this.#session.id, offset);
+    // Acks of the stream before this one say nothing about the new one beyond its start.
+    const acked = viewer.acked.get(this.#session.id);
+    if (acked !== undefined && acked > offset) viewer.acked.set(this.#session.id, offset);
     this.#holdFrom = undefined; // the one it was held for is back, or another viewer is: it is theirs now
     // After the answer to this request has gone out: the frames follow it.
     setImmediate(() => {
@@ -194,7 +202,9 @@ export class OutputPump {
     if (!viewer.wants('pty.output', id) || this.#limits.detachGraceMs <= 0) return;
     if (this.#session.exitInfo !== undefined) return; // ended: the manager keeps its tail
     for (const other of this.#viewers()) if (other !== viewer) return;
-    const from = viewer.acked.get(id) ?? viewer.sent.get(id) ?? this.#flushed;
+    // Hold from what it is known to have: its last ack, else where its stream began. What was
+    // sent but never acknowledged may still have been in flight when it went.
+    const from = viewer.acked.get(id) ?? viewer.startedAt.get(id) ?? this.#flushed;
     this.#holdFrom = Math.min(this.#holdFrom ?? from, from);
     if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
     this.#graceTimer = setTimeout(() => this.#endHold(), this.#limits.detachGraceMs);
