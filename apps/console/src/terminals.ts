@@ -1,7 +1,7 @@
 // The terminals side of the page: tabs over gateway sessions, the list of every session the server
 // has (refreshed live), and reattach after a reload. The page subscribes to pty.* for its open tabs
 // only, so it never holds back (by not acking) a session nobody here is looking at.
-import { h } from './dom.js';
+import { brief, h } from './dom.js';
 import { RpcError, type GatewayConnection, type MethodResult, type PtyExitEvent } from './gateway-client.js';
 import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
 
@@ -78,9 +78,8 @@ export class Terminals {
       return existing;
     }
     const info = listed ?? this.#listed.find((session) => session.sessionId === sessionId);
-    const tab = new TerminalTab(this.#connection, sessionId, options.title ?? info?.command ?? 'shell', () =>
-      this.#render(),
-    );
+    const title = brief(options.title ?? info?.command ?? 'shell', 32);
+    const tab = new TerminalTab(this.#connection, sessionId, title, () => this.#render());
     this.#tabs.set(sessionId, tab);
     this.area.append(tab.element);
     await this.#subscribe();
@@ -183,7 +182,7 @@ export class Terminals {
         return h(
           'li',
           { class: ended ? 'ended' : 'live' },
-          h('span', { class: 'command' }, session.command),
+          h('span', { class: 'command', title: session.command }, brief(session.command, 48)),
           h('span', { class: 'meta' }, `${session.cols}×${session.rows} · ${status}`),
           this.#tabs.has(session.sessionId)
             ? h('span', { class: 'meta' }, 'open')

@@ -180,7 +180,13 @@ timeout_secs = 10
       .poll(() => page.locator('.tab', { hasText: 'cat console.txt' }).count())
       .toBeGreaterThanOrEqual(0);
     await timeline.locator('.tool details').first().locator('summary').click();
-    await screenshot(page, '6-agent-run');
+    await page.getByRole('tab').first().click();
+    await type(`clear; cd ${work} && ls && cat console.txt`);
+    await expect.poll(() => terminalLines(page)).toContain('hello from the console');
+    await expect
+      .poll(async () => JSON.stringify((await terminalLines(page)).filter(Boolean).at(-1)))
+      .toMatch(/[#$] ?"$/);
+    await screenshot(page, '6-agent-run'); // the README's picture: a terminal beside a run
   });
 
   it('says the token is wrong, and asks for it', async () => {
