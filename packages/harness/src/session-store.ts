@@ -200,9 +200,9 @@ export class InMemorySessionStore implements SessionStore {
     const stored = { ...event, seq: session.events.length, at: Date.now() } as SessionEvent;
     session.events.push(stored);
     session.live = true;
-    const line = session.transcript.line(stored);
     const path = this.transcriptPath(sessionId);
-    if (line && path !== undefined) {
+    const line = path === undefined ? '' : session.transcript.line(stored);
+    if (path !== undefined && line) {
       const write = session.tail.then(() => appendFile(path, line));
       session.tail = write.catch(() => undefined);
       await write;
@@ -319,10 +319,13 @@ class FileSessionStore implements SessionStore {
     const stored = { ...event, seq: log.seq, at: Date.now() } as SessionEvent;
     log.seq += 1;
     const line = log.transcript.line(stored);
-    const write = log.tail.then(async () => {
-      await log.handle.write(`${JSON.stringify(stored)}\n`);
-      if (line) await log.transcriptHandle.write(line);
-    });
+    // Two files, written side by side; the chain keeps each file's lines in append order.
+    const write = log.tail.then(() =>
+      Promise.all([
+        log.handle.write(`${JSON.stringify(stored)}\n`),
+        line && log.transcriptHandle.write(line),
+      ]),
+    );
     log.tail = write.catch(() => undefined);
     try {
       await write;

@@ -11,14 +11,18 @@ export interface Traced {
   readonly context: Context;
 }
 
-/** Starts a span under `parent` (the active context by default: a sub-agent's run nests in its tool). */
+/** A span under `parent` (default: the active one, so a sub-agent's run nests in its tool); none
+ *  under a parent that records nothing (no SDK, sampled out): a no-op costs once per run, not per step. */
 export function startSpan(name: string, attributes: Attributes, parent: Context = context.active()): Traced {
+  const parentSpan = trace.getSpan(parent);
+  if (parentSpan !== undefined && !parentSpan.isRecording()) return { span: parentSpan, context: parent };
   const span = tracer.startSpan(name, { attributes }, parent);
   return { span, context: trace.setSpan(parent, span) };
 }
 
 /** Ends a span with its closing attributes; an `error` marks it failed, with that message. */
 export function endSpan(traced: Traced, attributes: Attributes = {}, error?: string): void {
+  if (!traced.span.isRecording()) return; // a no-op span, or a parent lent by startSpan above
   traced.span.setAttributes(attributes);
   if (error !== undefined) traced.span.setStatus({ code: SpanStatusCode.ERROR, message: error });
   traced.span.end();
