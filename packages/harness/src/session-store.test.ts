@@ -103,7 +103,14 @@ describe('file session store', () => {
     );
     const restarted = createFileSessionStore(dir);
     const byId = new Map((await restarted.summaries!()).map((summary) => [summary.sessionId, summary]));
+    const empty = await store.create(); // created, then the server died before the prompt was logged
     expect(byId.size).toBe(3);
+    expect((await createFileSessionStore(dir).summaries!()).find((s) => s.sessionId === empty)).toMatchObject(
+      {
+        state: 'ended',
+        terminateReason: { kind: 'interrupted' },
+      },
+    );
     expect(byId.get(ended)).toMatchObject({
       state: 'ended',
       terminateReason: { kind: 'model_stop' },

@@ -67,7 +67,7 @@ export function summarize(sessionId: string, load: SessionLoad, live: boolean): 
   const cwd = events.findLast((event) => event.type === 'user' && event.cwd !== undefined);
   let terminateReason: TerminateReason | undefined;
   if (end?.type === 'terminate') terminateReason = end.reason;
-  else if (!live && events.length > 0) terminateReason = { kind: 'interrupted' };
+  else if (!live) terminateReason = { kind: 'interrupted' };
   return {
     sessionId,
     state: terminateReason === undefined ? 'running' : 'ended',
