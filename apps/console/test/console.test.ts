@@ -22,6 +22,7 @@ const available = chromiumAvailable();
 describe.skipIf(!available)('the console in Chromium', () => {
   let browser: Browser;
   let server: ConsoleServer;
+  let bare: ConsoleServer;
   let llm: Awaited<ReturnType<typeof startFakeLlm>>;
   let work: string;
   let page: Page;
@@ -54,12 +55,14 @@ timeout_secs = 10
 `),
       launchChromium(),
     ]);
+    bare = await startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
     page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
   });
 
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
+    await bare?.stop();
     await llm?.close();
     rmSync(work, { recursive: true, force: true });
   });
@@ -196,5 +199,17 @@ timeout_secs = 10
     expect(await wrong.getByLabel('Token').isVisible()).toBe(true);
     await screenshot(wrong, '7-wrong-token');
     await wrong.close();
+  });
+
+  it('without a provider, says how to configure one', async () => {
+    const other = await browser.newPage();
+    await other.goto(bare.consoleUrl);
+    await other.getByLabel('Prompt').fill('hello');
+    await other.getByRole('button', { name: 'Run' }).click();
+    const alert = other.locator('.message.no-provider');
+    await alert.waitFor();
+    expect(await alert.innerText()).toMatch(/\[agent\][\s\S]*provider = /);
+    await screenshot(other, '8-no-provider');
+    await other.close();
   });
 });
