@@ -2,7 +2,7 @@
 // validated with zod; an unknown key or a bad value is an error naming the key and, where it can be
 // found, its line. Environment variables override the common keys.
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { stopHookEntrySchema } from '@aleph/verification';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
@@ -205,5 +205,7 @@ export function loadConfig(
       `environment override: ${describePath(issue?.path ?? [])} ${issue?.message ?? 'is invalid'}`,
     );
   }
+  const base = path === undefined ? cwd : dirname(path); // [hooks] files: from the config file's folder
+  checked.data.hooks.files = checked.data.hooks.files.map((file) => resolve(base, file));
   return { config: checked.data, path };
 }

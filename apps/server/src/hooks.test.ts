@@ -17,6 +17,7 @@ import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
 import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { loadConfig } from './config.js';
 
 let llm: FakeLlm;
 let work: string;
@@ -130,5 +131,13 @@ describe('Claude Code hooks in a server run', () => {
     expect(transcript.some((line) => line.type === 'assistant' && line.message.role === 'assistant')).toBe(
       true,
     );
+  });
+
+  it("resolves [hooks] files from the config file's folder, not from where the server started", () => {
+    const folder = join(work, 'config-folder');
+    mkdirSync(folder);
+    writeFileSync(join(folder, 'aleph.toml'), '[hooks]\nfiles = ["hooks/extra.json", "/abs/x.json"]\n');
+    const { config } = loadConfig({ path: join(folder, 'aleph.toml'), cwd: work });
+    expect(config.hooks.files).toEqual([join(folder, 'hooks', 'extra.json'), '/abs/x.json']);
   });
 });
