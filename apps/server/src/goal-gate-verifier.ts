@@ -1,6 +1,6 @@
 // The goal gate in the chain: when the model asks to stop, the global gate command and the goal's
 // own gate must pass. Fail-closed (gateVeto): a gate that errors — or a command with shell
-// metacharacters — cannot certify completion.
+// metacharacters — cannot certify completion. `wrap` confines the model-set command, not the global gate.
 import {
   effectiveGate,
   type EffectiveGateOptions,
@@ -17,7 +17,6 @@ export class GoalGateVerifier implements TurnVerifier {
   readonly #states = new Map<string, GateState>();
 
   constructor(
-    /** `wrap` confines the model-set gate_command (the global gate is the user's and runs as configured). */
     private readonly options: EffectiveGateOptions & {
       globalGate: string | undefined;
       goals: Map<string, Goal>;
