@@ -19,6 +19,7 @@ import {
 } from './internal/auth.js';
 import { Connection } from './internal/connection.js';
 import { rawText } from './internal/frames.js';
+import { staticFiles } from './internal/static-files.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
 import { registerPtyMethods } from './pty-methods.js';
 import {
@@ -45,6 +46,11 @@ export interface GatewayOptions {
   readonly port?: number;
   /** Required. Clients present it as `Authorization: Bearer <token>` or the token subprotocol. */
   readonly token: string;
+  /**
+   * A folder served at `/` (the web console's build), with cache headers and a CSP that allows no
+   * inline script and no other origin; `/ws` and `/healthz` keep their meaning.
+   */
+  readonly static?: { readonly root: string };
   /** Origins a browser may connect from. Default: same-origin only. */
   readonly allowedOrigins?: readonly string[];
   /**
@@ -136,6 +142,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const pumps = new Map<string, OutputPump>();
   let closing = false;
 
+  const serveStatic = options.static === undefined ? undefined : staticFiles(options.static.root);
   const httpServer = createServer((request, response) => {
     if (!hostAllowed(request, allowedHosts)) {
       response.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request: unknown host\n');
@@ -145,7 +152,18 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
       return;
     }
-    response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+    const notFound = (): void =>
+      void response.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+    if (serveStatic === undefined) return notFound();
+    // The same origin rules as the socket: a page elsewhere cannot load these.
+    if (!originAllowed(request, options.allowedOrigins)) {
+      response.writeHead(403, { 'content-type': 'text/plain' }).end('forbidden\n');
+      return;
+    }
+    serveStatic(request, response).then(
+      (served) => served || notFound(),
+      () => response.destroy(),
+    );
   });
   const wss = new WebSocketServer({
     noServer: true,
@@ -193,9 +211,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     });
   };
   // An ended session is kept a while (its tail, its exit): its pump serves pty.follow until then.
+  let dropScreens: (sessionId?: string) => void = () => {};
   const forget = (sessionId: string): void => {
     pumps.get(sessionId)?.dispose();
     pumps.delete(sessionId);
+    dropScreens(sessionId);
   };
   ptyManager.on('spawn', attach);
   ptyManager.on('forget', forget);
@@ -383,6 +403,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       ptyManager.off('spawn', attach);
       ptyManager.off('forget', forget);
       for (const pump of pumps.values()) pump.dispose();
+      dropScreens();
       await ptyManager.closeAll();
       for (const connection of connections.values()) connection.socket.close(1001, 'server shutting down');
       await new Promise<void>((resolve) => {
@@ -401,7 +422,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
 
-  registerPtyMethods(gateway, {
+  dropScreens = registerPtyMethods(gateway, {
     ptyManager,
     inputQueueBytes: options.inputQueueBytes ?? 256 * 1024,
     pumpFor: (sessionId) => pumps.get(sessionId),

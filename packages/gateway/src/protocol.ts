@@ -104,6 +104,14 @@ export const methods = {
      */
     result: z.object({ offset: z.number(), end: z.number(), exit: exitInfoSchema.nullable() }),
   },
+  'pty.snapshot': {
+    params: z.strictObject({ sessionId }),
+    /**
+     * The screen after the session's first `offset` bytes of output, as escape sequences (xterm.js's
+     * SerializeAddon) for a terminal of `cols` × `rows`; follow the output from `offset` after it.
+     */
+    result: z.object({ offset: z.number(), cols: z.int(), rows: z.int(), data: z.string() }),
+  },
   'pty.ack': {
     params: z.strictObject({ sessionId, offset: z.int().min(0) }),
     result: z.object({}),

@@ -3,6 +3,7 @@ import type { PtyManager } from '@aleph/pty';
 import { GatewayError } from './errors.js';
 import type { Gateway } from './gateway.js';
 import type { OutputPump } from './internal/output-pump.js';
+import { SessionScreen } from './internal/screen.js';
 import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
 
 export interface PtyMethodsOptions {
@@ -11,8 +12,13 @@ export interface PtyMethodsOptions {
   readonly pumpFor: (sessionId: string) => OutputPump | undefined;
 }
 
-export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions): void {
+/** Registers the methods; returns what drops a session's server-side screen (all, without an id). */
+export function registerPtyMethods(
+  gateway: Gateway,
+  options: PtyMethodsOptions,
+): (sessionId?: string) => void {
   const { ptyManager } = options;
+  const screens = new Map<string, SessionScreen>();
 
   gateway.register('pty.spawn', methods['pty.spawn'].params, (params): MethodResult<'pty.spawn'> => {
     const session = ptyManager.spawn(params);
@@ -74,6 +80,28 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
     return { offset, data: data.toString('base64', 0, length), end: offset + data.length };
   });
 
+  gateway.register('pty.snapshot', methods['pty.snapshot'].params, async (params) => {
+    const session = ptyManager.require(params.sessionId);
+    for (let attempt = 0; ; attempt += 1) {
+      let screen = screens.get(session.id);
+      if (screen === undefined) {
+        const created: SessionScreen = new SessionScreen(session, () => {
+          if (screens.get(session.id) === created) screens.delete(session.id);
+        });
+        screens.set(session.id, (screen = created));
+      }
+      try {
+        return await screen.snapshot();
+      } catch (error) {
+        // Dropped under a flood while we waited: one more try from the scrollback, then busy.
+        if (attempt > 0)
+          throw new GatewayError('busy', `session ${session.id} is flooding: retry the snapshot`, {
+            cause: error,
+          });
+      }
+    }
+  });
+
   gateway.register('pty.ack', methods['pty.ack'].params, (params, context): MethodResult<'pty.ack'> => {
     ptyManager.require(params.sessionId);
     const { acked, sent } = context.connection;
@@ -112,4 +140,8 @@ export function registerPtyMethods(gateway: Gateway, options: PtyMethodsOptions)
     for (const topic of params.topics) context.connection.topics.delete(topic);
     return { topics: [...context.connection.topics] };
   });
+
+  return (sessionId) => {
+    for (const [id, screen] of screens) if (sessionId === undefined || id === sessionId) screen.dispose();
+  };
 }
