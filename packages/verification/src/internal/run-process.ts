@@ -78,14 +78,12 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
  * zombie nobody reaps (PID 1 in some containers does not) still answers `kill(-pgid, 0)`.
  */
 export function groupAlive(pgid: number): boolean {
-  if (process.platform !== 'linux') {
-    try {
-      process.kill(-pgid, 0);
-      return true;
-    } catch {
-      return false;
-    }
+  try {
+    process.kill(-pgid, 0);
+  } catch {
+    return false; // ESRCH: no member at all, not even a zombie (the common case, and cheap)
   }
+  if (process.platform !== 'linux') return true;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let stat: string;
