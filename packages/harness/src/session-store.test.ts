@@ -287,8 +287,11 @@ describe('Claude Code transcript', () => {
       }),
     ).toBe('All good.\nVERDICT: PASS\n');
 
-    // Resumed by another store (a restarted server): appended, not rewritten, and the chain goes on.
+    // Resumed by another store (a restarted server) after a crash tore the transcript's last line:
+    // the torn part is cut, the rest is appended to, not rewritten, and the chain goes on.
+    await store.close?.();
     const before = readFileSync(file, 'utf8');
+    appendFileSync(file, '{"type":"assistant","mess');
     const reopened = createFileSessionStore(dir);
     await new AgentHarness({
       provider: new ScriptedProvider([stop('again')]),
@@ -302,7 +305,7 @@ describe('Claude Code transcript', () => {
     expect(after.startsWith(before)).toBe(true);
     const next = JSON.parse(after.slice(before.length).split('\n')[0]!);
     expect(next).toMatchObject({ type: 'user', parentUuid: lines.at(-1).uuid, cwd: '/work/project' });
-    await store.close?.();
+    expect(jq('.type', file).trim().split('\n')).toHaveLength(lines.length + 2); // every line parses
     await reopened.close?.();
   });
 });

@@ -279,13 +279,8 @@ class FileSessionStore implements SessionStore {
       log = (async () => {
         const path = this.#path(sessionId);
         const { events, tornTail } = await this.load(sessionId);
-        if (tornTail) {
-          // Cut the torn line off so the next append starts on a fresh line.
-          const text = await readFile(path, 'utf8');
-          const repair = await open(path, 'r+');
-          await repair.truncate(Buffer.byteLength(text.slice(0, text.lastIndexOf('\n') + 1)));
-          await repair.close();
-        }
+        if (tornTail) await cutTornLine(path);
+        await cutTornLine(this.transcriptPath(sessionId)); // a hook's jq must never meet half a line
         const transcript = new Transcript(sessionId, events);
         const handle = await open(path, 'a');
         const transcriptHandle = await open(this.transcriptPath(sessionId), 'a').catch(
@@ -384,6 +379,14 @@ class FileSessionStore implements SessionStore {
     this.#logs.clear();
     for (const pending of logs) await closeLog(await pending);
   }
+}
+
+/** Cuts an unterminated last line (a crash mid-write) off, so the next append starts on a fresh line. */
+async function cutTornLine(path: string): Promise<void> {
+  const text = await readFile(path).catch(() => Buffer.alloc(0));
+  if (text.length === 0 || text.at(-1) === 0x0a) return;
+  const repair = await open(path, 'r+');
+  await repair.truncate(text.lastIndexOf(0x0a) + 1).finally(() => repair.close());
 }
 
 async function closeLog(log: OpenLog): Promise<void> {
