@@ -133,6 +133,60 @@ describe('Claude Code hooks in a server run', () => {
     );
   });
 
+  it('a spawn_agent run gets SubagentStop hooks (told so on stdin), the parent run Stop hooks', async () => {
+    const brain = startFakeLlm((conversation) => {
+      const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+      if (task.startsWith('CHILD')) return { text: 'child done' };
+      return conversation.at(-1)?.role === 'tool'
+        ? { text: 'parent done' }
+        : { call: { name: 'spawn_agent', args: { prompt: 'CHILD: say done' } } };
+    });
+    const llm2 = await brain;
+    const project = join(work, 'subagent-project');
+    mkdirSync(join(project, '.claude'), { recursive: true });
+    const record = (event: string) => ({
+      hooks: [
+        {
+          type: 'command',
+          command: `cat >> "$CLAUDE_PROJECT_DIR/${event}.jsonl"; echo >> "$CLAUDE_PROJECT_DIR/${event}.jsonl"`,
+        },
+      ],
+    });
+    writeFileSync(
+      join(project, '.claude', 'settings.json'),
+      JSON.stringify({ hooks: { Stop: [record('stop')], SubagentStop: [record('subagent-stop')] } }),
+    );
+    try {
+      const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm2.baseUrl}"\n\n[power]\ninhibit_sleep = false\n`;
+      const child = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'claude-config') });
+      const sub = await connectGateway(child.url, { token: child.token });
+      try {
+        await sub.subscribe(['agent.*']);
+        let done: Record<string, any> | undefined;
+        sub.onEvent((topic, params) => topic === 'agent.done' && (done = params as Record<string, any>));
+        await sub.request('agent.run', { prompt: 'delegate', cwd: project });
+        await expect.poll(() => done, { timeout: 30_000 }).toBeDefined();
+        const lines = (file: string) =>
+          readFileSync(join(project, file), 'utf8')
+            .split('\n')
+            .filter(Boolean)
+            .map((line) => JSON.parse(line));
+        expect(lines('subagent-stop.jsonl')).toEqual([
+          expect.objectContaining({ hook_event_name: 'SubagentStop', last_assistant_message: 'child done' }),
+        ]);
+        expect(lines('stop.jsonl')).toEqual([
+          expect.objectContaining({ hook_event_name: 'Stop', last_assistant_message: 'parent done' }),
+        ]);
+      } finally {
+        await sub.close();
+        await child.stop();
+        rmSync(child.stateDir, { recursive: true, force: true });
+      }
+    } finally {
+      await llm2.close();
+    }
+  });
+
   it("resolves [hooks] files from the config file's folder, not from where the server started", () => {
     const folder = join(work, 'config-folder');
     mkdirSync(folder);
