@@ -1,5 +1,6 @@
 // pnpm bench: the gateway against raw node-pty, measured in the same run. Prints figures and ratios;
 // asserts nothing. The gateway runs in its own process, as a server would; the client is here.
+import headless from '@xterm/headless';
 import { spawn as spawnProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -141,8 +142,13 @@ async function gatewayEcho(client: GatewayClient, warmUp: number, rounds: number
 }
 
 const fmt = (n: number) => n.toFixed(3);
+/** A figure, its target, and whether it holds: `1.42 (target ≤ 1.6: holds)`. */
+const verdict = (value: number, relation: '≤' | '≥', target: number, unit = '') =>
+  `${value.toFixed(2)}${unit} (target ${relation} ${target}${unit}: ${
+    (relation === '≤' ? value <= target : value >= target) ? 'holds' : 'MISSED'
+  })`;
 // BENCH_ONLY=isolation (or a comma-separated list) runs just those parts.
-const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory') =>
+const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory' | 'snapshot') =>
   !process.env['BENCH_ONLY'] || process.env['BENCH_ONLY'].split(',').includes(part);
 console.log(
   '# @aleph/gateway (gateway in its own process, client here; raw: node-pty read in-process, in a process of its own)',
@@ -155,7 +161,7 @@ try {
   // 1. Throughput, interleaved raw / gateway, five rounds each after one unmeasured warm-up round
   // each (steady state, as for the echo below: a fresh process's first round runs before V8 has
   // optimized its read path, the gateway's more so, as its path is longer); medians and bests, and
-  // their ratios (this VM's raw figure alone varies 40–110 MB/s from run to run).
+  // their ratios (this VM's raw figure alone varies 40–110 MiB/s from run to run).
   if (want('throughput')) {
     const runs = { raw: [] as number[], gateway: [] as number[], counting: [] as number[] };
     await rawThroughput();
@@ -169,10 +175,10 @@ try {
     const median = (values: number[]) => pct(values, 0.5);
     const best = (values: number[]) => Math.max(...values);
     console.log(
-      `throughput, cat of ${(size / MiB).toFixed(0)} MiB ×5: raw node-pty median ${median(runs.raw).toFixed(1)} MB/s, best ${best(runs.raw).toFixed(1)}; gateway median ${median(runs.gateway).toFixed(1)} MB/s, best ${best(runs.gateway).toFixed(1)}; ratio of medians ${(median(runs.gateway) / median(runs.raw)).toFixed(2)}, of bests ${(best(runs.gateway) / best(runs.raw)).toFixed(2)} (target ≥ 0.85)`,
+      `throughput (MiB of program output per second, as received by the client), cat of ${(size / MiB).toFixed(0)} MiB ×5: raw node-pty median ${median(runs.raw).toFixed(1)} MiB/s, best ${best(runs.raw).toFixed(1)}; gateway median ${median(runs.gateway).toFixed(1)} MiB/s, best ${best(runs.gateway).toFixed(1)}; ratio of medians ${verdict(median(runs.gateway) / median(runs.raw), '≥', 0.7)}, of bests ${(best(runs.gateway) / best(runs.raw)).toFixed(2)}`,
     );
     console.log(
-      `  (diagnostic) the same to a client that decodes and acks nothing: median ${median(runs.counting).toFixed(1)} MB/s, ${(median(runs.counting) / median(runs.raw)).toFixed(2)}× raw: what the server and the socket move; the rest of the gap is the typed client's decoding and acking on the same 2 cores`,
+      `  (diagnostic) the same to a client that decodes and acks nothing: median ${median(runs.counting).toFixed(1)} MiB/s, ${(median(runs.counting) / median(runs.raw)).toFixed(2)}× raw: what the server and the socket move; the rest of the gap is the typed client's decoding and acking on the same 2 cores`,
     );
   }
 
@@ -184,9 +190,12 @@ try {
     // gateway after the first 2000: p99 1.9–2.2 ms, then 0.4–1.2, then 0.2–0.3 from round 4000 on
     // (p50 0.10–0.13 throughout); waiting 4 s instead changes nothing. Raw node-pty, same rounds.
     const rawRtt = await rawEcho(5000, 1000);
+    const cpuBefore = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
     const gwRtt = await gatewayEcho(client, 5000, 1000);
+    const cpuAfter = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
+    const cpuPerTrip = (cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system) / 6000; // µs, warm-ups included
     console.log(
-      `echo RTT ×1000: raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p99 − raw p99 = ${fmt(pct(gwRtt, 0.99) - pct(rawRtt, 0.99))} ms (target ≤ 1 ms)`,
+      `echo RTT ×1000 (after 5000 to warm up): raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p50 ratio ${verdict(pct(gwRtt, 0.5) / pct(rawRtt, 0.5), '≤', 1.6)}, p99 ratio ${verdict(pct(gwRtt, 0.99) / pct(rawRtt, 0.99), '≤', 1.3)}; gateway CPU per round trip ${cpuPerTrip.toFixed(0)} µs`,
     );
   }
 
@@ -246,7 +255,7 @@ try {
       1000 /
       (performance.now() - isoStart);
     console.log(
-      `isolation ×1000, 63 flooding (${floodRate.toFixed(1)} MB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${fmt(pct(isolation, 0.99))} ms (target p99 ≤ 10 ms); gateway event-loop delay p50 ${fmt(loop.p50)} ms p99 ${fmt(loop.p99)} ms max ${fmt(loop.max)} ms, GC ${loop.gc.count} pauses, ${fmt(loop.gc.totalMs)} ms in all, longest ${fmt(loop.gc.maxMs)} ms, CPU ${(serverCpu * 100).toFixed(0)}% of a core`,
+      `isolation ×1000, 63 flooding (${floodRate.toFixed(1)} MiB/s delivered to a watcher) + 1 echoing: echo p50 ${fmt(pct(isolation, 0.5))} ms p99 ${verdict(pct(isolation, 0.99), '≤', 10, ' ms')}; gateway event-loop delay p50 ${fmt(loop.p50)} ms p99 ${fmt(loop.p99)} ms max ${fmt(loop.max)} ms, GC ${loop.gc.count} pauses, ${fmt(loop.gc.totalMs)} ms in all, longest ${fmt(loop.gc.maxMs)} ms, CPU ${(serverCpu * 100).toFixed(0)}% of a core`,
     );
     for (const id of floods) await client.closeSession(id);
     await echoer.closeSession(echoSession);
@@ -254,22 +263,56 @@ try {
     await echoer.close();
   }
 
-  // 4. Resident memory per idle session (server process; the programs are separate processes).
+  // 4. The gateway's resident memory at 0, 1, 16 and 64 idle sessions (the programs are separate
+  // processes; the spawn helper is not counted here).
   if (want('memory')) {
     type Memory = { rss: number; heapUsed: number; external: number; arrayBuffers: number };
-    const before = await client.request<Memory>('bench.memory', {});
-    const idle = [];
-    for (let i = 0; i < 50; i += 1)
-      idle.push(
-        (await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId,
-      );
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const after = await client.request<Memory>('bench.memory', {});
-    const per = (key: keyof Memory) => ((after[key] - before[key]) / 50 / 1024).toFixed(0);
+    const idle: string[] = [];
+    const figures: string[] = [];
+    let zero: Memory | undefined;
+    let last: Memory | undefined;
+    for (const count of [0, 1, 16, 64]) {
+      while (idle.length < count)
+        idle.push(
+          (await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      last = await client.request<Memory>('bench.memory', {});
+      zero ??= last;
+      figures.push(`${count}: ${(last.rss / MiB).toFixed(1)} MiB`);
+    }
+    const growth = ((last!.rss - zero!.rss) / 64 / 1024).toFixed(0);
     console.log(
-      `memory per idle session in the gateway process (50 sessions): RSS ${per('rss')} KiB, JS heap ${per('heapUsed')} KiB, buffers ${per('arrayBuffers')} KiB (the 1 MiB scrollback is reserved; pages are mapped as output fills it)`,
+      `gateway RSS at idle sessions ${figures.join(', ')}; growth per idle session ${verdict(Number(growth), '≤', 64, ' KiB')} (JS heap ${((last!.heapUsed - zero!.heapUsed) / 64 / 1024) | 0} KiB, buffers ${((last!.arrayBuffers - zero!.arrayBuffers) / 64 / 1024) | 0} KiB; the 1 MiB scrollback is reserved, its pages mapped as output fills it)`,
     );
     for (const id of idle) await client.closeSession(id);
+  }
+
+  // 5. The cost of pty.snapshot's server-side terminal: memory per session, CPU per MiB of output
+  // (seq's lines, 80 × 24), measured in this process with the same packages the gateway uses.
+  if (want('snapshot')) {
+    const output = Buffer.from(
+      Array.from({ length: 600_000 }, (_, index) => `${index}\r\n`).join(''),
+      'latin1',
+    );
+    global.gc?.();
+    const before = process.memoryUsage();
+    const terminals = Array.from(
+      { length: 16 },
+      () => new headless.Terminal({ cols: 80, rows: 24, scrollback: 1000, allowProposedApi: true }),
+    );
+    const started = process.cpuUsage();
+    for (const terminal of terminals.slice(0, 4))
+      await new Promise<void>((resolve) => terminal.write(output, resolve));
+    const cpu = process.cpuUsage(started);
+    for (const terminal of terminals.slice(4))
+      await new Promise<void>((resolve) => terminal.write(output.subarray(0, 200_000), resolve));
+    global.gc?.();
+    const after = process.memoryUsage();
+    console.log(
+      `snapshot terminal (headless xterm.js, 1000 lines of scrollback, made at a session's first pty.snapshot): ${((after.rss - before.rss) / 16 / 1024) | 0} KiB RSS per session with its scrollback full; CPU ${((cpu.user + cpu.system) / 1000 / ((4 * output.length) / MiB)) | 0} ms per MiB of output (seq lines)`,
+    );
+    for (const terminal of terminals) terminal.dispose();
   }
   await client.close();
 } finally {

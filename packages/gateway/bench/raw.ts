@@ -8,7 +8,7 @@ import { roundTrips } from './round-trips.js';
 
 const MiB = 1024 * 1024;
 
-/** MB/s of `cat file` read through node-pty. */
+/** MiB/s of `cat file` read through node-pty. */
 async function throughput(file: string): Promise<number> {
   const start = performance.now();
   let bytes = 0;

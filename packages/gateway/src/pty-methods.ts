@@ -3,7 +3,7 @@ import type { PtyManager } from '@aleph/pty';
 import { GatewayError } from './errors.js';
 import type { Gateway } from './gateway.js';
 import type { OutputPump } from './internal/output-pump.js';
-import { SessionScreen } from './internal/screen.js';
+import type { SessionScreen } from './internal/screen.js';
 import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
 
 export interface PtyMethodsOptions {
@@ -83,6 +83,8 @@ export function registerPtyMethods(
   gateway.register('pty.snapshot', methods['pty.snapshot'].params, async (params) => {
     const session = ptyManager.require(params.sessionId);
     for (let attempt = 0; ; attempt += 1) {
+      // xterm.js is loaded with the first snapshot: a gateway that serves none does not carry it.
+      const { SessionScreen } = await import('./internal/screen.js');
       let screen = screens.get(session.id);
       if (screen === undefined) {
         const created: SessionScreen = new SessionScreen(session, () => {
