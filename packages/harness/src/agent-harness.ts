@@ -289,6 +289,9 @@ export class AgentHarness {
           timeline,
           where,
           trace: turning,
+        }).catch((error: unknown) => {
+          endSpan(turning, {}, errorMessage(error)); // the run's own end follows, below
+          throw error;
         });
         endSpan(
           turning,

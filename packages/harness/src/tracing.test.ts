@@ -9,7 +9,7 @@ import {
 import { ShellStopHook, StopHookVerifier, VerifierChain } from '@aleph/verification';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentHarness, InMemorySessionStore, Orchestrator, type Tool } from './index.js';
+import { AgentHarness, InMemorySessionStore, Orchestrator, type SessionStore, type Tool } from './index.js';
 import { callTool, callTools, ScriptedProvider, stop } from './testing.js';
 
 const exporter = new InMemorySpanExporter();
@@ -150,4 +150,26 @@ it('failures are marked on the span that failed; a sub-agent run nests under its
     ['aleph.think', '503 upstream'],
     ['aleph.turn', '503 upstream'],
   ]);
+});
+
+it('a store that fails mid-turn still ends every span it started, marked failed', async () => {
+  const store = new InMemorySessionStore();
+  let appends = 0;
+  const failing: SessionStore = {
+    create: () => store.create(),
+    append: (id, event) =>
+      (appends += 1) === 3 ? Promise.reject(new Error('disk full')) : store.append(id, event),
+    flush: () => store.flush(),
+    load: (id) => store.load(id),
+    list: () => store.list(),
+  };
+  const result = await new AgentHarness({
+    provider: new ScriptedProvider([callTool('echo', { text: 'a' }), stop()]),
+    tools: [echo],
+    sessions: failing,
+  }).run({ prompt: 'x' });
+  expect(result.terminateReason).toMatchObject({ kind: 'error', error: { message: 'disk full' } });
+  const spans = exporter.getFinishedSpans();
+  expect(tree(spans).map((line) => line.trim())).toEqual(expect.arrayContaining(['aleph.run', 'aleph.turn']));
+  expect(spans.find((span) => span.name === 'aleph.turn')?.status.message).toBe('disk full');
 });
