@@ -60,6 +60,13 @@ interface RunRecord {
 
 const MAX_FINISHED_RUNS = 200;
 
+/** A shell result's last line says how the command ended (`exit code 3`, `killed by SIGTERM`, …). */
+function toolEnd(name: string, output: string): { end?: string } {
+  if (name !== 'shell') return {};
+  const end = /\n\[([^\]\n]+)\]$/.exec(output)?.[1];
+  return end === undefined ? {} : { end };
+}
+
 interface EarlierRun {
   readonly runId: string;
   readonly sessionId: string;
@@ -212,14 +219,27 @@ export class AgentService {
           { prompt: params.prompt, sessionId, cwd },
           {
             signal: controller.signal,
-            onStep: (step) => publish('agent.step', { step }),
+            onStep: (step) => {
+              if (step.error !== undefined)
+                logger.warn(
+                  { runId, sessionId, turn: step.iteration, error: step.error },
+                  'provider call failed',
+                );
+              publish('agent.step', { step });
+            },
             onEvent: (event) => {
-              if (event.type === 'tool_result') {
+              if (event.type === 'assistant' && event.toolCalls.length > 0) {
+                // The calls about to run, so a client can say which tool is running.
+                publish('agent.act', {
+                  calls: event.toolCalls.map((call) => ({ callId: call.id, name: call.name })),
+                });
+              } else if (event.type === 'tool_result') {
                 publish('agent.tool', {
                   callId: event.callId,
                   name: event.name,
                   ok: !event.isError,
                   output: event.output.slice(0, 2000),
+                  ...toolEnd(event.name, event.output),
                 });
               } else if (event.type === 'verdict') {
                 publish('agent.verdict', { verdict: event.verdict });
@@ -232,11 +252,14 @@ export class AgentService {
           publish('agent.done', {
             terminateReason: result.terminateReason,
             iterations: result.iterations,
+            totalTokens: result.totalTokens,
+            elapsedMs: Date.now() - record.startedAt,
             finalText: result.finalText,
             selfVerdict: parseVerdict(result.finalText),
             sandbox,
           });
-          logger.info({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
+          const ended = result.terminateReason.kind === 'model_stop' ? 'info' : 'warn';
+          logger[ended]({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
           return result;
         })
         .catch((error: unknown): RunResult => {

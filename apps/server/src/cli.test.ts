@@ -1,9 +1,14 @@
-import { rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { once } from 'node:events';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
 import { afterEach, expect, it } from 'vitest';
-import { CLI, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import { startFakeLlm, type FakeLlm } from '../test/fake-llm.js';
+import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 let server: ServerProcess | undefined;
 afterEach(async () => {
@@ -45,4 +50,111 @@ it('`aleph attach` replays the scrollback, forwards keystrokes in raw mode and d
   // Detaching leaves the terminal running.
   expect((await client.list()).map((s) => s.sessionId)).toContain(sessionId);
   await client.close();
+});
+
+/** A WebSocket proxy that holds back agent.run's answer, so the run's events reach the CLI first. */
+async function replyDelayingProxy(
+  upstreamUrl: string,
+  delayMs: number,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const proxy = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(proxy, 'listening');
+  proxy.on('connection', (downstream, request) => {
+    const upstream = new WebSocket(
+      upstreamUrl,
+      request.headers['sec-websocket-protocol']?.split(/,\s*/) ?? [],
+      {
+        headers: { authorization: request.headers.authorization ?? '' },
+      },
+    );
+    const queued: [RawData, boolean][] = [];
+    upstream.on('open', () => queued.splice(0).forEach(([data, binary]) => upstream.send(data, { binary })));
+    downstream.on('message', (data, binary) =>
+      upstream.readyState === WebSocket.OPEN ? upstream.send(data, { binary }) : queued.push([data, binary]),
+    );
+    upstream.on('message', (data, binary) => {
+      const held = !binary && /"result":\{"runId"/.test(data.toString());
+      setTimeout(
+        () => downstream.readyState === WebSocket.OPEN && downstream.send(data, { binary }),
+        held ? delayMs : 0,
+      );
+    });
+    downstream.on('close', () => upstream.close());
+    upstream.on('close', () => downstream.close());
+  });
+  const { port } = proxy.address() as AddressInfo;
+  return {
+    url: `ws://127.0.0.1:${port}`,
+    close: () => new Promise((done) => proxy.close(() => done())),
+  };
+}
+
+it('`aleph run` never drops the events that arrive before agent.run answers (a run over in milliseconds)', async () => {
+  const llm = await startFakeLlm(() => ({ text: 'instant answer\nVERDICT: PASS' }));
+  const work = mkdtempSync(join(tmpdir(), 'aleph-cli-instant-'));
+  server = await startServerProcess(
+    `[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n[agent]\nprovider = "openai-compatible"\nmodel = "m"\nbase_url = "${llm.baseUrl}"\n`,
+  );
+  const proxy = await replyDelayingProxy(server.url, 1500);
+  try {
+    const result = await runToExit([CLI, 'run', 'answer at once', '--cwd', work], {
+      ALEPH_URL: proxy.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.stdout).toContain('instant answer');
+    expect(result.stdout).toMatch(/done: the model stopped \(1 turn, \d+\.\d s, 19 tokens\) · verdict PASS/);
+    expect(result.code).toBe(0);
+  } finally {
+    await proxy.close();
+    await llm.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+it('`aleph run` says what happened: a failing shell command, a hook error, a veto, a provider error', async () => {
+  const work = mkdtempSync(join(tmpdir(), 'aleph-cli-transcript-'));
+  writeFileSync(
+    join(work, 'lint.sh'),
+    '#!/bin/sh\necho "lint: src/app.ts:3: missing semicolon" >&2\nexit 1\n',
+  );
+  writeFileSync(
+    join(work, 'tests.sh'),
+    '#!/bin/sh\necho "2 tests failed: run pnpm test and fix them" >&2\nexit 2\n',
+  );
+  chmodSync(join(work, 'lint.sh'), 0o755);
+  chmodSync(join(work, 'tests.sh'), 0o755);
+  const llm: FakeLlm = await startFakeLlm((conversation) => {
+    const last = conversation.at(-1);
+    if (last?.role === 'user' && conversation.filter((turn) => turn.role === 'user').length === 1)
+      return { text: 'Running the build first.', call: { name: 'shell', args: { command: 'make build' } } };
+    if (last?.role === 'tool')
+      return { text: 'The build needs a Makefile; nothing else to do.\nVERDICT: PARTIAL' };
+    // The hook's feedback came back: the next request meets a revoked key.
+    llm.failNext({ status: 401, message: 'Incorrect API key provided', code: 'invalid_api_key' });
+    return { text: 'Looking at the tests.', call: { name: 'list_files', args: {} } };
+  });
+  server = await startServerProcess(
+    `[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\n` +
+      `[[stop_hooks]]\nname = "lint"\ncommand = "${join(work, 'lint.sh')}"\n[[stop_hooks]]\nname = "tests"\ncommand = "${join(work, 'tests.sh')}"\n`,
+  );
+  try {
+    const result = await runToExit([CLI, 'run', 'build the project', '--cwd', work], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    if (process.env['ALEPH_PRINT_TRANSCRIPT']) console.log(result.stdout);
+    expect(result.stdout).toMatch(/✗ shell → exit code \d+ · .*make/);
+    expect(result.stdout).toContain('turn 1: 1 tool call (1 failed)');
+    expect(result.stdout).toMatch(
+      /⚠ Stop hook "lint" failed \(exit code 1\): .*lint: src\/app\.ts:3: missing semicolon/,
+    );
+    expect(result.stdout).toMatch(/⚑ veto by stop_hooks: stop hook "tests" .*2 tests failed/);
+    expect(result.stdout).toMatch(
+      /ended: provider error: .*HTTP 401: Incorrect API key provided.* \(4 turns, /,
+    );
+    expect(result.code).toBe(1);
+  } finally {
+    await llm.close();
+    rmSync(work, { recursive: true, force: true });
+  }
 });

@@ -5,12 +5,18 @@
 import { parseArgs } from 'node:util';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TurnStep } from '@aleph/harness';
-import type { VerifierVerdict } from '@aleph/verification';
+import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
+import { endLine, firstLine, hookLines, stepLine, toolLine } from './cli-format.js';
 import { readServerInfo, stateDir } from './state.js';
 
 /** The fields of the agent.* events this client reads. */
 interface AgentEvent {
   readonly runId: string;
+  readonly callId?: string;
+  readonly calls?: readonly { callId: string; name: string }[];
+  readonly end?: string;
+  readonly elapsedMs?: number;
+  readonly totalTokens?: number;
   readonly step?: TurnStep;
   readonly ok?: boolean;
   readonly name?: string;
@@ -44,11 +50,6 @@ async function connect(values: {
   return connectGateway(url, { token });
 }
 
-const firstLine = (text: string, max = 100): string => {
-  const line = text.trim().split('\n')[0] ?? '';
-  return line.length > max ? `${line.slice(0, max)}…` : line;
-};
-
 async function run(
   client: GatewayClient,
   prompt: string,
@@ -56,13 +57,17 @@ async function run(
 ): Promise<number> {
   const tty = process.stdout.isTTY === true;
   const started = Date.now();
-  let turn = 0;
+  let turn = 1;
   let tools = 0;
+  const calls = { ok: 0, failed: 0 }; // this turn's results
+  const running = new Map<string, string>(); // callId → tool name, while the call runs
   let status = 'starting';
+  const activity = (): string =>
+    running.size === 0 ? status : `running ${[...new Set(running.values())].join(', ')}`;
   const statusLine = (): void => {
     if (!tty) return;
     process.stdout.write(
-      `\r\x1b[K● ${status} · turn ${turn} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
+      `\r\x1b[K● turn ${turn} · ${activity()} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
     );
   };
   const print = (line: string): void => {
@@ -71,58 +76,82 @@ async function run(
     statusLine();
   };
   const ticker = tty ? setInterval(statusLine, 250) : undefined;
-  await client.subscribe(['agent.*']);
-  let runId = '';
-  const done = new Promise<number>((resolve) => {
-    client.onEvent((topic, raw) => {
-      const event = raw as AgentEvent;
-      if (event.runId !== runId) return;
-      switch (topic) {
-        case 'agent.step': {
-          const step = event.step!;
-          turn = step.iteration;
-          status = step.vetoed ? 'vetoed, continuing' : 'thinking';
-          print(
-            `turn ${turn}: ${step.executed} tool call(s) ok${step.vetoed ? ', vetoed' : ''}${step.splitChild ? `, sub-agent ${step.splitChild}` : ''}`,
-          );
-          break;
-        }
-        case 'agent.tool':
-          tools += 1;
-          print(`  ${event.ok ? '✓' : '✗'} ${event.name} → ${firstLine(event.output ?? '')}`);
-          break;
-        case 'agent.shell':
-          print(`  $ ${event.command}   (watch: aleph attach ${event.ptySessionId})`);
-          break;
-        case 'agent.verdict': {
-          const verdict = event.verdict!;
-          const reason = verdict.kind === 'continue' ? '' : verdict.reason;
-          print(
-            `  ⚑ ${verdict.kind} by ${(verdict.kind !== 'continue' && verdict.source) || 'verifier'}: ${firstLine(reason)}`,
-          );
-          break;
-        }
-        case 'agent.done': {
-          const reason = event.terminateReason!;
-          print(
-            `\n${event.finalText}\n\n— ended: ${JSON.stringify(reason)} after ${event.iterations} turn(s)${event.selfVerdict ? `; the model's verdict: ${event.selfVerdict}` : ''}`,
-          );
-          resolve(reason.kind === 'model_stop' ? 0 : 1);
-          break;
-        }
-        default:
-          break;
+  let finish: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => (finish = resolve));
+  const handle = (topic: string, event: AgentEvent): void => {
+    switch (topic) {
+      case 'agent.act':
+        for (const call of event.calls ?? []) running.set(call.callId, call.name);
+        statusLine();
+        break;
+      case 'agent.step': {
+        const step = event.step!;
+        turn = step.iteration + 1;
+        running.clear();
+        status = step.vetoed ? 'vetoed, thinking again' : 'thinking';
+        print(stepLine(step, calls));
+        calls.ok = calls.failed = 0;
+        break;
       }
-    });
+      case 'agent.tool':
+        tools += 1;
+        if (event.ok === true) calls.ok += 1;
+        else calls.failed += 1;
+        if (event.callId !== undefined) running.delete(event.callId);
+        print(
+          toolLine({
+            name: event.name ?? '?',
+            ok: event.ok === true,
+            output: event.output ?? '',
+            end: event.end,
+          }),
+        );
+        break;
+      case 'agent.shell':
+        print(`  $ ${event.command}   (watch: aleph attach ${event.ptySessionId})`);
+        break;
+      case 'agent.hook':
+        for (const line of hookLines(event as unknown as HookOutcome)) print(line);
+        break;
+      case 'agent.verdict': {
+        const verdict = event.verdict!;
+        const reason = verdict.kind === 'continue' ? '' : verdict.reason;
+        print(
+          `  ⚑ ${verdict.kind} by ${(verdict.kind !== 'continue' && verdict.source) || 'verifier'}: ${firstLine(reason)}`,
+        );
+        break;
+      }
+      case 'agent.done': {
+        const reason = event.terminateReason!;
+        print(
+          `${event.finalText ? `\n${event.finalText}\n\n` : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
+        );
+        finish(reason.kind === 'model_stop' ? 0 : 1);
+        break;
+      }
+      default:
+        break;
+    }
+  };
+  // Events can arrive before agent.run's answer (a run that ends in milliseconds): they wait here
+  // until the run id is known, then go through in order. Nothing is dropped.
+  let runId: string | undefined = undefined; // known once agent.run answers
+  const early: [string, AgentEvent][] = [];
+  client.onEvent((topic, raw) => {
+    const event = raw as AgentEvent;
+    if (runId === undefined) early.push([topic, event]);
+    else if (event.runId === runId) handle(topic, event);
   });
-  const started_ = await client.request<{ runId: string; sessionId: string; sandbox?: string }>('agent.run', {
+  await client.subscribe(['agent.*']);
+  const reply = await client.request<{ runId: string; sessionId: string; sandbox?: string }>('agent.run', {
     prompt,
     ...(options.cwd ? { cwd: options.cwd } : {}),
     ...(options.model ? { model: options.model } : {}),
   });
-  runId = started_.runId;
+  runId = reply.runId;
   status = 'thinking';
-  print(`run ${runId} (session ${started_.sessionId}; sandbox: ${started_.sandbox ?? 'unknown'})`);
+  print(`run ${runId} (session ${reply.sessionId}; sandbox: ${reply.sandbox ?? 'unknown'})`);
+  for (const [topic, event] of early.splice(0)) if (event.runId === runId) handle(topic, event);
   const onInterrupt = (): void => {
     status = 'cancelling';
     void client.request('agent.cancel', { runId }).catch(() => {});

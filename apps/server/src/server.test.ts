@@ -322,7 +322,7 @@ describe('the server process', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/✓ write_file → wrote \d+ bytes to cli\.txt/);
     expect(result.stdout).toMatch(/\$ cat cli\.txt/);
-    expect(result.stdout).toContain('ended: {"kind":"model_stop"}');
+    expect(result.stdout).toMatch(/done: the model stopped \(3 turns, [\d.]+ s, 57 tokens\) · verdict PASS/);
     const listed = await runToExit([CLI, 'sessions'], env);
     expect(listed.stdout).toMatch(/agent runs \(1\)\n {2}\S+ {2}done \(model_stop\)/);
   });

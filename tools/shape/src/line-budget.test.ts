@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2040, files: 12 },
   gateway: { lines: 1895, files: 12 },
   sandbox: { lines: 460, files: 6 },
-  server: { lines: 2080, files: 12 },
+  server: { lines: 2290, files: 13 },
   console: { lines: 1200, files: 7 },
 };
 

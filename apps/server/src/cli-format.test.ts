@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { endLine, hookLines, stepLine, toolLine } from './cli-format.js';
+
+describe('aleph run prints words', () => {
+  it('the end line: why, turns, time, tokens, the verdict', () => {
+    expect(
+      endLine({
+        terminateReason: { kind: 'model_stop' },
+        iterations: 4,
+        elapsedMs: 12_345,
+        totalTokens: 8_100,
+        selfVerdict: 'PASS',
+      }),
+    ).toBe('done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS');
+    expect(
+      endLine({
+        terminateReason: { kind: 'error', error: { kind: 'llm', message: 'HTTP 401: invalid x-api-key' } },
+        iterations: 1,
+        elapsedMs: 300,
+        totalTokens: 0,
+      }),
+    ).toBe('ended: provider error: HTTP 401: invalid x-api-key (1 turn, 0.3 s, 0 tokens)');
+    expect(
+      endLine({
+        terminateReason: {
+          kind: 'consecutive_failures',
+          count: 3,
+          lastError: 'connect ECONNREFUSED 127.0.0.1:9',
+        },
+        iterations: 3,
+      }),
+    ).toBe('ended: 3 turns in a row failed; last: connect ECONNREFUSED 127.0.0.1:9 (3 turns)');
+    expect(
+      endLine({ terminateReason: { kind: 'halted', by: 'goal_gate', reason: 'gate failed' }, iterations: 2 }),
+    ).toBe('ended: halted by goal_gate: gate failed (2 turns)');
+  });
+
+  it("a turn's line says when the provider failed", () => {
+    expect(
+      stepLine({
+        state: 'continue',
+        executed: 0,
+        vetoed: false,
+        iteration: 1,
+        error: 'connect ECONNREFUSED',
+      }),
+    ).toBe('turn 1: the provider failed: connect ECONNREFUSED');
+    expect(stepLine({ state: 'continue', executed: 1, vetoed: true, iteration: 2 })).toBe(
+      'turn 2: 1 tool call ok, vetoed',
+    );
+  });
+
+  it('a shell line shows how the command ended, ✗ when it failed', () => {
+    expect(
+      toolLine({
+        name: 'shell',
+        ok: false,
+        output: 'make: *** [all] Error 2\n\n[exit code 2]',
+        end: 'exit code 2',
+      }),
+    ).toBe('  ✗ shell → exit code 2 · make: *** [all] Error 2');
+    expect(toolLine({ name: 'read_file', ok: true, output: 'line one\nline two' })).toBe(
+      '  ✓ read_file → line one',
+    );
+  });
+
+  it('a hook error shows its name, exit code and stderr; a veto its message', () => {
+    expect(
+      hookLines({
+        hook: 'lint',
+        route: 'stop_hooks',
+        event: 'Stop',
+        kind: 'error',
+        exitCode: 1,
+        message: 'exited with code 1: src/a.ts:3 missing semicolon',
+        stderr: 'src/a.ts:3 missing semicolon\nsecond line',
+        durationMs: 20,
+      }),
+    ).toEqual([
+      '  ⚠ Stop hook "lint" failed (exit code 1): exited with code 1: src/a.ts:3 missing semicolon',
+      '      second line',
+    ]);
+    const block = {
+      hook: 'tests',
+      route: 'claude_code',
+      kind: 'block',
+      exitCode: 2,
+      message: 'run the tests',
+      durationMs: 5,
+    } as const;
+    expect(hookLines({ ...block, event: 'Stop' })).toEqual([]); // the veto's verdict line says it
+    expect(hookLines({ ...block, event: 'PreToolUse', kind: 'deny', tool: 'shell' })).toEqual([
+      '  ⚑ PreToolUse hook "tests" (shell) denied the call (exit code 2): run the tests',
+    ]);
+    expect(
+      hookLines({ hook: 'ok', route: 'claude_code', event: 'Stop', kind: 'allow', durationMs: 1 }),
+    ).toEqual([]);
+  });
+});

@@ -1,0 +1,146 @@
+// What `aleph run` prints, in words: how a run ended (with its turns, time and tokens), a turn's
+// line (its tool calls, or the provider's failure), a tool's result (a shell's exit code), and a
+// hook's outcome (an error with its exit code and stderr, a veto with its message). Pure functions
+// of the agent.* events, so each line is tested without a server.
+import type { TerminateReason, TurnStep } from '@aleph/harness';
+import type { HookOutcome } from '@aleph/verification';
+
+export const firstLine = (text: string, max = 100): string => {
+  const line = text.trim().split('\n')[0] ?? '';
+  return line.length > max ? `${line.slice(0, max)}…` : line;
+};
+
+const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
+
+function tokens(count: number): string {
+  if (count < 1000) return `${count} tokens`;
+  return `${(count / 1000).toFixed(count < 100_000 ? 1 : 0)}k tokens`;
+}
+
+/** The end of a run in words: `the model stopped`, `halted by goal_gate: …`, `provider error: …`. */
+export function describeEnd(reason: TerminateReason): string {
+  switch (reason.kind) {
+    case 'model_stop':
+      return 'the model stopped';
+    case 'halted':
+      return `halted by ${reason.by}: ${firstLine(reason.reason, 200)}`;
+    case 'max_iterations':
+      return 'reached the turn cap ([agent] max_iterations)';
+    case 'consecutive_failures':
+      return `${reason.count} turns in a row failed${reason.lastError ? `; last: ${firstLine(reason.lastError, 200)}` : ''}`;
+    case 'cancelled':
+      return 'cancelled';
+    case 'interrupted':
+      return 'interrupted (the server stopped during the run)';
+    case 'error': {
+      const { error } = reason;
+      switch (error.kind) {
+        case 'llm':
+          return `provider error: ${firstLine(error.message, 200)}`;
+        case 'stalled_turn':
+          return `a turn stalled for ${(error.elapsedMs / 1000).toFixed(1)} s ([agent] turn_timeout_secs)`;
+        case 'cancelled':
+          return 'cancelled';
+        case 'tool':
+        case 'session':
+          return `${error.kind} error: ${firstLine(error.message, 200)}`;
+        default: {
+          const unreachable: never = error;
+          return String(unreachable);
+        }
+      }
+    }
+    default: {
+      const unreachable: never = reason;
+      return String(unreachable);
+    }
+  }
+}
+
+/** `done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS`. */
+export function endLine(done: {
+  terminateReason: TerminateReason;
+  iterations: number;
+  elapsedMs?: number | undefined;
+  totalTokens?: number | undefined;
+  selfVerdict?: string | null | undefined;
+}): string {
+  const figures = [
+    plural(done.iterations, 'turn'),
+    ...(done.elapsedMs === undefined ? [] : [`${(done.elapsedMs / 1000).toFixed(1)} s`]),
+    ...(done.totalTokens === undefined ? [] : [tokens(done.totalTokens)]),
+  ];
+  const head = done.terminateReason.kind === 'model_stop' ? 'done' : 'ended';
+  const verdict = done.selfVerdict ? ` · verdict ${done.selfVerdict}` : '';
+  return `${head}: ${describeEnd(done.terminateReason)} (${figures.join(', ')})${verdict}`;
+}
+
+/**
+ * A turn: `turn 2: 3 tool calls (1 failed), vetoed`, or why it failed: `turn 1: the provider
+ * failed: …`. `calls` counts the results seen this turn (the step counts only the successes).
+ */
+export function stepLine(step: TurnStep, calls?: { ok: number; failed: number }): string {
+  if (step.error !== undefined)
+    return `turn ${step.iteration}: the provider failed: ${firstLine(step.error, 200)}`;
+  const total = calls === undefined ? step.executed : calls.ok + calls.failed;
+  const parts = [
+    calls === undefined
+      ? `${plural(step.executed, 'tool call')} ok`
+      : `${plural(total, 'tool call')}${calls.failed > 0 ? ` (${calls.failed} failed)` : ''}`,
+  ];
+  if (step.vetoed) parts.push('vetoed');
+  if (step.splitChild) parts.push(`sub-agent ${step.splitChild}`);
+  return `turn ${step.iteration}: ${parts.join(', ')}`;
+}
+
+/** A tool's result; a shell's says how the command ended: `✗ shell → exit code 3 · make: *** …`. */
+export function toolLine(tool: {
+  name: string;
+  ok: boolean;
+  output: string;
+  end?: string | undefined;
+}): string {
+  const mark = tool.ok ? '✓' : '✗';
+  if (tool.end === undefined) return `  ${mark} ${tool.name} → ${firstLine(tool.output)}`;
+  const body = firstLine(tool.output.slice(0, Math.max(0, tool.output.lastIndexOf('\n['))));
+  return `  ${mark} ${tool.name} → ${tool.end}${body ? ` · ${body}` : ''}`;
+}
+
+/** A hook's outcome worth a line (an allow says nothing unless it carries a message for the user). */
+export function hookLines(outcome: HookOutcome): string[] {
+  const name = `${outcome.event} hook "${outcome.hook}"${outcome.tool ? ` (${outcome.tool})` : ''}`;
+  const lines: string[] = [];
+  const how = [
+    ...(outcome.exitCode === undefined ? [] : [`exit code ${outcome.exitCode}`]),
+    ...(outcome.signal === undefined ? [] : [`signal ${outcome.signal}`]),
+  ].join(', ');
+  switch (outcome.kind) {
+    case 'error':
+      lines.push(`  ⚠ ${name} failed${how ? ` (${how})` : ''}: ${firstLine(outcome.message ?? '', 200)}`);
+      for (const line of (outcome.stderr ?? '').split('\n').filter(Boolean).slice(0, 3))
+        if (!lines[0]!.includes(line.trim())) lines.push(`      ${firstLine(line, 200)}`);
+      break;
+    case 'block':
+    case 'halt':
+    case 'deny':
+      // A stop hook's block or halt is the verifier's verdict, printed with its reason there;
+      // a tool hook's is not.
+      if (outcome.event === 'Stop' || outcome.event === 'SubagentStop') break;
+      lines.push(
+        `  ⚑ ${name} ${outcome.kind === 'halt' ? 'halted the run' : outcome.kind === 'deny' ? 'denied the call' : 'blocked'}${how ? ` (${how})` : ''}: ${firstLine(outcome.message ?? '', 200)}`,
+      );
+      break;
+    case 'rewrite':
+      lines.push(`  ✎ ${name} rewrote the arguments`);
+      break;
+    case 'allow':
+    case 'feedback':
+      break;
+    default: {
+      const unreachable: never = outcome.kind;
+      lines.push(String(unreachable));
+    }
+  }
+  if (outcome.systemMessage) lines.push(`  ℹ ${name}: ${firstLine(outcome.systemMessage, 200)}`);
+  return lines;
+}
