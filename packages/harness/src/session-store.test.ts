@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { VerifierChain, type TurnVerifier, type TurnVerifyContext } from '@aleph/verification';
@@ -125,6 +125,26 @@ describe('file session store', () => {
     });
     expect(byId.get(resumed)).toMatchObject({ terminateReason: { kind: 'interrupted' }, prompt: 'one' });
     await store.close?.();
+  });
+
+  it('lists thousands of sessions under a low open-file limit (reads a few logs at a time)', () => {
+    for (let index = 0; index < 2000; index += 1) {
+      const id = `s${index}`;
+      writeFileSync(join(dir, `${id}.jsonl`), `{"type":"user","content":"task ${index}","seq":0,"at":0}\n`);
+    }
+    const entry = resolve(import.meta.dirname, '../dist/index.js');
+    const script = `const { createFileSessionStore } = await import(${JSON.stringify(entry)});
+      const summaries = await createFileSessionStore(${JSON.stringify(dir)}).summaries();
+      console.log(summaries.filter((s) => s.terminateReason?.kind === 'interrupted').length);`;
+    const output = execFileSync(
+      'sh',
+      ['-c', 'ulimit -n 256 && exec "$0" --input-type=module -e "$1"', process.execPath, script],
+      {
+        cwd: resolve(import.meta.dirname, '..'),
+        encoding: 'utf8',
+      },
+    );
+    expect(output.trim()).toBe('2000');
   });
 
   it('holds no file handle once a run has ended: 50 runs, no leak', async () => {

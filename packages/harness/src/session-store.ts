@@ -371,7 +371,16 @@ class FileSessionStore implements SessionStore {
   /** Every session on disk with its state; one whose log never ended and is not open here is `interrupted`. */
   async summaries(): Promise<SessionSummary[]> {
     const ids = await this.list();
-    return Promise.all(ids.map(async (id) => summarize(id, await this.load(id), this.#logs.has(id))));
+    const summaries: SessionSummary[] = [];
+    // A few logs at a time: thousands of sessions must not mean thousands of open files.
+    for (let start = 0; start < ids.length; start += 16) {
+      const batch = ids.slice(start, start + 16);
+      const loads = await Promise.all(batch.map((id) => this.load(id)));
+      batch.forEach((id, index) =>
+        summaries.push(summarize(id, loads[index] as SessionLoad, this.#logs.has(id))),
+      );
+    }
+    return summaries;
   }
 
   async close(): Promise<void> {
