@@ -1,26 +1,18 @@
 // One terminal tab: an xterm.js view of one gateway session. It attaches from the session's screen
-// snapshot (or its scrollback when the server has no `pty.snapshot`), then follows live output with
-// each byte drawn exactly once, and acks only what xterm has drawn, so a flood cannot outrun the page.
+// snapshot, then follows its output (`pty.follow`) with each byte drawn exactly once, and acks only
+// what xterm has drawn, so a flood cannot outrun the page.
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import { h } from './dom.js';
 import {
-  decodeBase64,
   RpcError,
   type GatewayConnection,
+  type MethodResult,
   type PtyExitEvent,
   type PtyOutput,
 } from './gateway-client.js';
 
 export type ExitInfo = Omit<PtyExitEvent, 'sessionId'>;
-
-/** `pty.snapshot`'s result: the serialized screen, the offset it covers, the size it was taken at. */
-interface Snapshot {
-  readonly data: string;
-  readonly offset: number;
-  readonly cols?: number;
-  readonly rows?: number;
-}
 
 export function describeExit(exit: ExitInfo): string {
   const how =
@@ -43,8 +35,8 @@ export class TerminalTab {
   readonly #connection: GatewayConnection;
   /** The offset one past the last byte handed to xterm. */
   #next = 0;
-  /** Live output that arrived before the snapshot or replay answered. */
-  #early: PtyOutput[] | undefined = [];
+  /** Whether pty.follow has answered: output frames are this view's stream from `#next` on. */
+  #following = false;
   #exit: ExitInfo | undefined;
   #fitFrame = 0;
 
@@ -87,55 +79,44 @@ export class TerminalTab {
     return this.#exit;
   }
 
-  /** Draws the session's current screen (at its size), then live output from where it ends. */
-  async attach(size?: { cols: number; rows: number }): Promise<void> {
-    if (size !== undefined) this.terminal.resize(size.cols, size.rows);
-    let start: { offset: number; data: Uint8Array | string };
-    try {
-      const snapshot = await this.#connection.request<Snapshot>('pty.snapshot', {
-        sessionId: this.sessionId,
-      });
-      if (snapshot.cols !== undefined && snapshot.rows !== undefined)
-        this.terminal.resize(snapshot.cols, snapshot.rows);
-      start = { offset: snapshot.offset, data: snapshot.data };
-    } catch (error) {
-      if (!(error instanceof RpcError && error.code === 'method_not_found')) throw error;
-      start = await this.#replay();
-    }
-    const end = typeof start.data === 'string' ? start.offset : start.offset + start.data.length;
-    this.terminal.write(start.data);
-    this.#next = end;
-    const early = this.#early ?? [];
-    this.#early = undefined;
-    for (const output of early) this.output(output);
+  /**
+   * Draws the session's screen from its snapshot (at the size it was taken), then follows it from
+   * the offset the snapshot covers: what a client that watched from the start would show.
+   */
+  async attach(): Promise<void> {
+    this.#following = false; // frames before pty.follow's answer belong to the stream before it
+    const snapshot = await this.#snapshot();
+    this.terminal.reset();
+    this.terminal.resize(snapshot.cols, snapshot.rows);
+    this.terminal.write(snapshot.data);
+    const follow = await this.#connection.call('pty.follow', {
+      sessionId: this.sessionId,
+      fromOffset: snapshot.offset,
+    });
+    this.#next = follow.offset;
+    this.#following = true;
+    if (follow.exit !== null) this.ended(follow.exit);
     this.fit();
   }
 
-  /** The scrollback, asked for in the answers of at most 64 KiB the gateway gives, then drawn at once. */
-  async #replay(): Promise<{ offset: number; data: Uint8Array }> {
-    const chunks: Uint8Array[] = [];
-    let from = 0;
-    let first: number | undefined;
-    for (;;) {
-      const answer = await this.#connection.call('pty.replay', {
-        sessionId: this.sessionId,
-        fromOffset: from,
-      });
-      const data = decodeBase64(answer.data);
-      first ??= answer.offset;
-      chunks.push(data);
-      from = answer.offset + data.length;
-      if (answer.end === undefined || from >= answer.end || data.length === 0) break;
+  /** A snapshot, retried while the server answers `busy` (its terminal is catching up a flood). */
+  async #snapshot(): Promise<MethodResult<'pty.snapshot'>> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.#connection.call('pty.snapshot', { sessionId: this.sessionId });
+      } catch (error) {
+        if (!(error instanceof RpcError && error.code === 'busy') || attempt === 10) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
     }
-    const all = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
-    chunks.reduce((at, chunk) => (all.set(chunk, at), at + chunk.length), 0);
-    return { offset: first ?? 0, data: all };
   }
 
   /** Live output of this session: drawn once, in offset order, acked once drawn. */
   output(output: PtyOutput): void {
-    if (this.#early !== undefined) {
-      this.#early.push(output);
+    if (!this.#following) return;
+    if (output.offset > this.#next) {
+      // This view fell behind past the scrollback: output was lost for it. Start again from a snapshot.
+      void this.attach().catch(() => {});
       return;
     }
     const end = output.offset + output.data.length;

@@ -86,7 +86,7 @@ export class Terminals {
     if (options.focus !== false || this.#active === undefined) this.select(sessionId);
     this.#save();
     try {
-      await tab.attach(info === undefined ? undefined : { cols: info.cols, rows: info.rows });
+      await tab.attach();
     } catch (error) {
       if (!(error instanceof RpcError && error.code === 'unknown_session')) throw error;
       tab.ended({ exitCode: null, signal: null, reason: 'exited' });

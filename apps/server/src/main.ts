@@ -70,6 +70,7 @@ async function main(): Promise<number> {
   console.log(
     `token: ${server.token}${server.tokenGenerated ? ' (generated and stored in the state directory)' : ''}`,
   );
+  if (server.consoleUrl) console.log(`console: ${server.consoleUrl}`);
   console.log(`config: ${loaded.path ?? 'built-in defaults'}`);
   const { sandbox } = server;
   console.log(

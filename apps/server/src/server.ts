@@ -1,7 +1,7 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
 import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, type SessionStore } from '@aleph/harness';
 import { createPowerCapability } from '@aleph/power';
@@ -14,6 +14,7 @@ import { ConfigError, type Config } from './config.js';
 import { createProvider, providerKeyVariable } from './providers.js';
 import { resolveToken, writeServerInfo } from './state.js';
 
+const CONSOLE_DIR = resolve(import.meta.dirname, '../../console/dist'); // the web console's build
 export interface StartOptions {
   readonly config: Config;
   readonly stateDir: string;
@@ -25,6 +26,7 @@ export interface RunningServer {
   readonly url: string;
   readonly token: string;
   readonly tokenGenerated: boolean;
+  readonly consoleUrl: string | false; // false: not built. The #token= fragment is never in a request line
   readonly providerId: string | undefined;
   /** What confines the model's commands; `backend: 'none'` with `unconfinedReason` when nothing does. */
   readonly sandbox: ConfiguredSandbox;
@@ -79,6 +81,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     { maxSessions: config.pty.agent_max_sessions },
   );
   const { token, generated } = resolveToken(stateDir, config.gateway.token);
+  const consoleBuilt = existsSync(join(CONSOLE_DIR, 'index.html'));
   const gateway = await createGateway({
     host: config.gateway.host,
     port: config.gateway.port,
@@ -86,6 +89,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ...(config.gateway.allowed_origins ? { allowedOrigins: config.gateway.allowed_origins } : {}),
     ptyManager,
     logger: logger.child({ component: 'gateway' }),
+    ...(consoleBuilt ? { static: { root: CONSOLE_DIR } } : {}),
   });
   const agents = new AgentService({
     config,
@@ -106,6 +110,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     url: gateway.url,
     token,
     tokenGenerated: generated,
+    consoleUrl:
+      consoleBuilt && `${gateway.url.replace(/^ws(.*)ws$/, 'http$1')}#token=${encodeURIComponent(token)}`,
     providerId: defaultProvider?.id,
     sandbox,
     gateway,
