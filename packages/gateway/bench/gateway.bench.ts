@@ -129,9 +129,16 @@ async function countingThroughput(client: GatewayClient): Promise<number> {
   return rate;
 }
 
-async function gatewayEcho(client: GatewayClient, warmUp: number, rounds: number): Promise<number[]> {
+async function gatewayEcho(
+  client: GatewayClient,
+  warmUp: number,
+  rounds: number,
+  how: 'input' | 'type' = 'input',
+): Promise<number[]> {
   const { sessionId } = await client.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
-  const trips = roundTrips(() => void client.input(sessionId, 'x'));
+  const trips = roundTrips(() =>
+    how === 'type' ? client.type(sessionId, 'x') : void client.input(sessionId, 'x'),
+  );
   const off = client.onOutput((output) => {
     if (output.sessionId === sessionId) trips.arrived();
   });
@@ -196,6 +203,10 @@ try {
     const cpuPerTrip = (cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system) / 6000; // µs, warm-ups included
     console.log(
       `echo RTT ×1000 (after 5000 to warm up): raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p50 ratio ${verdict(pct(gwRtt, 0.5) / pct(rawRtt, 0.5), '≤', 1.6)}, p99 ratio ${verdict(pct(gwRtt, 0.99) / pct(rawRtt, 0.99), '≤', 1.3)}; gateway CPU per round trip ${cpuPerTrip.toFixed(0)} µs`,
+    );
+    const typed = await gatewayEcho(client, 5000, 1000, 'type');
+    console.log(
+      `  keystrokes as notifications (client.type, no answer per key): gateway p50 ${fmt(pct(typed, 0.5))} ms p99 ${fmt(pct(typed, 0.99))} ms; p50 ratio ${verdict(pct(typed, 0.5) / pct(rawRtt, 0.5), '≤', 1.6)}, p99 ratio ${verdict(pct(typed, 0.99) / pct(rawRtt, 0.99), '≤', 1.3)}`,
     );
   }
 

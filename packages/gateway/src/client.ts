@@ -45,6 +45,7 @@ export class GatewayClient {
   readonly #outputListeners = new Set<(output: PtyOutput) => void>();
   readonly #exitListeners = new Set<(exit: PtyExitEvent) => void>();
   readonly #eventListeners = new Set<(topic: string, params: unknown) => void>();
+  readonly #inputErrorListeners = new Set<(error: GatewayError) => void>();
   readonly #autoAck: boolean;
   /** Per session: the newest offset handled, and the last one acknowledged. */
   readonly #ackDue = new Map<string, number>();
@@ -107,6 +108,30 @@ export class GatewayClient {
   input(sessionId: string, data: string | Uint8Array): Promise<MethodResult<'pty.input'>> {
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
     return this.call('pty.input', { sessionId, data: bytes.toString('base64') });
+  }
+
+  /**
+   * Sends keystrokes without asking for an answer (a `pty.input` notification): the server writes
+   * them and sends nothing back, one frame less per key; a failure (`busy`, an ended session)
+   * comes to `onInputError`. What reaches the program is the same as with `input`.
+   */
+  type(sessionId: string, data: string | Uint8Array): void {
+    if (this.socket.readyState !== WebSocket.OPEN)
+      throw new GatewayError('internal_error', 'connection is not open');
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    this.socket.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'pty.input',
+        params: { sessionId, data: bytes.toString('base64') },
+      }),
+    );
+  }
+
+  /** Failures of keystrokes sent with `type` (an error with `data.sessionId`). */
+  onInputError(listener: (error: GatewayError) => void): () => void {
+    this.#inputErrorListeners.add(listener);
+    return () => this.#inputErrorListeners.delete(listener);
   }
 
   resize(sessionId: string, cols: number, rows: number): Promise<MethodResult<'pty.resize'>> {
@@ -201,7 +226,13 @@ export class GatewayClient {
   }
 
   #onMessage(text: string): void {
-    let message: { id?: number; result?: unknown; error?: RpcErrorObject; method?: string; params?: unknown };
+    let message: {
+      id?: number | null;
+      result?: unknown;
+      error?: RpcErrorObject;
+      method?: string;
+      params?: unknown;
+    };
     try {
       message = JSON.parse(text) as typeof message;
     } catch {
@@ -211,17 +242,30 @@ export class GatewayClient {
       this.#onNotification(message.method, message.params);
       return;
     }
+    const error =
+      message.error === undefined
+        ? undefined
+        : new GatewayError(
+            ((message.error.data?.code ?? '') in ErrorCodes
+              ? message.error.data?.code
+              : 'internal_error') as ErrorCodeName,
+            message.error.message,
+            { data: message.error.data },
+          );
+    if (
+      message.id === null &&
+      error !== undefined &&
+      typeof message.error?.data?.['sessionId'] === 'string'
+    ) {
+      for (const listener of this.#inputErrorListeners) listener(error);
+      return;
+    }
     if (typeof message.id !== 'number') return;
     const pending = this.#pending.get(message.id);
     if (pending === undefined) return;
     this.#pending.delete(message.id);
-    if (message.error !== undefined) {
-      const name = (message.error.data?.code ?? 'internal_error') as ErrorCodeName;
-      pending.reject(
-        new GatewayError(name in ErrorCodes ? name : 'internal_error', message.error.message, {
-          data: message.error.data,
-        }),
-      );
+    if (error !== undefined) {
+      pending.reject(error);
     } else {
       pending.resolve(message.result);
     }

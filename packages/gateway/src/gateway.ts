@@ -315,7 +315,15 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       reply(connection, request.data.id, { result: result ?? {} });
     } catch (error) {
       const rpcError = rpcErrorFor(error);
-      if (rpcError !== undefined) return reply(connection, request.data.id, { error: rpcError });
+      if (rpcError !== undefined) {
+        // A keystroke sent as a notification (no answer when it works) still hears of a failure:
+        // an error with id null that names its session.
+        if (request.data.id === undefined && method === 'pty.input') {
+          const sessionId = (params.data as { sessionId: string }).sessionId;
+          return reply(connection, null, { error: { ...rpcError, data: { ...rpcError.data!, sessionId } } });
+        }
+        return reply(connection, request.data.id, { error: rpcError });
+      }
       logger.error({ err: error, method }, 'handler failed');
       fail(
         connection,

@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 1370, files: 9 },
   verification: { lines: 2000, files: 21 },
   harness: { lines: 2046, files: 12 },
-  gateway: { lines: 1895, files: 12 },
+  gateway: { lines: 1945, files: 12 },
   sandbox: { lines: 460, files: 6 },
   server: { lines: 2290, files: 13 },
   console: { lines: 1200, files: 7 },
