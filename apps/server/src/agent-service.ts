@@ -2,7 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
   Orchestrator,
@@ -194,7 +194,16 @@ export class AgentService {
     const { config, gateway, logger } = this.#options;
     const provider = this.#options.providerFor(params.model);
     if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
-    const cwd = resolve(params.cwd ?? config.agent.workdir ?? process.cwd());
+    // The run's directory is the client's to say (or the config's): never the server's own folder.
+    const given = params.cwd ?? config.agent.workdir;
+    if (given === undefined)
+      throw new GatewayError(
+        'invalid_params',
+        'params.cwd is required: send the directory the agent should work in (the aleph CLI sends yours), or set [agent] workdir in aleph.toml',
+      );
+    if (!isAbsolute(given))
+      throw new GatewayError('invalid_params', `params.cwd: ${given} is not an absolute path`);
+    const cwd = resolve(given);
     if (!existsSync(cwd) || !statSync(cwd).isDirectory())
       throw new GatewayError('invalid_params', `params.cwd: ${cwd} is not a directory`);
 

@@ -1,5 +1,16 @@
 import { once } from 'node:events';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -7,8 +18,8 @@ import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
 import { afterEach, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { startFakeLlm, type FakeLlm } from '../test/fake-llm.js';
-import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
+import { CLI, MAIN, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 let server: ServerProcess | undefined;
 afterEach(async () => {
@@ -156,5 +167,97 @@ it('`aleph run` says what happened: a failing shell command, a hook error, a vet
   } finally {
     await llm.close();
     rmSync(work, { recursive: true, force: true });
+  }
+});
+
+it('bad input gets one line naming the thing and a non-zero exit, never a stack trace', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aleph-cli-bad-'));
+  writeFileSync(join(dir, 'a-file'), '');
+  // A server.json left by a server that has exited.
+  const gone = spawn(process.execPath, ['-e', '']);
+  await once(gone, 'exit');
+  writeFileSync(
+    join(dir, 'server.json'),
+    JSON.stringify({ url: 'ws://127.0.0.1:1', token: 'x'.repeat(24), pid: gone.pid }),
+  );
+  const env = { ALEPH_STATE_DIR: dir, ALEPH_URL: undefined, ALEPH_TOKEN: undefined, INIT_CWD: undefined };
+  const cases: [string[], RegExp][] = [
+    [['run', 'hi', '--cwd', join(dir, 'nope')], /^aleph run: --cwd \S+nope does not exist\n$/],
+    [['run', 'hi', '--cwd', join(dir, 'a-file')], /^aleph run: --cwd \S+a-file is not a directory\n$/],
+    [['run', '  '], /^aleph run: the prompt is empty\n$/],
+    [['run', 'hi', '--bogus'], /^aleph: Unknown option '--bogus'.*\nusage:/],
+    [['sessions'], new RegExp(`^aleph: no server running \\(the last one, pid ${gone.pid}, has exited\\)`)],
+  ];
+  try {
+    for (const [args, expected] of cases) {
+      const result = await runToExit([CLI, ...args], env, { cwd: dir });
+      expect(result.stderr).toMatch(expected);
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+      expect(result.code).not.toBe(0);
+    }
+    const server = await runToExit([MAIN, '--config', dir], env);
+    expect(server.stderr).toContain(`config file ${dir} is a directory, not a file`);
+    expect(server.code).toBe(2);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('the CLI sends the directory it was run in (or INIT_CWD under pnpm); a run without one is refused', async () => {
+  const llm = await startFakeLlm(writeCatStop);
+  const here = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cli-here-')));
+  const elsewhere = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cli-elsewhere-')));
+  server = await startServerProcess(
+    `[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n[agent]\nprovider = "openai-compatible"\nmodel = "m"\nbase_url = "${llm.baseUrl}"\n`,
+  );
+  const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token, INIT_CWD: undefined };
+  try {
+    // The bin run from any folder: `node …/dist/cli.js` (what a global link runs).
+    let result = await runToExit([CLI, 'run', 'create the file here.txt'], env, { cwd: here });
+    expect(result.code).toBe(0);
+    expect(readFileSync(join(here, 'here.txt'), 'utf8')).toBe('hello from here.txt\n');
+    // Under `pnpm -C <repo> aleph`, the process runs in the repository; INIT_CWD is the user's folder.
+    result = await runToExit(
+      [CLI, 'run', 'create the file init.txt', '--cwd', 'sub'],
+      { ...env, INIT_CWD: here },
+      { cwd: elsewhere },
+    );
+    expect(result.stderr).toMatch(/--cwd \S+\/sub does not exist/);
+    mkdirSync(join(here, 'sub'));
+    result = await runToExit(
+      [CLI, 'run', 'create the file init.txt', '--cwd', 'sub'],
+      { ...env, INIT_CWD: here },
+      { cwd: elsewhere },
+    );
+    expect(result.code).toBe(0);
+    expect(existsSync(join(here, 'sub', 'init.txt'))).toBe(true);
+    expect(readdirSync(elsewhere)).toEqual([]);
+
+    // A model the provider rejects: one line that names it, exit 1.
+    llm.failNext({
+      status: 404,
+      message: 'The model `no-such-model` does not exist',
+      code: 'model_not_found',
+    });
+    result = await runToExit([CLI, 'run', 'hi', '--model', 'no-such-model'], env, { cwd: here });
+    expect(result.stdout).toMatch(
+      /\nended: provider error: .*The model `no-such-model` does not exist.* \(\d+ turns?, /,
+    );
+    expect(result.code).toBe(1);
+
+    const client = await connectGateway(server.url, { token: server.token });
+    await expect(client.request('agent.run', { prompt: 'no directory' })).rejects.toMatchObject({
+      code: 'invalid_params',
+      message: expect.stringContaining('params.cwd is required'),
+    });
+    await expect(client.request('agent.run', { prompt: 'relative', cwd: 'sub' })).rejects.toMatchObject({
+      code: 'invalid_params',
+      message: 'params.cwd: sub is not an absolute path',
+    });
+    await client.close();
+  } finally {
+    await llm.close();
+    rmSync(here, { recursive: true, force: true });
+    rmSync(elsewhere, { recursive: true, force: true });
   }
 });

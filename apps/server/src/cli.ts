@@ -2,12 +2,14 @@
 // The `aleph` command: `aleph run "<prompt>"` streams a run's steps, tool calls and verdicts with a
 // live status line; `aleph sessions` lists runs and terminals; `aleph attach <id>` puts your
 // terminal in raw mode on a gateway pty, replaying its scrollback (detach with Ctrl-]).
+import { existsSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
 import { endLine, firstLine, hookLines, stepLine, toolLine } from './cli-format.js';
-import { readServerInfo, stateDir } from './state.js';
+import { invocationDir, readServerInfo, stateDir } from './state.js';
 
 /** The fields of the agent.* events this client reads. */
 interface AgentEvent {
@@ -32,22 +34,60 @@ interface AgentEvent {
 
 const DETACH = 0x1d; // Ctrl-]
 const USAGE = `usage:
-  aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent and stream what it does
+  aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent in DIR (default: here) and stream it
   aleph sessions                                      list agent runs and terminals
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
+
+/** An answer of one line, with its exit code: what a user can fix, never a stack trace. */
+class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 2,
+  ) {
+    super(message);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 async function connect(values: {
   url?: string | undefined;
   token?: string | undefined;
 }): Promise<GatewayClient> {
   const info = readServerInfo(stateDir());
+  const fromStateFile = values.url === undefined && process.env['ALEPH_URL'] === undefined;
   const url = values.url ?? process.env['ALEPH_URL'] ?? info?.url;
   const token = values.token ?? process.env['ALEPH_TOKEN'] ?? info?.token;
   if (url === undefined || token === undefined) {
-    throw new Error('no server to connect to: start one with `pnpm start`, or pass --url and --token');
+    throw new CliError('no server to connect to: start one with `pnpm start`, or pass --url and --token', 1);
   }
-  return connectGateway(url, { token });
+  try {
+    return await connectGateway(url, { token });
+  } catch (error) {
+    const refused = (error as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+    if (refused && fromStateFile && info !== undefined && !processAlive(info.pid))
+      throw new CliError(
+        `no server running (the last one, pid ${info.pid}, has exited): start one with \`pnpm start\``,
+        1,
+      );
+    throw new CliError(`cannot reach the server at ${url}: ${(error as Error).message}`, 1);
+  }
+}
+
+/** The run's directory, from where the user ran the command: must exist and be a directory. */
+function runDirectory(given: string | undefined): string {
+  const cwd = resolve(invocationDir(), given ?? '.');
+  if (!existsSync(cwd)) throw new CliError(`aleph run: --cwd ${cwd} does not exist`);
+  if (!statSync(cwd).isDirectory()) throw new CliError(`aleph run: --cwd ${cwd} is not a directory`);
+  return cwd;
 }
 
 async function run(
@@ -232,16 +272,22 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
 }
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      url: { type: 'string' },
-      token: { type: 'string' },
-      cwd: { type: 'string' },
-      model: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        token: { type: 'string' },
+        cwd: { type: 'string' },
+        model: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}\n${USAGE}`);
+  }
+  const { values, positionals } = parsed;
   const [command, argument] = positionals;
   if (values.help || command === undefined) {
     console.log(USAGE);
@@ -255,9 +301,11 @@ async function main(): Promise<number> {
     console.error(`aleph: unknown command "${command}"\n${USAGE}`);
     return 2;
   }
+  if (command === 'run' && argument!.trim() === '') throw new CliError('aleph run: the prompt is empty');
+  const cwd = command === 'run' ? runDirectory(values.cwd) : undefined;
   const client = await connect(values);
   try {
-    if (command === 'run') return await run(client, argument!, { cwd: values.cwd, model: values.model });
+    if (command === 'run') return await run(client, argument!, { cwd, model: values.model });
     if (command === 'sessions') return await sessions(client);
     return await attach(client, argument!);
   } finally {
@@ -268,7 +316,8 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(`aleph: ${(error as Error).message}`);
-    process.exit(1);
+    const message = (error as Error).message ?? String(error);
+    console.error(message.startsWith('aleph') ? message : `aleph: ${message}`);
+    process.exit(error instanceof CliError ? error.exitCode : 1);
   },
 );

@@ -1,5 +1,8 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from './config.js';
+import { ConfigError, loadConfig, parseConfig } from './config.js';
 
 describe('aleph.toml durations', () => {
   it.each([
@@ -21,5 +24,32 @@ describe('aleph.toml durations', () => {
 
   it('the longest allowed timer is accepted', () => {
     expect(parseConfig('[agent]\nturn_timeout_secs = 2147483\n').agent.turn_timeout_secs).toBe(2147483);
+  });
+});
+
+describe('paths in aleph.toml', () => {
+  it('are resolved from the config file’s folder; the file from the directory the user ran in', () => {
+    const root = mkdtempSync(join(tmpdir(), 'aleph-config-paths-'));
+    mkdirSync(join(root, 'project'));
+    writeFileSync(
+      join(root, 'project', 'aleph.toml'),
+      '[hooks]\nfiles = [".claude/hooks.json"]\n[store]\ndir = "state/sessions"\n[agent]\nworkdir = "."\n',
+    );
+    try {
+      const { config, path } = loadConfig({ path: 'project/aleph.toml', cwd: root, env: {} });
+      expect(path).toBe(join(root, 'project', 'aleph.toml'));
+      expect(config.hooks.files).toEqual([join(root, 'project', '.claude', 'hooks.json')]);
+      expect(config.store.dir).toBe(join(root, 'project', 'state', 'sessions'));
+      expect(config.agent.workdir).toBe(join(root, 'project'));
+      // Found without --config in the directory given as cwd (the server passes INIT_CWD).
+      expect(loadConfig({ cwd: join(root, 'project'), env: {} }).path).toBe(
+        join(root, 'project', 'aleph.toml'),
+      );
+      expect(() => loadConfig({ path: 'project', cwd: root, env: {} })).toThrow(
+        `config file ${join(root, 'project')} is a directory, not a file`,
+      );
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

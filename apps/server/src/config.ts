@@ -1,7 +1,8 @@
-// aleph.toml: found by --config, else ./aleph.toml, else built-in defaults. Parsed with smol-toml,
-// validated with zod; an unknown key or a bad value is an error naming the key and, where it can be
-// found, its line. Environment variables override the common keys.
-import { existsSync, readFileSync } from 'node:fs';
+// aleph.toml: found by --config, else ./aleph.toml (both from the directory the user ran the
+// command in), else built-in defaults; relative paths inside it are from the file's folder.
+// Parsed with smol-toml, validated with zod; an unknown key or a bad value is an error naming the
+// key and, where it can be found, its line. Environment variables override the common keys.
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { stopHookEntrySchema } from '@aleph/verification';
 import { parse as parseToml, TomlError } from 'smol-toml';
@@ -192,11 +193,19 @@ export function loadConfig(
   } else if (existsSync(resolve(cwd, 'aleph.toml'))) {
     path = resolve(cwd, 'aleph.toml');
   }
+  if (path !== undefined && statSync(path).isDirectory())
+    throw new ConfigError(`config file ${path} is a directory, not a file`);
   const config = parseConfig(path === undefined ? '' : readFileSync(path, 'utf8'), path ?? 'defaults');
+  // Paths in the file mean what they say from the file's folder, wherever the server was started.
+  const base = path === undefined ? cwd : dirname(path);
+  config.hooks.files = config.hooks.files.map((file) => resolve(base, file));
+  if (config.store.dir !== undefined) config.store.dir = resolve(base, config.store.dir);
+  if (config.agent.workdir !== undefined) config.agent.workdir = resolve(base, config.agent.workdir);
   for (const [name, apply] of ENV_OVERRIDES) {
     const value = env[name];
     if (value !== undefined && value !== '') apply(config, value);
   }
+  if (env['ALEPH_STORE_DIR']) config.store.dir = resolve(cwd, env['ALEPH_STORE_DIR']);
   // Re-validate after the environment had its say, so ALEPH_PORT=abc is as clear as a bad file.
   const checked = configSchema.safeParse(config);
   if (!checked.success) {
@@ -205,7 +214,5 @@ export function loadConfig(
       `environment override: ${describePath(issue?.path ?? [])} ${issue?.message ?? 'is invalid'}`,
     );
   }
-  const base = path === undefined ? cwd : dirname(path); // [hooks] files: from the config file's folder
-  checked.data.hooks.files = checked.data.hooks.files.map((file) => resolve(base, file));
   return { config: checked.data, path };
 }

@@ -6,10 +6,10 @@ import { VerificationError } from '@aleph/verification';
 import { ConfigError, loadConfig } from './config.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
-import { stateDir } from './state.js';
+import { invocationDir, stateDir } from './state.js';
 
 const USAGE =
-  'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml, else built-in defaults.';
+  'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml (from the directory you ran the command in), else built-in defaults.';
 
 /** Errors of the host or the address to listen on: a config problem, said in one line. */
 const LISTEN_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'EACCES', 'EAI_NONAME']);
@@ -30,7 +30,8 @@ async function main(): Promise<number> {
   }
   let loaded;
   try {
-    loaded = loadConfig(values.config === undefined ? {} : { path: values.config });
+    const cwd = invocationDir();
+    loaded = loadConfig(values.config === undefined ? { cwd } : { path: values.config, cwd });
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`aleph: bad configuration\n${error.message}`);

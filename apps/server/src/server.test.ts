@@ -508,4 +508,22 @@ describe('the server process', () => {
       rmSync(store, { recursive: true, force: true });
     }
   });
+
+  it('a sleep inhibitor that cannot work is said once, at start, not during the runs', async () => {
+    const { server, client } = await start(
+      agentConfig().replace('inhibit_sleep = false', 'inhibit_sleep = true'),
+    );
+    const noop = () => server.stderr().split('sleep inhibitor is a no-op').length - 1;
+    if (!existsSync('/usr/bin/systemd-inhibit') || existsSync('/run/systemd/system')) return; // needs a failing backend
+    await expect.poll(noop, { timeout: 10_000 }).toBe(1); // before any run
+    await client.subscribe(['agent.*']);
+    for (const name of ['one', 'two']) {
+      const { runId } = await client.request<{ runId: string }>('agent.run', {
+        prompt: `create the file sleep-${name}.txt`,
+        cwd: work,
+      });
+      await waitForDone(client, runId);
+    }
+    expect(noop()).toBe(1);
+  });
 });

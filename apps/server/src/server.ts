@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, type SessionStore } from '@aleph/harness';
-import { createPowerCapability } from '@aleph/power';
+import { createPowerCapability, type PowerCapability } from '@aleph/power';
 import { createSandbox, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
@@ -45,6 +45,23 @@ function openSessionStore(dir: string): SessionStore {
   }
 }
 
+/**
+ * Holds the sleep inhibitor for a moment at start, so a backend that cannot work (no logind in a
+ * container) is reported once now, not in the middle of the first run. Released as soon as it
+ * has either failed or held for a second.
+ */
+function probeSleepInhibitor(power: PowerCapability): void {
+  if (!power.status().enabled || power.status().degradedReason !== undefined) return;
+  const guard = power.inhibitSleep('Aleph start-up check');
+  const started = Date.now();
+  const timer = setInterval(() => {
+    if (power.status().degradedReason === undefined && Date.now() - started < 1000) return;
+    clearInterval(timer);
+    guard.release();
+  }, 25);
+  timer.unref();
+}
+
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { config, stateDir } = options;
   // A snapshot: providers read their key from it after the secrets leave process.env below.
@@ -72,6 +89,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     env,
     onWarning: (message) => logger.warn({ component: 'power' }, message),
   });
+  probeSleepInhibitor(power);
   const ptyManager = new ServerPtys(
     {
       maxSessions: config.pty.max_sessions,

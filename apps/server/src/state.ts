@@ -57,3 +57,11 @@ export function readServerInfo(dir: string): ServerInfo | undefined {
     return undefined;
   }
 }
+
+/**
+ * The directory the user ran the command in: pnpm runs a package's scripts in the package's folder
+ * and passes the user's as INIT_CWD (`pnpm start` in the repository root, `pnpm -C <repo> aleph`).
+ */
+export function invocationDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env['INIT_CWD'] || process.cwd();
+}

@@ -64,9 +64,11 @@ export async function startServerProcess(
 export function runToExit(
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  options: { cwd?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done) => {
     const child = spawn(process.execPath, args, {
+      ...options,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
