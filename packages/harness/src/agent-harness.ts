@@ -13,7 +13,7 @@ import {
   type VerifierVerdict,
 } from '@aleph/verification';
 import { act, timerDelay, type ActOutcome, type EvidenceCache } from './act.js';
-import { fitToBudget } from './context-budget.js';
+import { fitToBudget, History } from './context-budget.js';
 import { HarnessError } from './errors.js';
 import { AGENT_ROLE_PROMPT } from './prompt.js';
 import { ToolService } from './tool-service.js';
@@ -112,7 +112,8 @@ class StallError extends Error {
 
 /** What a session's log says, folded into what the next turn needs. */
 interface RunState {
-  messages: Message[];
+  /** The messages and their token estimate, kept as they grow (PREPARE reads it every turn). */
+  conversation: History;
   history: ToolCallSummary[];
   /** Read-only results reusable by a later identical call (this run only). */
   cache: EvidenceCache;
@@ -122,7 +123,7 @@ interface RunState {
 
 function foldEvents(events: readonly SessionEvent[]): RunState {
   const state: RunState = {
-    messages: [],
+    conversation: new History(),
     history: [],
     cache: new Map(),
     scratchpad: undefined,
@@ -132,10 +133,10 @@ function foldEvents(events: readonly SessionEvent[]): RunState {
   // A run killed mid-ACT left tool calls without results; providers refuse such a history, and the
   // model should know those calls did not (or may not have) run.
   const answered = new Set(
-    state.messages.flatMap((message) => (message.role === 'tool' ? [message.toolCallId] : [])),
+    state.conversation.messages.flatMap((message) => (message.role === 'tool' ? [message.toolCallId] : [])),
   );
   const repaired: Message[] = [];
-  for (const message of state.messages) {
+  for (const message of state.conversation.messages) {
     repaired.push(message);
     if (message.role !== 'assistant') continue;
     for (const call of message.toolCalls ?? []) {
@@ -149,7 +150,7 @@ function foldEvents(events: readonly SessionEvent[]): RunState {
       });
     }
   }
-  state.messages = repaired;
+  if (repaired.length > state.conversation.messages.length) state.conversation.reset(repaired);
   return state;
 }
 
@@ -159,20 +160,20 @@ const INTERRUPTED =
 function apply(state: RunState, event: SessionEventBody): void {
   switch (event.type) {
     case 'user':
-      state.messages.push({ role: 'user', content: event.content });
+      state.conversation.push({ role: 'user', content: event.content });
       break;
     case 'feedback':
-      state.messages.push({ role: 'user', content: event.content });
+      state.conversation.push({ role: 'user', content: event.content });
       break;
     case 'assistant':
-      state.messages.push({
+      state.conversation.push({
         role: 'assistant',
         content: event.content,
         ...(event.toolCalls.length ? { toolCalls: event.toolCalls } : {}),
       });
       break;
     case 'tool_result':
-      state.messages.push({
+      state.conversation.push({
         role: 'tool',
         toolCallId: event.callId,
         toolName: event.name,
@@ -343,7 +344,7 @@ export class AgentHarness {
     const { state, signal, log } = turn;
 
     // PREPARE
-    const fitted = fitToBudget(state.messages, deps.contextBudget);
+    const fitted = fitToBudget(state.conversation.messages, deps.contextBudget, state.conversation.tokens);
     if (fitted.mode !== 'none') {
       await log({
         type: 'compaction',

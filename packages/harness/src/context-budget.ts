@@ -3,15 +3,39 @@
 // truncateToFit, a deterministic floor that always fits.
 import type { ContextBudgetOptions, Message } from './types.js';
 
+/** What one message adds to the estimate, in characters (a token is taken as 4). */
+export function messageChars(message: Message): number {
+  let chars = message.content.length + 16;
+  if (message.role === 'assistant')
+    for (const call of message.toolCalls ?? [])
+      chars += JSON.stringify(call.args ?? {}).length + call.name.length + 16;
+  return chars;
+}
+
 export function estimateTokens(messages: readonly Message[]): number {
-  let chars = 0;
-  for (const message of messages) {
-    chars += message.content.length + 16;
-    if (message.role === 'assistant')
-      for (const call of message.toolCalls ?? [])
-        chars += JSON.stringify(call.args ?? {}).length + call.name.length + 16;
+  return Math.ceil(messages.reduce((chars, message) => chars + messageChars(message), 0) / 4);
+}
+
+/** A run's history with its estimate kept as it grows: an append counts its message, `reset` all. */
+export class History {
+  #messages: Message[] = [];
+  #chars = 0;
+  get messages(): readonly Message[] {
+    return this.#messages;
   }
-  return Math.ceil(chars / 4);
+  /** Always `estimateTokens(messages)`. */
+  get tokens(): number {
+    return Math.ceil(this.#chars / 4);
+  }
+  push(message: Message): void {
+    this.#messages.push(message);
+    this.#chars += messageChars(message);
+  }
+  reset(messages: readonly Message[]): void {
+    this.#messages = [];
+    this.#chars = 0;
+    for (const message of messages) this.push(message);
+  }
 }
 
 /** Units that must stay together: an assistant message with the tool results that answer it. */
@@ -95,11 +119,12 @@ export function truncateToFit(messages: readonly Message[], maxTokens: number): 
   return result;
 }
 
+/** `fromTokens`: the messages' estimate when the caller keeps one (a `History`). */
 export function fitToBudget(
   messages: readonly Message[],
   options: ContextBudgetOptions | undefined,
+  fromTokens = estimateTokens(messages),
 ): FitResult {
-  const fromTokens = estimateTokens(messages);
   if (options === undefined || fromTokens <= options.maxTokens)
     return { messages, mode: 'none', fromTokens, toTokens: fromTokens };
   const compacted = compactToFit(messages, options);

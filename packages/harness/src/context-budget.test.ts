@@ -1,0 +1,137 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { compactToFit, estimateTokens, fitToBudget, History, truncateToFit } from './context-budget.js';
+import { AgentHarness, InMemorySessionStore, type Message, type Tool } from './index.js';
+import { callTools, ScriptedProvider, stop } from './testing.js';
+
+const text = fc.string({ unit: 'grapheme', maxLength: 300 });
+const args = fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined });
+const message: fc.Arbitrary<Message> = fc.oneof(
+  fc.record({ role: fc.constant('user' as const), content: text }),
+  fc.record(
+    {
+      role: fc.constant('assistant' as const),
+      content: text,
+      toolCalls: fc.array(fc.record({ id: fc.string(), name: fc.constantFrom('read', 'shell'), args })),
+    },
+    { requiredKeys: ['role', 'content'] },
+  ),
+  fc.record({
+    role: fc.constant('tool' as const),
+    toolCallId: fc.string(),
+    toolName: fc.constantFrom('read', 'shell'),
+    content: fc.string({ maxLength: 2000 }),
+  }),
+);
+
+/** What a history rewrite can be: a compaction's or a truncation's result, or any other list. */
+const operation = fc.oneof(
+  { weight: 6, arbitrary: message.map((m) => ({ kind: 'push' as const, message: m })) },
+  fc.record({ kind: fc.constant('compact' as const), maxTokens: fc.integer({ min: 0, max: 2000 }) }),
+  fc.record({ kind: fc.constant('truncate' as const), maxTokens: fc.integer({ min: 20, max: 2000 }) }),
+  fc.record({ kind: fc.constant('reset' as const), messages: fc.array(message, { maxLength: 10 }) }),
+);
+
+describe('the running token estimate', () => {
+  it('property: after any appends and rewrites it equals a full recount, and fits the same', () => {
+    fc.assert(
+      fc.property(fc.array(operation, { maxLength: 60 }), (operations) => {
+        const history = new History();
+        const reference: Message[] = [];
+        for (const op of operations) {
+          if (op.kind === 'push') {
+            history.push(op.message);
+            reference.push(op.message);
+          } else {
+            const rewritten =
+              op.kind === 'compact'
+                ? compactToFit(reference, { maxTokens: op.maxTokens, compactor: (ms) => `${ms.length}` })
+                : op.kind === 'truncate'
+                  ? truncateToFit(reference, op.maxTokens)
+                  : op.messages;
+            history.reset(rewritten);
+            reference.splice(0, reference.length, ...rewritten);
+          }
+          expect(history.messages).toEqual(reference);
+          expect(history.tokens).toBe(estimateTokens(reference));
+        }
+        const options = { maxTokens: 500 };
+        expect(fitToBudget(history.messages, options, history.tokens)).toEqual(
+          fitToBudget(reference, options),
+        );
+      }),
+    );
+  });
+
+  it('property: in a run, a compaction is logged with the whole history estimate, and a turn without one is within budget', async () => {
+    const echo: Tool<{ out: string; extra?: unknown }> = {
+      name: 'echo',
+      description: 'returns its `out`',
+      input: z.object({ out: z.string(), extra: z.unknown().optional() }),
+      claim: () => ({ kind: 'none' }),
+      execute: (input) => Promise.resolve({ output: input.out }),
+    };
+    const call = fc.record({ out: fc.string({ maxLength: 1500 }), extra: args });
+    const turn = fc.record({ text, calls: fc.array(call, { minLength: 1, maxLength: 4 }) });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(turn, { minLength: 1, maxLength: 10 }),
+        fc.integer({ min: 40, max: 4000 }),
+        fc.nat(10),
+        fc.boolean(),
+        async (turns, maxTokens, resumeAt, summarise) => {
+          const store = new InMemorySessionStore();
+          const script = (part: typeof turns) => [
+            ...part.map((t) =>
+              callTools(
+                t.calls.map((c) => ({ name: 'echo', args: c })),
+                t.text,
+              ),
+            ),
+            stop(),
+          ];
+          const harness = (part: typeof turns) =>
+            new AgentHarness({
+              provider: new ScriptedProvider(script(part)),
+              tools: [echo],
+              sessions: store,
+              contextBudget: { maxTokens, ...(summarise ? { compactor: (ms) => `${ms.length} msgs` } : {}) },
+            });
+          // A second run resumes the session: its history is folded from the log.
+          const first = await harness(turns.slice(0, resumeAt)).run({ prompt: 'task' });
+          await harness(turns.slice(resumeAt)).run({ prompt: 'go on', sessionId: first.sessionId });
+
+          const history: Message[] = [];
+          let compacted = false;
+          for (const event of (await store.load(first.sessionId)).events) {
+            if (event.type === 'user' || event.type === 'feedback')
+              history.push({ role: 'user', content: event.content });
+            if (event.type === 'compaction') {
+              expect(event.fromTokens).toBe(estimateTokens(history));
+              expect(event.fromTokens).toBeGreaterThan(maxTokens);
+              compacted = true;
+            }
+            if (event.type === 'assistant') {
+              if (!compacted) expect(estimateTokens(history)).toBeLessThanOrEqual(maxTokens);
+              compacted = false;
+              history.push({
+                role: 'assistant',
+                content: event.content,
+                ...(event.toolCalls.length ? { toolCalls: event.toolCalls } : {}),
+              });
+            }
+            if (event.type === 'tool_result')
+              history.push({
+                role: 'tool',
+                toolCallId: event.callId,
+                toolName: event.name,
+                content: event.output,
+              });
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});
