@@ -1,4 +1,4 @@
-// One measured run of one system, in a process of its own (the parent alternates them): the harness
+// The measured runs of one system, in a process of its own (the parent alternates them): the harness
 // over the production adapter, over the pre-issue-18 adapter, over a trivial provider (core only), or
 // the AI SDK's own generateText loop; N steps of K no-op tool calls over the same instant model.
 // Prints one JSON line: time per step, the mean of steps 2–11 and 90–99, heap held per step.
@@ -149,8 +149,12 @@ export async function measure(system: System, steps: number, calls: number): Pro
   };
 }
 
+// `loop.ts SYSTEM N×K N×K …`: one JSON line per configuration, in this one process.
 if (process.argv[1] === import.meta.filename) {
-  const [system, steps, calls] = process.argv.slice(2);
-  const figures = await measure(system as System, Number(steps), Number(calls));
-  process.stdout.write(`${JSON.stringify(figures)}\n`);
+  const [system, ...configs] = process.argv.slice(2);
+  for (const config of configs) {
+    const [steps, calls] = config.split('x').map(Number);
+    const figures = await measure(system as System, steps!, calls!);
+    process.stdout.write(`${JSON.stringify(figures)}\n`);
+  }
 }

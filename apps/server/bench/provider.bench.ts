@@ -1,8 +1,9 @@
 // pnpm bench (apps/server): the agent loop on the path a user runs — the harness over the production
 // adapter (aiSdkProvider) and an instant LanguageModelV3 — beside the AI SDK's own generateText loop
 // over the same model, the harness over a trivial provider (core only) and the pre-issue-18 adapter.
-// N = 10, 100, 1000 steps × K = 1, 8 no-op tool calls a step; one process per system per round, the
-// order rotated each round; medians of ROUNDS (default 5). Prints figures, ratios and the targets.
+// N = 10, 100, 1000 steps × K = 1, 8 no-op tool calls a step; one process per system per round (it
+// runs every configuration), the order rotated each round; medians of ROUNDS (default 5). Prints
+// figures, ratios and each target next to its figure.
 import { spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import type { LoopFigures, System } from './loop.js';
@@ -28,22 +29,19 @@ function systemsAt(steps: number, calls: number): System[] {
   return systems;
 }
 
-function runOne(system: System, steps: number, calls: number): LoopFigures {
+/** One process runs every configuration of one system, in order, and prints a line for each. */
+function runSystem(system: System, configs: readonly (readonly [number, number])[]): LoopFigures[] {
+  const loop = new URL('./loop.ts', import.meta.url).pathname;
   const child = spawnSync(
     process.execPath,
-    [
-      '--expose-gc',
-      '--import',
-      'tsx',
-      new URL('./loop.ts', import.meta.url).pathname,
-      system,
-      `${steps}`,
-      `${calls}`,
-    ],
+    ['--expose-gc', '--import', 'tsx', loop, system, ...configs.map(([steps, calls]) => `${steps}x${calls}`)],
     { encoding: 'utf8', maxBuffer: 1 << 20 },
   );
-  if (child.status !== 0) throw new Error(`${system} N=${steps} K=${calls} failed: ${child.stderr}`);
-  return JSON.parse(child.stdout) as LoopFigures;
+  if (child.status !== 0) throw new Error(`${system} failed: ${child.stderr}`);
+  return child.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as LoopFigures);
 }
 
 const median = (values: readonly number[]): number => {
@@ -59,13 +57,14 @@ const load = () =>
 console.log(`# @aleph/server: the agent loop over the production adapter (${ROUNDS} rounds; load ${load()})`);
 const results = new Map<string, LoopFigures[]>();
 const key = (system: System, steps: number, calls: number) => `${system} ${steps} ${calls}`;
+const SYSTEMS: System[] = ['production', 'sdk', 'core', 'legacy'];
 for (let round = 0; round < ROUNDS; round += 1) {
-  for (const [steps, calls] of CONFIGS) {
-    const systems = systemsAt(steps, calls);
-    for (let index = 0; index < systems.length; index += 1) {
-      const system = systems[(index + round) % systems.length]!;
-      const figures = runOne(system, steps, calls);
-      results.set(key(system, steps, calls), [...(results.get(key(system, steps, calls)) ?? []), figures]);
+  for (let index = 0; index < SYSTEMS.length; index += 1) {
+    const system = SYSTEMS[(index + round) % SYSTEMS.length]!;
+    const configs = CONFIGS.filter(([steps, calls]) => systemsAt(steps, calls).includes(system));
+    for (const figures of runSystem(system, configs)) {
+      const at = key(system, figures.steps, figures.calls);
+      results.set(at, [...(results.get(at) ?? []), figures]);
     }
   }
   process.stderr.write(`round ${round + 1}/${ROUNDS} done (load ${load()})\n`);
