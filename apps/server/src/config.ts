@@ -86,6 +86,14 @@ export const configSchema = z.strictObject({
     .strictObject({ inhibit_sleep: z.boolean({ error: 'must be true or false' }).default(true) })
     .prefault({}),
   store: z.strictObject({ dir: z.string().min(1).optional() }).prefault({}),
+  telemetry: z
+    .strictObject({
+      /** An OTLP/HTTP traces URL (`http://localhost:4318/v1/traces`): spans are exported when set. */
+      endpoint: z.url({ error: 'must be a URL' }).optional(),
+      service_name: z.string().min(1).default('aleph'),
+      headers: z.record(z.string(), z.string()).optional(),
+    })
+    .prefault({}),
   log: z
     .strictObject({
       level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),

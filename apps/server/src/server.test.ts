@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import {
   existsSync,
   mkdirSync,
@@ -525,5 +527,50 @@ describe('the server process', () => {
       await waitForDone(client, runId);
     }
     expect(noop()).toBe(1);
+  });
+
+  it("[telemetry] endpoint: the run's spans reach an OTLP/HTTP collector, as a tree", async () => {
+    const bodies: any[] = [];
+    const collector = createServer((request, response) => {
+      let raw = '';
+      request.on('data', (chunk) => (raw += chunk));
+      request.on('end', () => {
+        if (request.url === '/v1/traces') bodies.push(JSON.parse(raw));
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const { port } = collector.address() as AddressInfo;
+    try {
+      const { server, client } = await start(
+        agentConfig(
+          `\n[telemetry]\nendpoint = "http://127.0.0.1:${port}/v1/traces"\nservice_name = "aleph-test"\n`,
+        ),
+      );
+      await client.subscribe(['agent.*']);
+      const { runId } = await client.request<{ runId: string }>('agent.run', {
+        prompt: 'create the file traced.txt',
+        cwd: work,
+      });
+      await waitForDone(client, runId);
+      expect(await server.stop('SIGTERM')).toBe(0); // shutdown sends what is buffered
+      const spans = bodies.flatMap((body) =>
+        body.resourceSpans.flatMap((resource: any) => {
+          const service = resource.resource.attributes.find((a: any) => a.key === 'service.name');
+          return resource.scopeSpans.flatMap((scope: any) =>
+            scope.spans.map((span: any) => ({ ...span, service: service?.value.stringValue })),
+          );
+        }),
+      );
+      const names = spans.map((span: any) => span.name);
+      expect(names).toEqual(expect.arrayContaining(['aleph.run', 'aleph.turn', 'aleph.act']));
+      expect(spans.every((span: any) => span.service === 'aleph-test')).toBe(true);
+      const run = spans.find((span: any) => span.name === 'aleph.run');
+      const turns = spans.filter((span: any) => span.name === 'aleph.turn');
+      expect(turns.length).toBeGreaterThanOrEqual(3);
+      expect(turns.every((turn: any) => turn.parentSpanId === run.spanId)).toBe(true);
+    } finally {
+      await new Promise((resolve) => collector.close(resolve));
+    }
   });
 });

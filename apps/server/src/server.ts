@@ -13,6 +13,7 @@ import { AgentService } from './agent-service.js';
 import { ConfigError, type Config } from './config.js';
 import { createProvider, providerKeyVariable } from './providers.js';
 import { resolveToken, writeServerInfo } from './state.js';
+import { startTelemetry } from './telemetry.js';
 
 const CONSOLE_DIR = resolve(import.meta.dirname, '../../console/dist'); // the web console's build
 export interface StartOptions {
@@ -84,6 +85,9 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     );
   }
 
+  const telemetry = startTelemetry(config.telemetry, (message) =>
+    logger.warn({ component: 'telemetry' }, message),
+  );
   const power = createPowerCapability({
     enabled: config.power.inhibit_sleep,
     env,
@@ -139,6 +143,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         await agents.shutdown(); // runs cancelled first: their tools' ptys go with the gateway next
         await gateway.close(); // every pty's process group ended (reason: shutdown)
         await sessions.close?.();
+        await telemetry?.shutdown().catch(() => {}); // the last spans out
         logger.flush();
       })();
       return closing;

@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2072, files: 12 },
   gateway: { lines: 1945, files: 12 },
   sandbox: { lines: 460, files: 6 },
-  server: { lines: 2380, files: 13 },
+  server: { lines: 2450, files: 14 },
   console: { lines: 1200, files: 7 },
 };
 

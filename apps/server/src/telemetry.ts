@@ -1,0 +1,43 @@
+// OpenTelemetry for the server: the harness's spans (run → turn → think / verify / act → tool) go
+// to an OTLP/HTTP endpoint when `[telemetry] endpoint` is set, through the official SDK. Without
+// it nothing is registered, and every span the harness starts is a no-op.
+import { context, diag, DiagLogLevel, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import type { Config } from './config.js';
+
+export interface Telemetry {
+  /** Sends what is still buffered, then stops. */
+  shutdown(): Promise<void>;
+}
+
+export function startTelemetry(
+  telemetry: Config['telemetry'],
+  warn: (message: string) => void,
+): Telemetry | undefined {
+  if (telemetry.endpoint === undefined) return undefined;
+  // The SDK reports export failures (an endpoint that is down) through `diag`: into the log.
+  const report = (message: string, ...args: unknown[]): void =>
+    warn([message, ...args.map((arg) => (arg instanceof Error ? arg.message : String(arg)))].join(' '));
+  const quiet = (): void => {};
+  diag.setLogger(
+    { error: report, warn: report, info: quiet, debug: quiet, verbose: quiet },
+    DiagLogLevel.WARN,
+  );
+  const provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': telemetry.service_name }),
+    spanProcessors: [
+      new BatchSpanProcessor(
+        new OTLPTraceExporter({ url: telemetry.endpoint, headers: telemetry.headers ?? {} }),
+      ),
+    ],
+  });
+  // Registered through this module's @opentelemetry/api (its ESM build, the one the harness
+  // imports): provider.register() would go through the SDK's CommonJS copy, whose proxy the
+  // harness's tracer — taken when its module loaded — never sees.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(provider);
+  return { shutdown: () => provider.shutdown() };
+}
