@@ -51,7 +51,7 @@ export class TerminalTab {
     const screen = h('div', { class: 'screen' });
     this.element = h(
       'section',
-      { class: 'terminal', 'data-session': sessionId, hidden: true },
+      { class: 'term-tab', 'data-session': sessionId, hidden: true },
       this.#notice,
       screen,
     );

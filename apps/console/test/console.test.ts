@@ -83,7 +83,7 @@ timeout_secs = 10
 
   it('opens a terminal, types `echo hello` and sees hello rendered', async () => {
     await page.keyboard.press('Alt+KeyN');
-    await page.locator('.terminal:not([hidden]) .xterm').waitFor();
+    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
     await type('echo hel""lo');
     await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('hello');
     await screenshot(page, '1-terminal');
@@ -116,7 +116,7 @@ timeout_secs = 10
   it('after 2 MB of output and vim, a reload shows vim’s exact screen; :q! leaves a clean prompt', async () => {
     const file = join(work, 'poem.txt');
     writeFileSync(file, 'alpha\nbeta\ngamma\n');
-    await page.locator('.terminal:not([hidden]) .xterm').click();
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
     await type('seq 1 300000 && echo seq-done');
     await expect.poll(() => terminalLines(page), { timeout: 60_000 }).toContain('seq-done');
     await type(`vim -u NONE -N ${file}`);
@@ -146,7 +146,7 @@ timeout_secs = 10
       .toEqual(watched);
     expect(await page.evaluate(() => (window as any).alephConsole.bufferType())).toBe('alternate');
     await screenshot(page, '4-vim-reloaded');
-    await page.locator('.terminal:not([hidden]) .xterm').click();
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
     await type(':q!');
     await expect
       .poll(() => page.evaluate(() => (window as any).alephConsole.bufferType()), { timeout: 15_000 })
@@ -157,6 +157,30 @@ timeout_secs = 10
     expect(text).not.toMatch(/^~/m); // none of vim's leftovers under the prompt
     expect(text).not.toContain('gamma');
     await screenshot(page, '5-vim-quit');
+  });
+
+  it('says when a session ends and why; Alt+W closes its tab, Alt+1 goes back', async () => {
+    await page.keyboard.press('Alt+KeyN');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(2);
+    await expect.poll(() => page.evaluate(() => (window as any).alephConsole.bufferType())).toBe('normal');
+    await expect.poll(screen, { timeout: 15_000 }).toMatch(/[#$]/); // the new shell's prompt
+    await type('exit 3');
+    const notice = page.locator('.term-tab:not([hidden]) .notice');
+    await expect
+      .poll(() => notice.innerText(), { timeout: 15_000 })
+      .toBe('Session ended — the program exited (code 3)');
+    await expect.poll(() => page.getByRole('tab', { name: /\(ended\)/ }).count()).toBe(1);
+    // Seen, not only present: nothing (xterm's own element) covers the notice.
+    const seen = await notice.evaluate((element) => {
+      const box = element.getBoundingClientRect();
+      return box.height > 0 && document.elementFromPoint(box.x + 4, box.y + box.height / 2) === element;
+    });
+    expect(seen).toBe(true);
+    await screenshot(page, '6-session-ended');
+    await page.keyboard.press('Alt+KeyW');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(1);
+    await page.keyboard.press('Alt+Digit1');
+    await expect.poll(() => page.getByRole('tab', { selected: true }).innerText()).toContain('1 ');
   });
 
   it('runs an agent: its steps, tool calls, the veto and the final state appear; the shell tool opens a tab', async () => {
@@ -183,7 +207,7 @@ timeout_secs = 10
     await expect
       .poll(async () => JSON.stringify((await terminalLines(page)).filter(Boolean).at(-1)))
       .toMatch(/[#$] ?"$/);
-    await screenshot(page, '6-agent-run'); // the README's picture: a terminal beside a run
+    await screenshot(page, '7-agent-run'); // the README's picture: a terminal beside a run
   });
 
   it('says the token is wrong, and asks for it', async () => {
@@ -191,7 +215,7 @@ timeout_secs = 10
     await wrong.goto(`${server.origin}/#token=not-the-token`);
     await wrong.getByRole('alert').filter({ hasText: 'Wrong token' }).waitFor();
     expect(await wrong.getByLabel('Token').isVisible()).toBe(true);
-    await screenshot(wrong, '7-wrong-token');
+    await screenshot(wrong, '8-wrong-token');
     await wrong.close();
   });
 
@@ -203,7 +227,7 @@ timeout_secs = 10
     const alert = other.locator('.message.no-provider');
     await alert.waitFor();
     expect(await alert.innerText()).toMatch(/\[agent\][\s\S]*provider = /);
-    await screenshot(other, '8-no-provider');
+    await screenshot(other, '9-no-provider');
     await other.close();
   });
 });
