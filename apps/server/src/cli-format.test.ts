@@ -77,7 +77,7 @@ describe('aleph run prints words', () => {
         durationMs: 20,
       }),
     ).toEqual([
-      '  ⚠ Stop hook "lint" failed (exit code 1): exited with code 1: src/a.ts:3 missing semicolon',
+      '  ⚠ Stop hook "lint" failed (exit code 1): src/a.ts:3 missing semicolon',
       '      second line',
     ]);
     const block = {

@@ -116,7 +116,11 @@ export function hookLines(outcome: HookOutcome): string[] {
   ].join(', ');
   switch (outcome.kind) {
     case 'error':
-      lines.push(`  ⚠ ${name} failed${how ? ` (${how})` : ''}: ${firstLine(outcome.message ?? '', 200)}`);
+      // The exit code is said once, in the parentheses.
+      const message = (outcome.message ?? '').replace(/^exited with code \d+:?\s*/, '');
+      lines.push(
+        `  ⚠ ${name} failed${how ? ` (${how})` : ''}${message ? `: ${firstLine(message, 200)}` : ''}`,
+      );
       for (const line of (outcome.stderr ?? '').split('\n').filter(Boolean).slice(0, 3))
         if (!lines[0]!.includes(line.trim())) lines.push(`      ${firstLine(line, 200)}`);
       break;
