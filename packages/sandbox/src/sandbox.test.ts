@@ -45,7 +45,10 @@ beforeAll(async () => {
   state = join(root, 'state');
   home = join(root, 'home');
   mkdirSync(work);
-  mkdirSync(state);
+  mkdirSync(join(state, 'sessions'), { recursive: true });
+  mkdirSync(join(root, 'secrets', 'inner'), { recursive: true });
+  writeFileSync(join(state, 'sessions', 'log.jsonl'), 'session-log\n');
+  writeFileSync(join(root, 'secrets', 'inner', 'key'), 'inner-secret\n');
   mkdirSync(join(home, '.ssh'), { recursive: true });
   writeFileSync(join(state, 'token'), 'gateway-token-123\n');
   writeFileSync(join(home, '.ssh', 'id_ed25519'), 'private-key\n');
@@ -176,6 +179,32 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
   });
 });
 
+describe.skipIf(!linux)('denied paths inside denied dirs, outside /tmp (the default state dir)', () => {
+  // The server denies its state dir and the session store inside it; a user may list nested paths.
+  const nested = () =>
+    createSandbox(
+      {
+        network: 'off',
+        denyRead: [join(root, 'secrets', 'inner'), state, join(state, 'sessions'), join(root, 'secrets')],
+      },
+      { mode: 'required', home },
+    );
+
+  it('runs commands, and hides the nested paths', async () => {
+    const ran = await run(
+      nested().wrap({
+        file: '/bin/sh',
+        args: ['-c', `echo ok; cat ${state}/sessions/log.jsonl ${root}/secrets/inner/key; ls ${state}`],
+        cwd: work,
+        env: process.env,
+      }),
+    );
+    expect(ran.stderr).not.toMatch(/bwrap/);
+    expect(ran.stdout).toBe('ok\n');
+    expect(ran.stderr).toMatch(/log.jsonl: No such file/);
+  });
+});
+
 describe.skipIf(!linux)('mode off: the same commands run unconfined', () => {
   it('reports backend none and why', () => {
     const off = sandbox('off');
@@ -268,6 +297,25 @@ describe('bad input', () => {
       expect(auto.unconfinedReason).toMatch(/No permissions to create a new namespace/);
     },
   );
+
+  it.skipIf(!linux)('a policy bwrap cannot apply fails at creation, not on every command', () => {
+    fake = mkdtempSync('/var/tmp/aleph-fake-bwrap-');
+    const bwrapPath = join(fake, 'bwrap');
+    // Starts a bare sandbox, but fails on any command with a cwd: only the real policy's probe sees it.
+    writeFileSync(
+      bwrapPath,
+      '#!/bin/sh\ncase "$*" in *--bind*) echo "bwrap: Can\'t mkdir /x/sessions: Read-only file system" >&2; exit 1;; esac\n',
+    );
+    chmodSync(bwrapPath, 0o755);
+    const error = catchError(() =>
+      createSandbox({ network: 'off', denyRead: [state] }, { mode: 'required', bwrapPath, home }),
+    );
+    expect(error).toMatchObject({
+      code: 'backend_failed',
+      message: `${bwrapPath} fails to apply the sandbox policy: bwrap: Can't mkdir /x/sessions: Read-only file system`,
+    });
+    expect(createSandbox({ network: 'off' }, { mode: 'auto', bwrapPath, home }).backend).toBe('none');
+  });
 
   it.skipIf(!linux)('no bwrap at all: required names the package to install', () => {
     const error = catchError(() =>

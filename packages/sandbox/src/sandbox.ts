@@ -3,8 +3,8 @@
 // backend: `required` throws (SandboxError), `auto` runs unconfined and says why, `off` never
 // confines. Every backend, `none` included, strips the server's secrets from the environment.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, realpathSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { accessSync, constants, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { SandboxError } from './errors.js';
 import { baseArgs, bubblewrapArgs } from './internal/bubblewrap.js';
@@ -102,7 +102,13 @@ export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {
   if (platform !== 'linux') return { kind: 'missing', reason: `no sandbox backend on ${platform}` };
   const path = options.bwrapPath ?? onPath('bwrap', options.env ?? process.env);
   if (path === undefined) return { kind: 'missing', reason: `bwrap not found on PATH: ${INSTALL_HINT}` };
-  const result = spawnSync(path, [...baseArgs('off'), '--', 'true'], {
+  const failure = runBwrap(path, [...baseArgs('off'), '--', 'true'], 'fails to start a sandbox');
+  return failure ?? { kind: 'available', backend: 'bubblewrap', path };
+}
+
+/** Runs bwrap once; a failure as a probe result naming its first line of stderr. */
+function runBwrap(path: string, args: readonly string[], what: string): SandboxProbe | undefined {
+  const result = spawnSync(path, args, {
     encoding: 'utf8',
     timeout: 10_000,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -112,9 +118,23 @@ export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {
   }
   if (result.status !== 0) {
     const first = result.stderr.split('\n').find((line) => line.trim() !== '') ?? `exit ${result.status}`;
-    return { kind: 'failed', reason: `${path} fails to start a sandbox: ${first.trim()}` };
+    return { kind: 'failed', reason: `${path} ${what}: ${first.trim()}` };
   }
-  return { kind: 'available', backend: 'bubblewrap', path };
+  return undefined;
+}
+
+/**
+ * The policy itself, applied once to `true` in an empty cwd: a policy bwrap cannot apply (a mount
+ * point it cannot make) fails here, at start, not on every command.
+ */
+function probePolicy(path: string, policy: ResolvedPolicy): SandboxProbe | undefined {
+  const cwd = mkdtempSync(join(tmpdir(), 'aleph-sandbox-probe-'));
+  try {
+    const args = bubblewrapArgs(policy, realpathSync(cwd), { file: 'true', args: [] }, []);
+    return runBwrap(path, args, 'fails to apply the sandbox policy');
+  } finally {
+    rmSync(cwd, { recursive: true, force: true });
+  }
 }
 
 function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
@@ -151,7 +171,9 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
   const resolved = resolvePolicy(policy, options.home ?? homedir());
   const { mode } = options;
   if (mode === 'off') return unconfined(mode, resolved, 'sandbox mode is off');
-  const probe = probeSandbox(options);
+  let probe = probeSandbox(options);
+  if (probe.kind === 'available' && probe.backend === 'bubblewrap')
+    probe = probePolicy(probe.path, resolved) ?? probe;
   switch (probe.kind) {
     case 'missing':
     case 'failed':

@@ -1,7 +1,9 @@
 // The bwrap command line for one confined command. Order matters: bwrap applies mounts in
 // sequence, so the read-only root comes first, then the private /tmp, then the writable cwd
-// (which may lie under /tmp), then the denied paths over all of them.
-import { isWithin, type ResolvedPolicy } from '../policy.js';
+// (which may lie under /tmp), then the denied paths over all of them. Every tmpfs is mounted
+// before any is made read-only, and a denied path inside a denied dir gets no mount of its own
+// (it is hidden already, and its mount point could not be made on the read-only tmpfs).
+import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
 export function baseArgs(network: 'off' | 'on'): string[] {
@@ -27,6 +29,21 @@ export function baseArgs(network: 'off' | 'on'): string[] {
   ];
 }
 
+/** The denied paths that need a mount: not under the private /tmp (outside the cwd), not inside another denied dir. */
+export function mountedDenials(deny: readonly DeniedPath[], cwd: string): DeniedPath[] {
+  const visible = deny.filter(({ path }) => !(isWithin(path, '/tmp') && !isWithin(path, cwd)));
+  return visible.filter(
+    (entry, index) =>
+      !visible.some(
+        (other, otherIndex) =>
+          other.kind === 'dir' &&
+          isWithin(entry.path, other.path) &&
+          // of two equal entries, keep the first
+          (entry.path !== other.path || otherIndex < index),
+      ),
+  );
+}
+
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
@@ -36,12 +53,12 @@ export function bubblewrapArgs(
   const args = baseArgs(policy.network);
   for (const name of unset) args.push('--unsetenv', name);
   args.push('--bind', cwd, cwd);
-  for (const { path, kind } of policy.deny) {
-    // Under the private /tmp and outside the cwd, a path is hidden already.
-    if (isWithin(path, '/tmp') && !isWithin(path, cwd)) continue;
-    if (kind === 'dir') args.push('--tmpfs', path, '--remount-ro', path);
+  const denials = mountedDenials(policy.deny, cwd);
+  for (const { path, kind } of denials) {
+    if (kind === 'dir') args.push('--tmpfs', path);
     else args.push('--ro-bind', '/dev/null', path);
   }
+  for (const { path, kind } of denials) if (kind === 'dir') args.push('--remount-ro', path);
   args.push('--chdir', cwd, '--', command.file, ...command.args);
   return args;
 }
