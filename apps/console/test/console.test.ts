@@ -81,11 +81,19 @@ timeout_secs = 10
     expect(page.url()).not.toContain('token');
   });
 
-  it('opens a terminal, types `echo hello` and sees hello rendered', async () => {
+  it('opens a terminal, types `echo hello` and sees hello rendered; a paste arrives too', async () => {
     await page.keyboard.press('Alt+KeyN');
     await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
     await type('echo hel""lo');
     await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('hello');
+    // Paste, as the browser delivers it to xterm.js (bash takes it as a bracketed paste).
+    await page.locator('.term-tab:not([hidden]) .xterm-helper-textarea').evaluate((textarea) => {
+      const clipboardData = new DataTransfer();
+      clipboardData.setData('text/plain', 'echo pas""ted');
+      textarea.dispatchEvent(new ClipboardEvent('paste', { clipboardData, bubbles: true, cancelable: true }));
+    });
+    await page.keyboard.press('Enter');
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('pasted');
     await screenshot(page, '1-terminal');
   });
 
