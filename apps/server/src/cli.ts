@@ -33,6 +33,8 @@ interface AgentEvent {
 }
 
 const DETACH = 0x1d; // Ctrl-]
+/** The exit code when the connection to the server drops: how the run or terminal ended is unknown. */
+const LOST = 3;
 const USAGE = `usage:
   aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent in DIR (default: here) and stream it
   aleph sessions                                      list agent runs and terminals
@@ -197,11 +199,16 @@ async function run(
     void client.request('agent.cancel', { runId }).catch(() => {});
   };
   process.once('SIGINT', onInterrupt);
-  const code = await done;
+  // A dropped connection is not an end: the run may go on (or not) on a server we cannot see.
+  const code = await Promise.race([done, client.closed.then(() => undefined)]);
   process.off('SIGINT', onInterrupt);
   if (ticker) clearInterval(ticker);
   if (tty) process.stdout.write('\r\x1b[K');
-  return code;
+  if (code !== undefined) return code;
+  console.error(
+    `aleph: connection to the server lost; run ${runId} state unknown — \`aleph sessions\` after a restart shows it`,
+  );
+  return LOST;
 }
 
 async function sessions(client: GatewayClient): Promise<number> {
@@ -265,7 +272,11 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
     });
   });
   process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
-  const code = await Promise.race([exit, detached]);
+  const lost = client.closed.then(() => {
+    process.stderr.write('\r\n[aleph: connection to the server lost]\r\n');
+    return LOST;
+  });
+  const code = await Promise.race([exit, detached, lost]);
   if (process.stdin.isTTY) process.stdin.setRawMode(false);
   process.stdin.pause();
   return code;

@@ -1,0 +1,100 @@
+// The `aleph` client against a real server process under faults and hostile output: a server that
+// dies mid-run or mid-attach, a model that prints terminal escapes, a late attach after a flood.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { connectGateway } from '@aleph/gateway/client';
+import { PtySession } from '@aleph/pty';
+import { afterEach, expect, it } from 'vitest';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { CLI, startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+let server: ServerProcess | undefined;
+let llm: FakeLlm | undefined;
+const dirs: string[] = [];
+const terminals: PtySession[] = [];
+afterEach(async () => {
+  await Promise.all(terminals.splice(0).map((terminal) => terminal.close()));
+  await server?.stop('SIGKILL');
+  if (server) rmSync(server.stateDir, { recursive: true, force: true });
+  server = undefined;
+  await llm?.close();
+  llm = undefined;
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function agentServer(brain: Brain, extra = ''): Promise<ServerProcess> {
+  llm = await startFakeLlm(brain);
+  server = await startServerProcess(
+    `[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n[agent]\nprovider = "openai-compatible"\nmodel = "m"\nbase_url = "${llm.baseUrl}"\n${extra}`,
+  );
+  return server;
+}
+
+function workDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'aleph-cli-robust-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** The CLI in a terminal of its own (a TTY: the live ticker, raw mode). */
+function inTerminal(
+  args: string[],
+  env: Record<string, string>,
+): { screen: () => string; session: PtySession } {
+  const session = PtySession.spawn({
+    command: process.execPath,
+    args: [CLI, ...args],
+    env,
+    cols: 100,
+    rows: 30,
+    cwd: resolve(import.meta.dirname, '..'),
+  });
+  terminals.push(session);
+  let screen = '';
+  session.onData((chunk) => (screen += chunk.toString()));
+  return { screen: () => screen, session };
+}
+
+it('a server that dies mid-run or mid-attach is a lost connection: one line, exit 3, never 0 or a hang', async () => {
+  const { url, token } = await agentServer((conversation) =>
+    conversation.at(-1)?.role === 'user'
+      ? { call: { name: 'shell', args: { command: 'sleep 20' } } }
+      : { text: 'slept' },
+  );
+  const env = { ALEPH_URL: url, ALEPH_TOKEN: token };
+  const work = workDir();
+  // Piped: the run's output goes to a pipe (no ticker keeps the process alive).
+  const piped = spawn(process.execPath, [CLI, 'run', 'sleep a while', '--cwd', work], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  piped.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  piped.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const pipedExit = new Promise<number | null>((done) => piped.once('exit', (code) => done(code)));
+  // On a terminal: the ticker runs.
+  const ticking = inTerminal(['run', 'sleep a while', '--cwd', work], env);
+  // Attached to a terminal in raw mode.
+  const client = await connectGateway(url, { token });
+  const { sessionId } = await client.spawn({ command: '/bin/sh', cols: 80, rows: 24 });
+  await client.close();
+  const attached = inTerminal(['attach', sessionId], env);
+
+  await expect.poll(() => stdout, { timeout: 20_000 }).toContain('$ sleep 20');
+  await expect.poll(() => ticking.screen(), { timeout: 20_000 }).toContain('$ sleep 20');
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
+  await server!.stop('SIGKILL');
+
+  expect(await pipedExit).toBe(3);
+  const runId = /^run (\S+)/.exec(stdout)![1]!;
+  expect(stderr).toBe(
+    `aleph: connection to the server lost; run ${runId} state unknown — \`aleph sessions\` after a restart shows it\n`,
+  );
+  expect(await ticking.session.exited).toMatchObject({ exitCode: 3 });
+  expect(ticking.screen()).toContain('connection to the server lost; run ');
+  expect(await attached.session.exited).toMatchObject({ exitCode: 3 });
+  expect(attached.screen()).toContain('[aleph: connection to the server lost]');
+});
