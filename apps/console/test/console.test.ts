@@ -218,6 +218,17 @@ timeout_secs = 10
     await screenshot(page, '7-agent-run'); // the README's picture: a terminal beside a run
   });
 
+  it('cancels a run from its Cancel button', async () => {
+    await page.keyboard.press('Alt+KeyA');
+    await page.keyboard.type('think forever');
+    await page.keyboard.press('Control+Enter');
+    const cancel = page.getByRole('button', { name: 'Cancel' });
+    await cancel.waitFor();
+    await cancel.click();
+    await page.locator('.timeline .end', { hasText: 'cancelled' }).waitFor({ timeout: 15_000 });
+    expect(await page.locator('.run-header .state').innerText()).toBe('cancelled');
+  });
+
   it('says the token is wrong, and asks for it', async () => {
     const wrong = await browser.newPage();
     await wrong.goto(`${server.origin}/#token=not-the-token`);

@@ -4,7 +4,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type Reply = { text: string } | { text?: string; call: { name: string; args: unknown } };
+export type Reply =
+  { text: string } | { text?: string; call: { name: string; args: unknown } } | { hangMs: number };
 export interface Message {
   role: string;
   content: string | null;
@@ -22,6 +23,10 @@ export async function startFakeLlm(
       counter += 1;
       const body = JSON.parse(raw || '{}');
       const reply = brain(body.messages ?? []);
+      if ('hangMs' in reply) {
+        setTimeout(() => response.destroy(), reply.hangMs); // a model that never answers, until cut off
+        return;
+      }
       const message =
         'call' in reply
           ? {
@@ -58,6 +63,8 @@ export async function startFakeLlm(
 /** Write a file, cat it through the shell tool, then stop (twice, if a stop hook vetoes the first). */
 export function writeCatStop(messages: Message[]): Reply {
   const last = messages.at(-1);
+  if (messages.some((message) => message.role === 'user' && message.content?.includes('think forever')))
+    return { hangMs: 20_000 };
   const calls = messages.flatMap((message) => message.tool_calls ?? []).map((call) => call.function.name);
   if (last?.role === 'user' && messages.filter((message) => message.role === 'user').length > 1)
     return { text: "Checked again after the hook's feedback.\nVERDICT: PASS" };
