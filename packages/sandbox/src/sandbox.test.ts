@@ -2,7 +2,17 @@
 // commands with the mode off. The test root lives in /var/tmp so that the private /tmp of the
 // sandbox does not hide the paths the policy is meant to hide.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +20,14 @@ import { createSandbox, type SandboxMode, type WrappedCommand } from './sandbox.
 import { SandboxError } from './errors.js';
 
 const linux = process.platform === 'linux';
+const runWritable = ((): boolean => {
+  try {
+    accessSync('/run', constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+})();
 
 interface Ran {
   readonly code: number | null;
@@ -39,6 +57,18 @@ let home = '';
 let listener: Server;
 let port = 0;
 
+let unixSocket: Server;
+const SOCKET = `/run/aleph-sandbox-test-${process.pid}.sock`;
+const unixConnect = () => ({
+  file: process.execPath,
+  args: [
+    '-e',
+    `require('net').connect('${SOCKET}').on('data', (d) => process.stdout.write('got ' + d)).on('error', (e) => console.log(e.code))`,
+  ],
+  cwd: work,
+  env: process.env,
+});
+
 beforeAll(async () => {
   root = mkdtempSync('/var/tmp/aleph-sandbox-test-');
   work = join(root, 'work');
@@ -56,10 +86,14 @@ beforeAll(async () => {
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
+  // Where docker's, dbus' and databases' sockets live; the test runs as root in CI.
+  unixSocket = createServer((socket) => socket.end('hello\n'));
+  if (runWritable) await new Promise<void>((resolve) => unixSocket.listen(SOCKET, resolve));
 });
 
 afterAll(async () => {
   await new Promise((resolve) => listener.close(resolve));
+  if (runWritable) await new Promise((resolve) => unixSocket.close(resolve));
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -158,6 +192,14 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stdout).toBe('got hello\n');
   });
 
+  it.skipIf(!runWritable)(
+    'cannot reach a unix socket under /run (sockets ignore read-only mounts)',
+    async () => {
+      const ran = await run(sandbox('required', 'on').wrap(unixConnect()));
+      expect(ran.stdout).toBe('ENOENT\n');
+    },
+  );
+
   it('leaves nothing behind: a setsid escapee dies with the command', async () => {
     const marker = String(900_000 + Math.floor(Math.random() * 99_999));
     const ran = await sh('required', escapee(marker));
@@ -237,6 +279,11 @@ describe.skipIf(!linux)('mode off: the same commands run unconfined', () => {
         env: process.env,
       }),
     );
+    expect(ran.stdout).toBe('got hello\n');
+  });
+
+  it.skipIf(!runWritable)('reaches a unix socket under /run', async () => {
+    const ran = await run(sandbox('off').wrap(unixConnect()));
     expect(ran.stdout).toBe('got hello\n');
   });
 

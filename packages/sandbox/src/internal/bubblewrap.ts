@@ -1,8 +1,9 @@
 // The bwrap command line for one confined command. Order matters: bwrap applies mounts in
-// sequence, so the read-only root comes first, then the private /tmp, then the writable cwd
+// sequence, so the read-only root comes first, then the private /tmp and /run, then the writable cwd
 // (which may lie under /tmp), then the denied paths over all of them. Every tmpfs is mounted
 // before any is made read-only, and a denied path inside a denied dir gets no mount of its own
 // (it is hidden already, and its mount point could not be made on the read-only tmpfs).
+import { existsSync } from 'node:fs';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
@@ -26,12 +27,20 @@ export function baseArgs(network: 'off' | 'on'): string[] {
     '/proc',
     '--tmpfs',
     '/tmp',
+    // Unix sockets ignore read-only mounts: /run holds docker's, dbus', databases'. DNS may live there.
+    '--tmpfs',
+    '/run',
+    ...(network === 'on' && existsSync(RESOLVED) ? ['--ro-bind', RESOLVED, RESOLVED] : []),
   ];
 }
 
-/** The denied paths that need a mount: not under the private /tmp (outside the cwd), not inside another denied dir. */
+const RESOLVED = '/run/systemd/resolve';
+
+/** The denied paths that need a mount: not under the private /tmp or /run (outside the cwd), not inside another denied dir. */
 export function mountedDenials(deny: readonly DeniedPath[], cwd: string): DeniedPath[] {
-  const visible = deny.filter(({ path }) => !(isWithin(path, '/tmp') && !isWithin(path, cwd)));
+  const visible = deny.filter(
+    ({ path }) => !((isWithin(path, '/tmp') || isWithin(path, '/run')) && !isWithin(path, cwd)),
+  );
   return visible.filter(
     (entry, index) =>
       !visible.some(
