@@ -1,14 +1,14 @@
 // The `aleph` client against a real server process under faults and hostile output: a server that
 // dies mid-run or mid-attach, a model that prints terminal escapes, a late attach after a flood.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
-import { CLI, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 let server: ServerProcess | undefined;
 let llm: FakeLlm | undefined;
@@ -97,4 +97,29 @@ it('a server that dies mid-run or mid-attach is a lost connection: one line, exi
   expect(ticking.screen()).toContain('connection to the server lost; run ');
   expect(await attached.session.exited).toMatchObject({ exitCode: 3 });
   expect(attached.screen()).toContain('[aleph: connection to the server lost]');
+});
+
+it('`aleph run` shows the control characters of model, tool and hook text instead of sending them to the terminal', async () => {
+  const work = workDir();
+  const hook = join(work, 'hook.sh');
+  writeFileSync(hook, "#!/bin/sh\nprintf 'hook says \\033]0;pwned-title\\007 hi\\n' >&2\nexit 1\n");
+  chmodSync(hook, 0o755);
+  const clipboard = '\x1b]52;c;SGVsbG8=\x07'; // OSC 52: write "Hello" to the clipboard
+  const { url, token } = await agentServer(
+    (conversation) =>
+      conversation.at(-1)?.role === 'user'
+        ? { call: { name: 'shell', args: { command: `printf '${clipboard}'; echo; exit 1 # \x9b31m` } } }
+        : { text: 'all good\x1b[2K\r  ✓ tests passed (forged)\x7f\tend\nVERDICT: PASS' },
+    `[[stop_hooks]]\nname = "noisy"\ncommand = "${hook}"\n`,
+  );
+  const result = await runToExit([CLI, 'run', 'print escapes', '--cwd', work], {
+    ALEPH_URL: url,
+    ALEPH_TOKEN: token,
+  });
+  expect(result.code).toBe(0);
+  expect(result.stdout).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
+  expect(result.stdout).toContain("$ printf '^[]52;c;SGVsbG8=^G'; echo; exit 1 # \\x9b31m"); // the command
+  expect(result.stdout).toMatch(/✗ shell → .*\^\[\]52;c;SGVsbG8=\^G/); // its output
+  expect(result.stdout).toContain('all good^[[2K^M  ✓ tests passed (forged)^?\tend'); // the final text
+  expect(result.stdout).toMatch(/⚠ .*noisy.*hook says \^\[\]0;pwned-title\^G hi/); // the hook's stderr
 });

@@ -41,6 +41,19 @@ const USAGE = `usage:
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
 
+/**
+ * Text from the model, a tool or a hook, with its control characters made visible (`^[`, `^M`,
+ * `\x9b`): an OSC 52 clipboard write, a title change or a forged line never reaches the user's
+ * terminal. Newlines and tabs stay.
+ */
+const visible = (text: string): string =>
+  // eslint-disable-next-line no-control-regex
+  text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (char) => {
+    const code = char.charCodeAt(0);
+    if (code === 0x7f) return '^?';
+    return code < 0x20 ? `^${String.fromCharCode(code + 0x40)}` : `\\x${code.toString(16)}`;
+  });
+
 /** An answer of one line, with its exit code: what a user can fix, never a stack trace. */
 class CliError extends Error {
   constructor(
@@ -114,7 +127,7 @@ async function run(
   };
   const print = (line: string): void => {
     if (tty) process.stdout.write('\r\x1b[K');
-    process.stdout.write(`${line}\n`);
+    process.stdout.write(`${visible(line)}\n`);
     statusLine();
   };
   const ticker = tty ? setInterval(statusLine, 250) : undefined;
