@@ -147,6 +147,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     description: 'Read a UTF-8 text file in the working directory.',
     input: z.object({ path: z.string().min(1) }),
     kind: 'evidence',
+    readOnly: true,
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
     execute: ({ path }) =>
       guarded(async () => {
@@ -209,6 +210,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     description: 'List the entries of a directory in the working directory (directories end with /).',
     input: z.object({ path: z.string().optional() }),
     kind: 'other',
+    readOnly: true,
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
     execute: ({ path }) =>
       guarded(async () => {

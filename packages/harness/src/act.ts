@@ -160,9 +160,9 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
   );
   const hashes = calls.map((call) => hashToolArgs(call.args));
   const outcomes: (ActOutcome | undefined)[] = calls.map(() => undefined);
-  // Only a read-only (`evidence`) call is reused, and only while nothing else ran in between (in
-  // the model's order): a write, a shell command or any tool not known to be read-only may have
-  // changed what it read.
+  // Only a read-only call (`readOnly: true`) is reused, and only while nothing else ran in between
+  // (in the model's order): a write, a shell command or any tool not known to be read-only may
+  // have changed what it read.
   const cache = options.cache ?? new Map<string, ToolResult>();
   const keys = calls.map((call, index) => `${call.name}\u0000${hashes[index] ?? ''}`);
   const firstByKey = new Map<string, number>();
@@ -171,7 +171,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
   parsed.forEach((entry, index) => {
     if (!entry.ok) return;
     const key = keys[index] as string;
-    if (entry.tool.kind !== 'evidence') {
+    if (entry.tool.readOnly !== true) {
       firstByKey.clear();
       cache.clear();
       changed = true;
@@ -222,7 +222,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
         : {
             result: earlier,
             ok: true,
-            kind: 'evidence' as const,
+            kind: (parsed[index]?.ok ? parsed[index].tool.kind : undefined) ?? 'other',
             argsHash: hashes[index] ?? '',
             invocation: {
               callId: call.id,
@@ -242,7 +242,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
   // A batch that ran nothing but reads leaves its results reusable by the next one.
   if (!changed && !options.signal.aborted) {
     outcomes.forEach((outcome, index) => {
-      if (outcome?.ok && outcome.kind === 'evidence') cache.set(keys[index] as string, outcome.result);
+      if (outcome?.ok) cache.set(keys[index] as string, outcome.result); // all were read-only
     });
   }
   return calls.map(

@@ -434,12 +434,14 @@ describe('ACT', () => {
     const read = {
       ...timed('read', (args) => ({ kind: 'shared', keys: [args.path] }), ran),
       kind: 'evidence' as const,
+      readOnly: true,
     };
     const write = {
       ...timed('write', (args) => ({ kind: 'exclusive', keys: [args.path] }), ran),
       kind: 'mutation' as const,
     };
-    const other = timed('probe', () => ({ kind: 'none' }), ran); // not known to be read-only
+    // Evidence (like a shell command running the tests) but not read-only: never reused.
+    const other = { ...timed('probe', () => ({ kind: 'none' }), ran), kind: 'evidence' as const };
     const provider = new ScriptedProvider([
       callTool('read', { path: '/a' }),
       callTool('read', { path: '/a' }), // reused across batches

@@ -102,6 +102,11 @@ export interface Tool<A = unknown> {
   readonly input: ZodType<A>;
   readonly timeoutMs?: number;
   readonly kind?: 'mutation' | 'evidence' | 'other';
+  /**
+   * The call only reads (a file, a listing): a duplicate (name, args) reuses the first result until
+   * anything that is not read-only runs. A shell command is never read-only, evidence or not.
+   */
+  readonly readOnly?: boolean;
   /** Which resources a call uses; a tool without a claim is exclusive on everything. */
   claim?(args: A): ResourceClaim;
   execute(args: A, ctx: ToolContext): Promise<ToolResult>;
