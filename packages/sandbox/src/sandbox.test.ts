@@ -56,6 +56,8 @@ let state = '';
 let home = '';
 let listener: Server;
 let port = 0;
+let unixListener: Server;
+let socketPath = '';
 
 let unixSocket: Server;
 const SOCKET = `/run/aleph-sandbox-test-${process.pid}.sock`;
@@ -89,11 +91,16 @@ beforeAll(async () => {
   // Where docker's, dbus' and databases' sockets live; the test runs as root in CI.
   unixSocket = createServer((socket) => socket.end('hello\n'));
   if (runWritable) await new Promise<void>((resolve) => unixSocket.listen(SOCKET, resolve));
+  // A host Unix socket outside /tmp, as /var/run/docker.sock or /run/user/$UID/bus are.
+  socketPath = join(root, 'host.sock');
+  unixListener = createServer((socket) => socket.end('unix hello\n'));
+  await new Promise<void>((resolve) => unixListener.listen(socketPath, resolve));
 });
 
 afterAll(async () => {
   await new Promise((resolve) => listener.close(resolve));
   if (runWritable) await new Promise((resolve) => unixSocket.close(resolve));
+  await new Promise((resolve) => unixListener.close(resolve));
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -199,6 +206,36 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
       expect(ran.stdout).toBe('ENOENT\n');
     },
   );
+  const connectUnix = (network: 'on' | 'off') =>
+    run(
+      sandbox('required', network).wrap({
+        file: process.execPath,
+        args: [
+          '-e',
+          `require('net').connect(${JSON.stringify(socketPath)}).on('data', (d) => process.stdout.write('got ' + d)).on('error', (e) => { console.log(e.code); process.exitCode = 1; })`,
+        ],
+        cwd: work,
+        env: process.env,
+      }),
+    );
+
+  it("cannot connect to the host's Unix sockets with network off, and can with it on", async () => {
+    const off = await connectUnix('off');
+    expect(off.stdout).toBe('EPERM\n');
+    expect(off.code).toBe(1);
+    const on = await connectUnix('on');
+    expect(on.stdout).toBe('got unix hello\n');
+  });
+
+  it('keeps socketpair (pipes between its own processes) and leaves no filter fd open, with network off', async () => {
+    const ran = await sh(
+      'required',
+      `python3 -c 'import socket; a, b = socket.socketpair(); a.send(b"pair"); print(b.recv(4).decode())'; ls /proc/self/fd`,
+    );
+    const [pair, ...fds] = ran.stdout.trim().split('\n');
+    expect(pair).toBe('pair');
+    expect(fds).not.toContain('9'); // the filter's fd, closed by bwrap
+  });
 
   it('leaves nothing behind: a setsid escapee dies with the command', async () => {
     const marker = String(900_000 + Math.floor(Math.random() * 99_999));

@@ -7,7 +7,8 @@ import { accessSync, constants, mkdtempSync, realpathSync, rmSync, statSync } fr
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { SandboxError } from './errors.js';
-import { baseArgs, bubblewrapArgs } from './internal/bubblewrap.js';
+import { baseArgs, bubblewrapArgs, bubblewrapCommand } from './internal/bubblewrap.js';
+import { unixSocketFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
   isWithin,
@@ -102,13 +103,21 @@ export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {
   if (platform !== 'linux') return { kind: 'missing', reason: `no sandbox backend on ${platform}` };
   const path = options.bwrapPath ?? onPath('bwrap', options.env ?? process.env);
   if (path === undefined) return { kind: 'missing', reason: `bwrap not found on PATH: ${INSTALL_HINT}` };
-  const failure = runBwrap(path, [...baseArgs('off'), '--', 'true'], 'fails to start a sandbox');
+  const failure = runBwrap(
+    path,
+    { file: path, args: [...baseArgs('off'), '--', 'true'] },
+    'fails to start a sandbox',
+  );
   return failure ?? { kind: 'available', backend: 'bubblewrap', path };
 }
 
 /** Runs bwrap once; a failure as a probe result naming its first line of stderr. */
-function runBwrap(path: string, args: readonly string[], what: string): SandboxProbe | undefined {
-  const result = spawnSync(path, args, {
+function runBwrap(
+  path: string,
+  command: { file: string; args: readonly string[] },
+  what: string,
+): SandboxProbe | undefined {
+  const result = spawnSync(command.file, command.args, {
     encoding: 'utf8',
     timeout: 10_000,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -127,11 +136,17 @@ function runBwrap(path: string, args: readonly string[], what: string): SandboxP
  * The policy itself, applied once to `true` in an empty cwd: a policy bwrap cannot apply (a mount
  * point it cannot make) fails here, at start, not on every command.
  */
-function probePolicy(path: string, policy: ResolvedPolicy): SandboxProbe | undefined {
+function probePolicy(
+  path: string,
+  policy: ResolvedPolicy,
+  filter: string | undefined,
+): SandboxProbe | undefined {
   const cwd = mkdtempSync(join(tmpdir(), 'aleph-sandbox-probe-'));
   try {
-    const args = bubblewrapArgs(policy, realpathSync(cwd), { file: 'true', args: [] }, []);
-    return runBwrap(path, args, 'fails to apply the sandbox policy');
+    const command = bubblewrapCommand(path, filter, (fd) =>
+      bubblewrapArgs(policy, realpathSync(cwd), { file: 'true', args: [] }, [], fd),
+    );
+    return runBwrap(path, command, 'fails to apply the sandbox policy');
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }
@@ -172,8 +187,12 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
   const { mode } = options;
   if (mode === 'off') return unconfined(mode, resolved, 'sandbox mode is off');
   let probe = probeSandbox(options);
-  if (probe.kind === 'available' && probe.backend === 'bubblewrap')
-    probe = probePolicy(probe.path, resolved) ?? probe;
+  // With the network off, no Unix sockets either: the host's (Docker, the session bus) are on the
+  // read-only root. The file is checked on every command (a tmp cleaner may remove it).
+  const filter = (): string | undefined => (resolved.network === 'off' ? unixSocketFilterFile() : undefined);
+  if (probe.kind === 'available' && probe.backend === 'bubblewrap') {
+    probe = probePolicy(probe.path, resolved, filter()) ?? probe;
+  }
   switch (probe.kind) {
     case 'missing':
     case 'failed':
@@ -191,17 +210,21 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);
           const unset = unsetNames([command.env, inherited], resolved);
-          const args =
-            backend === 'bubblewrap'
-              ? bubblewrapArgs(resolved, cwd, command, unset)
-              : [
-                  '-p',
-                  seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network }),
-                  '/usr/bin/env',
-                  ...unset.flatMap((name) => ['-u', name]),
-                  command.file,
-                  ...command.args,
-                ];
+          if (backend === 'bubblewrap') {
+            return {
+              ...bubblewrapCommand(path, filter(), (fd) => bubblewrapArgs(resolved, cwd, command, unset, fd)),
+              cwd,
+              env,
+            };
+          }
+          const args = [
+            '-p',
+            seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network }),
+            '/usr/bin/env',
+            ...unset.flatMap((name) => ['-u', name]),
+            command.file,
+            ...command.args,
+          ];
           return { file: path, args, cwd, env };
         },
       };

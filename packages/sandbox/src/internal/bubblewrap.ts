@@ -58,8 +58,10 @@ export function bubblewrapArgs(
   cwd: string,
   command: { file: string; args: readonly string[] },
   unset: readonly string[],
+  seccompFd?: number,
 ): string[] {
   const args = baseArgs(policy.network);
+  if (seccompFd !== undefined) args.push('--seccomp', String(seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
   args.push('--bind', cwd, cwd);
   const denials = mountedDenials(policy.deny, cwd);
@@ -70,4 +72,21 @@ export function bubblewrapArgs(
   for (const { path, kind } of denials) if (kind === 'dir') args.push('--remount-ro', path);
   args.push('--chdir', cwd, '--', command.file, ...command.args);
   return args;
+}
+
+/** The fd the seccomp filter's file is opened on, by a `sh` that then execs bwrap. */
+const SECCOMP_FD = 9;
+
+/**
+ * The whole command: bwrap itself, or with a seccomp filter file, `sh` opening it on an fd for bwrap
+ * (a spawner passes no extra fds: contract 1 is file, args, cwd, env).
+ */
+export function bubblewrapCommand(
+  bwrap: string,
+  filterFile: string | undefined,
+  build: (seccompFd: number | undefined) => string[],
+): { file: string; args: string[] } {
+  if (filterFile === undefined) return { file: bwrap, args: build(undefined) };
+  const script = `filter=$1; shift; exec "$@" ${SECCOMP_FD}<"$filter"`;
+  return { file: '/bin/sh', args: ['-c', script, 'sh', filterFile, bwrap, ...build(SECCOMP_FD)] };
 }

@@ -1,6 +1,6 @@
 // The macOS sandbox-exec (Seatbelt) profile for one command. Kept small on purpose: everything is
 // allowed but writes outside the cwd and temp dirs, any access to the denied paths, and (network
-// off) any network but local unix sockets. Later rules win over earlier ones in SBPL.
+// off) any network, the host's Unix sockets included. Later rules win over earlier ones in SBPL.
 import type { DeniedPath } from '../policy.js';
 
 export interface SeatbeltOptions {
@@ -26,7 +26,7 @@ export function seatbeltProfile(options: SeatbeltOptions): string {
     lines.push(`(deny file-read* file-write* ${options.deny.map(filter).join(' ')})`);
   }
   if (options.network === 'off') {
-    lines.push('(deny network*)', '(allow network* (remote unix-socket))');
+    lines.push('(deny network*)');
   }
   return `${lines.join('\n')}\n`;
 }
