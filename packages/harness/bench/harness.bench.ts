@@ -1,6 +1,7 @@
 // pnpm bench: the loop's own overhead per turn against the AI SDK's loop (generateText with a mock
 // model and stopWhen) for the same number of steps; eight independent 100 ms tools in one turn
-// against one; and the file session store's append rate. Prints figures and ratios only.
+// against one; the file session store's append rate; and how flat a turn's cost stays over a long
+// run (steps 90–99 and 990–999 against steps 2–11). Prints figures and ratios only.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -165,7 +166,52 @@ async function storeRate(): Promise<void> {
   }
 }
 
+/**
+ * A turn's own cost must not grow with the history: N = 1000 turns of K no-op calls (a context
+ * budget set but never reached, so PREPARE runs its check every turn), CPU µs per turn in windows.
+ */
+async function flatness(calls: number): Promise<void> {
+  const steps = 1000;
+  const run = async (onStep: () => void) => {
+    let n = 0;
+    // Not ScriptedProvider: it keeps every request, and so a copy of the history per turn.
+    const provider = {
+      id: 'bench',
+      think: () =>
+        Promise.resolve(
+          (n += 1) < steps
+            ? callTools(Array.from({ length: calls }, (_, i) => ({ name: 'noop', args: { n: n * 10 + i } })))
+            : stop(),
+        ),
+    };
+    const harness = new AgentHarness({
+      provider,
+      tools: [noop],
+      sessions: new InMemorySessionStore(),
+      maxIterations: steps + 1,
+      contextBudget: { maxTokens: 1e9 },
+    });
+    await harness.run({ prompt: 'go' }, { onStep });
+  };
+  await run(() => {}); // warm-up: the same code paths, JIT-compiled
+  const cpu: number[] = [];
+  let last = process.cpuUsage();
+  await run(() => {
+    const used = process.cpuUsage(last);
+    cpu.push(used.user + used.system);
+    last = process.cpuUsage();
+  });
+  // Each window's median: one scheduler hiccup on a shared machine must not decide it.
+  const at = (from: number) => median(cpu.slice(from - 1, from + 9));
+  const early = at(2);
+  console.log(
+    `turn cost over a long run (N = ${steps}, K = ${calls}, CPU µs, median of each 10): steps 2–11 ${early.toFixed(0)}, 90–99 ${at(90).toFixed(0)} (${(at(90) / early).toFixed(2)}×), 990–999 ${at(990).toFixed(0)} (${(at(990) / early).toFixed(2)}×) (target ≤ 1.5×)`,
+  );
+}
+
 console.log('# @aleph/harness');
+await flatness(1);
+await flatness(8);
 await loopOverhead();
 await parallelTools();
 await storeRate();
