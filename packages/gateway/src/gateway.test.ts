@@ -441,41 +441,47 @@ describe('auth and origin', () => {
 });
 
 describe('flow control, replay and keepalive', () => {
-  it('a client that stops reading pauses the pty (bounded), then it resumes and nothing is lost', async () => {
-    const slow = await startGateway({ flow: { highWaterBytes: 256 * 1024, lowWaterBytes: 64 * 1024 } });
-    try {
-      const client = await slow.connect();
-      await client.subscribe(['pty.*']);
-      const exit = new Promise((resolve) => client.onExit(resolve));
-      const total = 40 * 1024 * 1024;
-      const { sessionId } = await client.spawn({
-        command: '/bin/sh',
-        args: ['-c', `head -c ${total} /dev/zero | tr '\\0' z`],
-        cols: 80,
-        rows: 24,
-      });
-      const output = outputOf(client, sessionId);
-      await until(() => output.bytes().length > 0, 'first output');
-      // Stop reading from the socket: the kernel buffers fill, then the server's socket buffer.
-      (client.socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
-      const session = slow.manager.get(sessionId)!;
-      await until(() => session.paused, 'the pty to be paused', 20_000);
-      const produced = session.scrollback.end;
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(session.paused).toBe(true);
-      expect(session.scrollback.end - produced).toBeLessThan(1024 * 1024);
-      expect(session.scrollback.end).toBeLessThan(total);
-      (client.socket as unknown as { _socket: { resume(): void } })._socket.resume();
-      await exit;
-      expect(output.bytes().length).toBe(total);
-      // Bulk output is batched across reads, and no frame carries more than maxBatchBytes.
-      const largest = Math.max(...output.chunks.map((chunk) => chunk.data.length));
-      expect(largest).toBeGreaterThan(4096);
-      expect(largest).toBeLessThanOrEqual(DEFAULT_FLOW.maxBatchBytes);
-    } finally {
-      await slow.dispose();
-    }
-  });
+  it(
+    'a client that stops reading pauses the pty (bounded), then it resumes and nothing is lost',
+    {
+      timeout: 90_000, // 24 MiB through one client on a loaded 2-core machine
+    },
+    async () => {
+      const slow = await startGateway({ flow: { highWaterBytes: 256 * 1024, lowWaterBytes: 64 * 1024 } });
+      try {
+        const client = await slow.connect();
+        await client.subscribe(['pty.*']);
+        const exit = new Promise((resolve) => client.onExit(resolve));
+        const total = 24 * 1024 * 1024;
+        const { sessionId } = await client.spawn({
+          command: '/bin/sh',
+          args: ['-c', `head -c ${total} /dev/zero | tr '\\0' z`],
+          cols: 80,
+          rows: 24,
+        });
+        const output = outputOf(client, sessionId);
+        await until(() => output.bytes().length > 0, 'first output');
+        // Stop reading from the socket: the kernel buffers fill, then the server's socket buffer.
+        (client.socket as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+        const session = slow.manager.get(sessionId)!;
+        await until(() => session.paused, 'the pty to be paused', 20_000);
+        const produced = session.scrollback.end;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect(session.paused).toBe(true);
+        expect(session.scrollback.end - produced).toBeLessThan(1024 * 1024);
+        expect(session.scrollback.end).toBeLessThan(total);
+        (client.socket as unknown as { _socket: { resume(): void } })._socket.resume();
+        await exit;
+        expect(output.bytes().length).toBe(total);
+        // Bulk output is batched across reads, and no frame carries more than maxBatchBytes.
+        const largest = Math.max(...output.chunks.map((chunk) => chunk.data.length));
+        expect(largest).toBeGreaterThan(4096);
+        expect(largest).toBeLessThanOrEqual(DEFAULT_FLOW.maxBatchBytes);
+      } finally {
+        await slow.dispose();
+      }
+    },
+  );
 
   it('a client that acks slowly holds the pty at the high-water mark', async () => {
     const slow = await startGateway({ flow: { highWaterBytes: 64 * 1024, lowWaterBytes: 16 * 1024 } });
