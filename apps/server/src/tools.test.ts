@@ -261,7 +261,9 @@ describe('agent commands', () => {
         { output: 'finished-1\n\n[exit code 0]' },
         { output: 'finished-2\n\n[exit code 0]' },
       ]);
-      expect(pool.list().map((session) => session.id)).toEqual([user.id]);
+      // The user's terminal was not evicted (on a loaded machine its own idle TTL may end it: allowed).
+      expect(user.exitInfo?.reason ?? 'live').not.toBe('evicted');
+      expect(pool.agents.list()).toEqual([]);
     } finally {
       await pool.closeAll();
     }
