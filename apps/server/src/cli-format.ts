@@ -115,7 +115,7 @@ export function hookLines(outcome: HookOutcome): string[] {
     ...(outcome.signal === undefined ? [] : [`signal ${outcome.signal}`]),
   ].join(', ');
   switch (outcome.kind) {
-    case 'error':
+    case 'error': {
       // The exit code is said once, in the parentheses.
       const message = (outcome.message ?? '').replace(/^exited with code \d+:?\s*/, '');
       lines.push(
@@ -124,6 +124,7 @@ export function hookLines(outcome: HookOutcome): string[] {
       for (const line of (outcome.stderr ?? '').split('\n').filter(Boolean).slice(0, 3))
         if (!lines[0]!.includes(line.trim())) lines.push(`      ${firstLine(line, 200)}`);
       break;
+    }
     case 'block':
     case 'halt':
     case 'deny':
