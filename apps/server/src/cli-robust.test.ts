@@ -123,3 +123,34 @@ it('`aleph run` shows the control characters of model, tool and hook text instea
   expect(result.stdout).toContain('all good^[[2K^M  ✓ tests passed (forged)^?\tend'); // the final text
   expect(result.stdout).toMatch(/⚠ .*noisy.*hook says \^\[\]0;pwned-title\^G hi/); // the hook's stderr
 });
+
+it('`aleph attach` after a full-screen flood shows the screen (pty.snapshot), not the raw scrollback', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  const { sessionId } = await client.spawn({
+    command: '/bin/bash',
+    args: ['--norc', '--noprofile'],
+    cols: 100,
+    rows: 30,
+  });
+  await client.call('pty.snapshot', { sessionId }); // someone watched it (the console does this)
+  let tail = '';
+  await client.subscribe(['pty.*'], [sessionId]);
+  await client.follow(sessionId, 0, (data) => (tail = (tail + data.toString()).slice(-200)));
+  // A vim-like session: the alternate screen, over 1 MiB of output, then back; then a marker.
+  await client.input(
+    sessionId,
+    "printf '\\033[?1049h'; seq 1 250000; printf '\\033[?1049l'; echo after-$((1+1))\r",
+  );
+  await expect.poll(() => tail, { timeout: 60_000 }).toMatch(/after-2\r\n/);
+  expect((await client.list()).find((s) => s.sessionId === sessionId)!.outputOffset).toBeGreaterThan(1 << 20);
+
+  const attached = inTerminal(['attach', sessionId], { ALEPH_URL: server.url, ALEPH_TOKEN: server.token });
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
+  expect(attached.screen()).toContain('after-2');
+  expect(attached.screen()).not.toMatch(/24999\d/); // none of the full-screen program's output
+  expect(attached.screen().length).toBeLessThan(64 * 1024);
+  attached.session.write('\x1d');
+  expect(await attached.session.exited).toMatchObject({ exitCode: 0 });
+  await client.close();
+});

@@ -262,7 +262,17 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
       }
     });
   });
-  await client.follow(sessionId, 0, (data) => process.stdout.write(data));
+  // The screen as it is now (pty.snapshot), then the output after it — not the raw scrollback, whose
+  // first MiB may be a full-screen program's leftovers. A server without snapshots: the scrollback.
+  let from = 0;
+  try {
+    const snapshot = await client.call('pty.snapshot', { sessionId });
+    process.stdout.write(`\x1bc${snapshot.data}`); // a reset, then the screen
+    from = snapshot.offset;
+  } catch {
+    // method_not_found (an older server), or no screen to give: follow from the oldest byte kept
+  }
+  await client.follow(sessionId, from, (data) => process.stdout.write(data));
   const resize = (): void => {
     if (process.stdout.columns && process.stdout.rows)
       void client.resize(sessionId, process.stdout.columns, process.stdout.rows).catch(() => {});
