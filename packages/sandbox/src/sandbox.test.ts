@@ -258,6 +258,50 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
   });
 });
 
+describe.skipIf(!linux)('what runs unconfined later stays read-only in the cwd', () => {
+  // A stop hook or Claude Code runs .claude/settings*.json hooks and .git/hooks unconfined.
+  it('cannot create .claude, nor write git hooks or git config; the rest of the cwd is writable', async () => {
+    const project = join(root, 'project');
+    mkdirSync(join(project, '.git', 'hooks'), { recursive: true });
+    writeFileSync(join(project, '.git', 'config'), '[core]\n');
+    const ran = await run(
+      sandbox('required').wrap({
+        file: '/bin/sh',
+        args: [
+          '-c',
+          'mkdir -p .claude; echo "{}" > .claude/settings.json; echo evil > .git/hooks/pre-commit; ' +
+            'echo "[core] fsmonitor = evil" >> .git/config; echo ok > file.txt; echo x > .git/HEAD; echo done',
+        ],
+        cwd: project,
+        env: process.env,
+      }),
+    );
+    expect(ran.stdout).toBe('done\n');
+    expect(readdirSync(join(project, '.git', 'hooks'))).toEqual([]);
+    expect(readFileSync(join(project, '.git', 'config'), 'utf8')).toBe('[core]\n');
+    expect(readdirSync(join(project, '.claude'))).toEqual([]);
+    expect(readFileSync(join(project, 'file.txt'), 'utf8')).toBe('ok\n');
+    expect(readFileSync(join(project, '.git', 'HEAD'), 'utf8')).toBe('x\n');
+  });
+
+  it('cannot change an existing .claude/settings.json', async () => {
+    const project = join(root, 'claude-project');
+    mkdirSync(join(project, '.claude'), { recursive: true });
+    writeFileSync(join(project, '.claude', 'settings.json'), '{}\n');
+    const ran = await run(
+      sandbox('required').wrap({
+        file: '/bin/sh',
+        args: ['-c', 'echo "{\\"hooks\\": 1}" > .claude/settings.json; echo x > .claude/settings.local.json'],
+        cwd: project,
+        env: process.env,
+      }),
+    );
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(readdirSync(join(project, '.claude'))).toEqual(['settings.json']);
+    expect(readFileSync(join(project, '.claude', 'settings.json'), 'utf8')).toBe('{}\n');
+  });
+});
+
 describe.skipIf(!linux)('denied paths inside denied dirs, outside /tmp (the default state dir)', () => {
   // The server denies its state dir and the session store inside it; a user may list nested paths.
   const nested = () =>

@@ -16,7 +16,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   verification: { lines: 2000, files: 21 },
   harness: { lines: 2077, files: 12 },
   gateway: { lines: 1945, files: 12 },
-  sandbox: { lines: 660, files: 7 },
+  sandbox: { lines: 700, files: 7 },
   server: { lines: 2480, files: 14 },
   console: { lines: 1200, files: 7 },
 };

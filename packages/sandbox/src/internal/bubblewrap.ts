@@ -3,7 +3,8 @@
 // (which may lie under /tmp), then the denied paths over all of them. Every tmpfs is mounted
 // before any is made read-only, and a denied path inside a denied dir gets no mount of its own
 // (it is hidden already, and its mount point could not be made on the read-only tmpfs).
-import { existsSync } from 'node:fs';
+import { existsSync, lstatSync } from 'node:fs';
+import { join } from 'node:path';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
@@ -53,6 +54,37 @@ export function mountedDenials(deny: readonly DeniedPath[], cwd: string): Denied
   );
 }
 
+const kindOf = (path: string): 'dir' | 'file' | 'other' | undefined => {
+  try {
+    const stat = lstatSync(path);
+    return stat.isDirectory() ? 'dir' : stat.isFile() ? 'file' : 'other';
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * What runs unconfined later stays read-only inside: Claude Code's settings (its hooks) and git's
+ * hooks and config (`core.hooksPath`, `core.fsmonitor`). An absent `.claude` or `.git/hooks` becomes
+ * an empty read-only dir (bwrap makes its mount point: an empty dir left in the cwd), so it cannot
+ * be created either. A symlink is left alone: its target outside the cwd is read-only already.
+ */
+export function projectConfigArgs(cwd: string): string[] {
+  const args: string[] = [];
+  const readOnly = (path: string, kind: 'dir' | 'file' | 'other' | undefined): void => {
+    if (kind === 'dir' || kind === 'file') args.push('--ro-bind', path, path);
+    else if (kind === undefined) args.push('--tmpfs', path, '--remount-ro', path);
+  };
+  const claude = join(cwd, '.claude');
+  readOnly(claude, kindOf(claude));
+  const git = join(cwd, '.git');
+  if (kindOf(git) === 'dir') {
+    readOnly(join(git, 'hooks'), kindOf(join(git, 'hooks')));
+    if (kindOf(join(git, 'config')) === 'file') readOnly(join(git, 'config'), 'file');
+  }
+  return args;
+}
+
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
@@ -63,7 +95,7 @@ export function bubblewrapArgs(
   const args = baseArgs(policy.network);
   if (seccompFd !== undefined) args.push('--seccomp', String(seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
-  args.push('--bind', cwd, cwd);
+  args.push('--bind', cwd, cwd, ...projectConfigArgs(cwd));
   const denials = mountedDenials(policy.deny, cwd);
   for (const { path, kind } of denials) {
     if (kind === 'dir') args.push('--tmpfs', path);

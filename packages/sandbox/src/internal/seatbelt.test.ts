@@ -2,13 +2,14 @@
 import { expect, it } from 'vitest';
 import { seatbeltProfile } from './seatbelt.js';
 
-it('network off, nothing denied: writes only in the cwd and temp dirs, no network, no unix sockets', () => {
+it('network off, nothing denied: writes only in the cwd (not its .claude, .git/hooks, .git/config) and temp dirs, no network, no unix sockets', () => {
   expect(seatbeltProfile({ cwd: '/Users/ada/project', deny: [], network: 'off' })).toBe(
     [
       '(version 1)',
       '(allow default)',
       '(deny file-write*)',
       '(allow file-write* (subpath "/Users/ada/project") (subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null") (literal "/dev/tty"))',
+      '(deny file-write* (subpath "/Users/ada/project/.claude") (subpath "/Users/ada/project/.git/hooks") (literal "/Users/ada/project/.git/config"))',
       '(deny network*)',
       '',
     ].join('\n'),

@@ -22,6 +22,11 @@ export function seatbeltProfile(options: SeatbeltOptions): string {
     '(deny file-write*)',
     `(allow file-write* (subpath ${literal(options.cwd)}) (subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null") (literal "/dev/tty"))`,
   ];
+  // What runs unconfined later (Claude Code's settings, git's hooks and config) stays read-only.
+  const cwd = options.cwd.replace(/\/+$/, '');
+  lines.push(
+    `(deny file-write* (subpath ${literal(`${cwd}/.claude`)}) (subpath ${literal(`${cwd}/.git/hooks`)}) (literal ${literal(`${cwd}/.git/config`)}))`,
+  );
   if (options.deny.length > 0) {
     lines.push(`(deny file-read* file-write* ${options.deny.map(filter).join(' ')})`);
   }
