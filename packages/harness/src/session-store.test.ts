@@ -240,6 +240,32 @@ describe('Claude Code transcript', () => {
   const jq = (filter: string, file: string, slurp = false) =>
     execFileSync('jq', [...(slurp ? ['-s'] : []), '-r', filter, file], { encoding: 'utf8' });
 
+  it("names Aleph's tools as Claude Code does, so a hook's jq finds `Bash` commands and `Write` paths", async () => {
+    const store = createFileSessionStore(dir);
+    const tool = (name: string): Tool<Record<string, unknown>> => ({
+      name,
+      description: name,
+      input: z.record(z.string(), z.unknown()),
+      execute: () => Promise.resolve({ output: 'ok' }),
+    });
+    const provider = new ScriptedProvider([
+      callTool('shell', { command: 'python3 -m pytest -q' }),
+      callTool('write_file', { path: 'src/a.py', content: 'x = 1\n' }),
+      stop('Done.'),
+    ]);
+    const harness = new AgentHarness({
+      provider,
+      tools: [tool('shell'), tool('write_file')],
+      sessions: store,
+    });
+    const result = await harness.run({ prompt: 'test it', cwd: '/work/project' });
+    const file = store.transcriptPath!(result.sessionId)!;
+    const uses = 'select(.type=="assistant") | .message.content[] | select(.type=="tool_use")';
+    expect(jq(`${uses} | select(.name=="Bash") | .input.command`, file)).toBe('python3 -m pytest -q\n');
+    expect(jq(`${uses} | select(.name=="Write") | .input.file_path`, file)).toBe('/work/project/src/a.py\n');
+    await store.close?.();
+  });
+
   it('is written beside the log as the run goes, in the shapes hooks read with jq', async () => {
     const store = createFileSessionStore(dir);
     const echo: Tool<{ text: string }> = {

@@ -2,6 +2,7 @@
 // (derived from the log, appended as the log grows) for hooks that read one. The file store writes
 // JSON lines, fsyncs at each turn boundary, holds a file handle only while a run is on the session,
 // and on reload skips (and reports) a torn last line or a corrupt line — never fatal to the rest.
+import { claudeToolName, toClaudeInput } from '@aleph/verification';
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { appendFile, open, readdir, readFile, type FileHandle } from 'node:fs/promises';
@@ -128,11 +129,12 @@ export class Transcript {
       case 'feedback':
         return { role: 'user', content: [{ type: 'text', text: event.content }] };
       case 'assistant': {
+        // Claude Code's names and input shapes, as hooks read them (`.name == "Bash"`, `.input.file_path`).
         const calls = event.toolCalls.map((call) => ({
           type: 'tool_use',
           id: call.id,
-          name: call.name,
-          input: call.args ?? {},
+          name: claudeToolName(call.name),
+          input: toClaudeInput(call.name, call.args ?? {}, this.#cwd),
         }));
         return {
           id: `msg_${event.seq}`,

@@ -43,6 +43,8 @@ export {
   type GateVetoOptions,
 } from './goal-gate.js';
 export { DEFAULT_MAX_CONSECUTIVE_BLOCKS, type HookRunnerOptions } from './internal/hook-runner.js';
+/** Aleph's tools under Claude Code's names and input shapes (`shell` → `Bash`, `path` → `file_path`). */
+export { claudeToolName, toClaudeInput } from './internal/tool-names.js';
 export {
   firstLines,
   type HookEventName,
