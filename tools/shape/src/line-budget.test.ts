@@ -14,7 +14,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
   pty: { lines: 1370, files: 9 },
   verification: { lines: 2000, files: 21 },
-  harness: { lines: 2077, files: 12 },
+  harness: { lines: 2080, files: 12 },
   gateway: { lines: 1945, files: 12 },
   sandbox: { lines: 700, files: 7 },
   server: { lines: 2480, files: 14 },
