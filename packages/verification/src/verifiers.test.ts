@@ -195,6 +195,38 @@ describe('StopHookVerifier (fail-open)', () => {
       kinds.push((await verifier.verify(stopping(), live())).kind);
     expect(kinds).toEqual(['veto', 'continue', 'veto', 'halt']);
   });
+
+  it('a Ralph loop: blocks between which the model made tool calls never reach the cap; stops without work do', async () => {
+    const seen: { blockCount: number; stopHookActive: boolean }[] = [];
+    const ralph: StopHookHandler = {
+      name: 'ralph',
+      evaluate: (ctx) => {
+        seen.push({ blockCount: ctx.blockCount ?? -1, stopHookActive: ctx.stopHookActive ?? false });
+        return Promise.resolve(
+          ctx.finalText.includes('<promise>DONE</promise>')
+            ? { kind: 'allow' }
+            : { kind: 'block', reason: 'Keep going: the next prompt.' },
+        );
+      },
+    };
+    const verifier = new StopHookVerifier([ralph]);
+    // 20 iterations, each with work (tool calls) between the stops: every one is fed the next prompt.
+    for (let iteration = 1; iteration <= 20; iteration += 1)
+      expect(await verifier.verify(stopping({ toolCallsMade: iteration * 3 }), live())).toMatchObject({
+        kind: 'veto',
+        feedback: 'Keep going: the next prompt.',
+      });
+    expect(seen.every((ctx) => ctx.blockCount === 0)).toBe(true);
+    expect(seen.map((ctx) => ctx.stopHookActive)).toEqual([false, ...Array<boolean>(19).fill(true)]);
+    expect(
+      await verifier.verify(stopping({ toolCallsMade: 63, finalText: '<promise>DONE</promise>' }), live()),
+    ).toEqual({ kind: 'continue' });
+    // A stop with no tool call since the last block counts: 8 of them in a row halt, as before.
+    const kinds = [];
+    for (let attempt = 0; attempt < 8; attempt += 1)
+      kinds.push((await verifier.verify(stopping({ toolCallsMade: 63 }), live())).kind);
+    expect(kinds).toEqual([...Array<string>(7).fill('veto'), 'halt']);
+  });
 });
 
 describe('ExtensionStopHookVerifier', () => {

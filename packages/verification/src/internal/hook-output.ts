@@ -36,13 +36,25 @@ export function parseHookJson(stdout: string): HookJson | undefined {
   }
 }
 
-/** What the model is shown, cut at OUTPUT_CAP_BYTES (UTF-8) with a note saying how much was cut. */
+/** A third of the cap is the head, the rest the tail (a test log's failures and summary come last). */
+const HEAD_BYTES = Math.floor(OUTPUT_CAP_BYTES / 3);
+
+/**
+ * What the model is shown: at most OUTPUT_CAP_BYTES of `value` (UTF-8), its head and its tail with
+ * "[… N bytes cut …]" between them. Never cuts a character in two.
+ */
 export function capForModel(value: string): string {
   const bytes = Buffer.from(value, 'utf8');
   if (bytes.length <= OUTPUT_CAP_BYTES) return value;
-  const kept = bytes
-    .subarray(0, OUTPUT_CAP_BYTES)
-    .toString('utf8')
-    .replace(/\uFFFD$/, '');
-  return `${kept}\n[… ${bytes.length - OUTPUT_CAP_BYTES} more bytes cut]`;
+  let headEnd = HEAD_BYTES;
+  while (headEnd > 0 && isContinuation(bytes[headEnd])) headEnd -= 1;
+  let tailStart = bytes.length - (OUTPUT_CAP_BYTES - HEAD_BYTES);
+  while (tailStart < bytes.length && isContinuation(bytes[tailStart])) tailStart += 1;
+  const head = bytes.subarray(0, headEnd).toString('utf8');
+  const tail = bytes.subarray(tailStart).toString('utf8');
+  return `${head}\n[… ${tailStart - headEnd} bytes cut …]\n${tail}`;
+}
+
+function isContinuation(byte: number | undefined): boolean {
+  return byte !== undefined && (byte & 0xc0) === 0x80;
 }

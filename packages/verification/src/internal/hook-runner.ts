@@ -1,7 +1,10 @@
 // Runs a set of stop hooks for one stop attempt and folds their verdicts into a chain verdict,
 // fail-open: a hook that errors is reported and ignored. Keeps the consecutive-block count per
-// session so an endlessly blocking hook turns into a halt instead of an endless loop.
+// session so an endlessly blocking hook turns into a halt instead of an endless loop. A block
+// after which the model did work (tool calls) before stopping again starts the count afresh: a
+// Claude Code "Ralph loop" (a Stop hook that feeds the next prompt until its own end) is not stuck.
 import type { StopHookHandler, StopHookVerdict } from '../stop-hooks.js';
+import { capForModel } from './hook-output.js';
 import { CONTINUE, sessionKey, type TurnVerifyContext, type VerifierVerdict } from '../turn-verifier.js';
 
 export const DEFAULT_MAX_CONSECUTIVE_BLOCKS = 8;
@@ -9,6 +12,7 @@ export const DEFAULT_MAX_CONSECUTIVE_BLOCKS = 8;
 export type HookErrorListener = (error: Extract<StopHookVerdict, { kind: 'error' }>) => void;
 
 export interface HookRunnerOptions {
+  /** Blocks in a row, with no tool call between them, before the verdict becomes a halt (8). */
   readonly maxConsecutiveBlocks?: number;
   readonly onHookError?: HookErrorListener;
   /** `SubagentStop` for a verifier that judges `spawn_agent` runs; `Stop` by default. */
@@ -16,7 +20,8 @@ export interface HookRunnerOptions {
 }
 
 export class HookRunner {
-  readonly #blocks = new Map<string, number>();
+  /** Per session: blocks in a row, and `toolCallsMade` when the last one was given. */
+  readonly #blocks = new Map<string, { count: number; toolCalls: number }>();
   readonly #max: number;
   readonly #onHookError: HookErrorListener | undefined;
   readonly #event: 'Stop' | 'SubagentStop';
@@ -34,14 +39,16 @@ export class HookRunner {
   ): Promise<VerifierVerdict> {
     if (ctx.stopReason === undefined || hooks.length === 0) return CONTINUE;
     const key = sessionKey(ctx);
-    const blockCount = this.#blocks.get(key) ?? 0;
+    const last = this.#blocks.get(key);
+    // Tool calls since the last block mean progress: the count starts again (still a stop after a block).
+    const blockCount = last === undefined || ctx.toolCallsMade > last.toolCalls ? 0 : last.count;
     const hookCtx = {
       finalText: ctx.finalText,
       iterations: ctx.iterations,
       toolCallsMade: ctx.toolCallsMade,
       stopReason: ctx.stopReason,
       sessionId: ctx.sessionId,
-      stopHookActive: blockCount > 0,
+      stopHookActive: last !== undefined,
       blockCount,
       projectDir: ctx.projectDir,
       transcriptPath: ctx.transcriptPath,
@@ -77,7 +84,7 @@ export class HookRunner {
       return CONTINUE;
     }
     const count = blockCount + 1;
-    this.#blocks.set(key, count);
+    this.#blocks.set(key, { count, toolCalls: ctx.toolCallsMade });
     const names = blocks.map((block) => `"${block.name}"`).join(', ');
     const said = blocks.map((block) => block.reason).filter((reason) => reason !== '');
     if (count >= this.#max) {
@@ -92,9 +99,11 @@ export class HookRunner {
       kind: 'veto',
       reason: `stop hook ${names} blocked the stop (${count} in a row)${firstLine ? `: ${firstLine}` : ''}`,
       // An empty reason is a block all the same (as in Claude Code); the model still learns who blocked.
-      feedback: blocks
-        .map((block) => block.reason || `Stop hook "${block.name}" blocked the stop without giving a reason.`)
-        .join('\n\n'),
+      feedback: capForModel(
+        blocks
+          .map((block) => block.reason || `Stop hook "${block.name}" blocked the stop without giving a reason.`)
+          .join('\n\n'),
+      ),
     };
   }
 }

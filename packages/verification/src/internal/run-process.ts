@@ -6,8 +6,11 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
-/** What is fed to the model (a block reason, stderr) is cut at this many bytes. */
-export const OUTPUT_CAP_BYTES = 1024 * 1024;
+/**
+ * What is fed to the model (a block or deny reason, stderr, feedback) is cut to this many bytes —
+ * head and tail — so it fits one turn: a bigger one would be dropped whole by the context budget.
+ */
+export const OUTPUT_CAP_BYTES = 24 * 1024;
 /** What is read per stream at all: beyond it output is drained and dropped. */
 export const OUTPUT_READ_LIMIT_BYTES = 16 * 1024 * 1024;
 export const KILL_GRACE_MS = 500;
