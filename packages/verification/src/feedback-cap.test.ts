@@ -74,7 +74,12 @@ describe('what a hook feeds the model fits a turn: head and tail, with what was 
 
   it('[[stop_hooks]]: a 2 MiB test log on stderr (exit 2) blocks with its first line and its end', async () => {
     const verifier = buildStopHooksFromConfig(
-      { stop_hooks: [{ name: 'tests', command: 'sh log.sh' }, { name: 'again', command: 'sh log.sh' }] },
+      {
+        stop_hooks: [
+          { name: 'tests', command: 'sh log.sh' },
+          { name: 'again', command: 'sh log.sh' },
+        ],
+      },
       { cwd: project },
     );
     const verdict = await verifier!.verify(turn(), live());
@@ -101,9 +106,12 @@ describe('what a hook feeds the model fits a turn: head and tail, with what was 
     const denied = await tools.before({ id: 'c1', name: 'shell', args: { command: 'ls' } });
     expect(denied.kind).toBe('deny');
     if (denied.kind === 'deny') expectHeadAndTail(denied.reason);
-    const after = await tools.after({ id: 'c2', name: 'write_file', args: { path: 'a', content: '' } }, {
-      output: 'ok',
-    });
+    const after = await tools.after(
+      { id: 'c2', name: 'write_file', args: { path: 'a', content: '' } },
+      {
+        output: 'ok',
+      },
+    );
     expectHeadAndTail(after ? after.feedback : '');
   });
 

@@ -120,7 +120,11 @@ export function verdictFromOutcome(
     const message = output?.systemMessage === undefined ? {} : { systemMessage: output.systemMessage };
     // `continue: false` halts and overrides any decision; plain text (no JSON object) allows.
     if (output?.continue === false)
-      return { kind: 'halt', reason: capForModel(output.stopReason ?? `stop hook "${name}" halted`), ...message };
+      return {
+        kind: 'halt',
+        reason: capForModel(output.stopReason ?? `stop hook "${name}" halted`),
+        ...message,
+      };
     if (output?.decision === 'block')
       return { kind: 'block', reason: capForModel(output.reason ?? ''), ...message };
     return { kind: 'allow', ...message };
@@ -129,7 +133,10 @@ export function verdictFromOutcome(
   if (outcome.kind === 'exited' && outcome.code === 2)
     return { kind: 'block', reason: capForModel(outcome.stderr.trim()) };
   if (outcome.kind === 'exited' && outcome.code === 3 && route !== 'claude_code')
-    return { kind: 'halt', reason: capForModel(outcome.stderr.trim()) || `stop hook "${name}" halted the loop` };
+    return {
+      kind: 'halt',
+      reason: capForModel(outcome.stderr.trim()) || `stop hook "${name}" halted the loop`,
+    };
   return { kind: 'error', hookName: name, message: describeFailure(outcome, timeoutMs) };
 }
 

@@ -101,7 +101,9 @@ export class HookRunner {
       // An empty reason is a block all the same (as in Claude Code); the model still learns who blocked.
       feedback: capForModel(
         blocks
-          .map((block) => block.reason || `Stop hook "${block.name}" blocked the stop without giving a reason.`)
+          .map(
+            (block) => block.reason || `Stop hook "${block.name}" blocked the stop without giving a reason.`,
+          )
           .join('\n\n'),
       ),
     };
