@@ -154,3 +154,37 @@ it('`aleph attach` after a full-screen flood shows the screen (pty.snapshot), no
   expect(await attached.session.exited).toMatchObject({ exitCode: 0 });
   await client.close();
 });
+
+it("`aleph sessions` shows an agent command by its command, not bubblewrap's argv, and an ended terminal's exit", async () => {
+  const { url, token } = await agentServer((conversation) => {
+    const results = conversation.filter((turn) => turn.role === 'tool').length;
+    if (results === 0) return { call: { name: 'shell', args: { command: 'echo bye; exit 7' } } };
+    if (results === 1) return { call: { name: 'shell', args: { command: 'sleep 20' } } };
+    return { text: 'done' };
+  });
+  const env = { ALEPH_URL: url, ALEPH_TOKEN: token };
+  const running = spawn(process.execPath, [CLI, 'run', 'two commands', '--cwd', workDir()], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const exited = new Promise((done) => running.once('exit', done));
+  let stdout = '';
+  running.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  try {
+    await expect.poll(() => stdout, { timeout: 30_000 }).toContain('$ sleep 20');
+    const listed = await runToExit([CLI, 'sessions'], env);
+    if (process.env['ALEPH_PRINT_TRANSCRIPT']) console.log(listed.stdout);
+    expect(listed.code).toBe(0);
+    const terminals = listed.stdout.split('terminals (')[1]!.split('\n').slice(1).filter(Boolean);
+    expect(terminals).toHaveLength(2); // live ones first, then the ended
+    expect(terminals).toEqual([
+      expect.stringMatching(/^ {2}\S+ {2}pid \d+ {2}200x50 {2}running {2}\$ sleep 20( {2}\(sandboxed\))?$/),
+      expect.stringMatching(
+        /^ {2}\S+ {2}pid \d+ {2}200x50 {2}ended \(exit code 7\) {2}\$ echo bye; exit 7( {2}\(sandboxed\))?$/,
+      ),
+    ]);
+  } finally {
+    running.kill('SIGINT'); // cancels the run
+    await exited;
+  }
+});

@@ -224,6 +224,25 @@ async function run(
   return LOST;
 }
 
+/**
+ * A terminal's command, short: an agent's `shell` call runs `/bin/sh -c <command>`, under bubblewrap
+ * as the tail of its whole argv (`bwrap --setenv … -- /bin/sh -c <command>`): show `$ <command>`.
+ */
+function shortCommand(command: string): string {
+  const wrapped = command.indexOf(' -- /bin/sh -c ');
+  const at = wrapped >= 0 ? wrapped + 4 : command.startsWith('/bin/sh -c ') ? 0 : -1;
+  const shown = at < 0 ? command : `$ ${command.slice(at + '/bin/sh -c '.length)}`;
+  return visible(firstLine(shown, 120)) + (wrapped >= 0 ? '  (sandboxed)' : '');
+}
+
+function terminalState(
+  exit: { exitCode: number | null; signal: string | null; reason: string } | null,
+): string {
+  if (exit === null) return 'running';
+  const how = exit.signal !== null ? `killed by ${exit.signal}` : `exit code ${exit.exitCode ?? '?'}`;
+  return `ended (${exit.reason === 'exited' ? how : `${exit.reason}, ${how}`})`;
+}
+
 async function sessions(client: GatewayClient): Promise<number> {
   const runs = await client.request<
     {
@@ -239,10 +258,13 @@ async function sessions(client: GatewayClient): Promise<number> {
   console.log(`agent runs (${runs.length})`);
   for (const r of runs)
     console.log(
-      `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${firstLine(r.prompt, 60)}`,
+      `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${visible(firstLine(r.prompt, 60))}`,
     );
   console.log(`terminals (${terminals.length})`);
-  for (const t of terminals) console.log(`  ${t.sessionId}  pid ${t.pid}  ${t.cols}x${t.rows}  ${t.command}`);
+  for (const t of terminals)
+    console.log(
+      `  ${t.sessionId}  pid ${t.pid}  ${t.cols}x${t.rows}  ${terminalState(t.exit)}  ${shortCommand(t.command)}`,
+    );
   return 0;
 }
 
