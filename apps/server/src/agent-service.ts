@@ -1,7 +1,7 @@
 // agent.* on the gateway's socket: start a run, cancel it, list runs, read a session's history;
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
@@ -33,6 +33,7 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import { builtinTools, type Goal } from './tools.js';
+import { deniedBy, type DeniedEntry } from './workdir-files.js';
 
 export interface AgentServiceOptions {
   readonly config: Config;
@@ -42,6 +43,8 @@ export interface AgentServiceOptions {
   readonly power: PowerCapability;
   /** Wraps the model's commands (the shell tool; the goal gate). */
   readonly sandbox: Sandbox;
+  /** The sandbox's denied paths: no run's cwd lies under one, and the file tools refuse them. */
+  readonly denied?: readonly DeniedEntry[];
   readonly logger: Logger;
   /** Builds the provider for a run (a model override may be given); undefined when none is configured. */
   readonly providerFor: (model: string | undefined) => AiProvider | undefined;
@@ -206,6 +209,12 @@ export class AgentService {
     const cwd = resolve(given);
     if (!existsSync(cwd) || !statSync(cwd).isDirectory())
       throw new GatewayError('invalid_params', `params.cwd: ${cwd} is not a directory`);
+    const under = deniedBy(realpathSync(cwd), this.#options.denied ?? []);
+    if (under !== undefined)
+      throw new GatewayError(
+        'invalid_params',
+        `params.cwd: ${cwd} is under ${under.path}, denied by ${under.key}: choose a directory outside it`,
+      );
 
     const runId = randomUUID();
     const sessionId = await this.#options.sessions.create();
@@ -350,6 +359,7 @@ export class AgentService {
       .build();
     const tools = [
       ...builtinTools({
+        denied: this.#options.denied,
         cwd,
         ptyManager: this.#options.ptys.agents,
         goals: this.#goals,

@@ -23,6 +23,7 @@ const runCommands: Brain = (conversation) => {
   const done = conversation.filter((turn) => turn.role === 'tool').length;
   const next = commands[done];
   if (next === undefined) return { text: 'ran them all\nVERDICT: PASS' };
+  if (next.startsWith('read:')) return { call: { name: 'read_file', args: { path: next.slice(5) } } };
   if (next.startsWith('goal:'))
     return { call: { name: 'goal', args: { objective: 'probe', gate_command: next.slice(5) } } };
   return { call: { name: 'shell', args: { command: next } } };
@@ -97,7 +98,7 @@ async function start(text: string): Promise<{ server: ServerProcess; client: Gat
 const marker = (): string => String(800_000 + Math.floor(Math.random() * 99_999));
 
 /** One agent run of `commands`; the shell outputs in order, and the agent.run / agent.done events. */
-async function agentRun(client: GatewayClient, commands: string[]) {
+async function agentRun(client: GatewayClient, commands: string[], cwd = work) {
   await client.subscribe(['agent.*']);
   const outputs: string[] = [];
   let resolveDone: (event: Record<string, any>) => void = () => {};
@@ -109,7 +110,7 @@ async function agentRun(client: GatewayClient, commands: string[]) {
   });
   const started = await client.request<{ runId: string; sandbox: string }>('agent.run', {
     prompt: JSON.stringify(commands),
-    cwd: work,
+    cwd,
   });
   return { started, done: await done, outputs };
 }
@@ -213,6 +214,20 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
       for (const name of ['hook-free', 'hook-confined', 'gate-wrote'])
         rmSync(join(root, name), { force: true });
     }
+  });
+
+  it('the file tools refuse a denied path inside the cwd, and agent.run a cwd under one, whatever the mode', async () => {
+    const { client } = await start(config('off'));
+    const { outputs } = await agentRun(client, ['read:secrets/token', 'read:work/../secrets/token'], root);
+    for (const output of outputs) {
+      expect(output).toBe(
+        `refused: ${JSON.stringify(output.includes('work/') ? 'work/../secrets/token' : 'secrets/token')} is under ${denied}, denied by [sandbox] deny_read`,
+      );
+    }
+    expect(outputs).toHaveLength(2);
+    await expect(client.request('agent.run', { prompt: '[]', cwd: join(denied, '.') })).rejects.toThrow(
+      `params.cwd: ${denied} is under ${denied}, denied by [sandbox] deny_read: choose a directory outside it`,
+    );
   });
 
   it('`aleph run` says which sandbox is in force in its header', async () => {

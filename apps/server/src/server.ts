@@ -1,11 +1,11 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, type SessionStore } from '@aleph/harness';
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
-import { createSandbox, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
+import { createSandbox, isWithin, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys } from './agent-ptys.js';
@@ -120,6 +120,16 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     sessions,
     power,
     sandbox,
+    denied: sandbox.deniedPaths.map(({ path, source }) => ({
+      path,
+      key: isWithin(path, realpathSync(stateDir))
+        ? "the server's state dir"
+        : path === realpathSync(config.store.dir ?? stateDir)
+          ? '[store] dir (the session store)'
+          : source === 'deny_read'
+            ? '[sandbox] deny_read'
+            : 'the sandbox (~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc are always denied)',
+    })),
     logger: logger.child({ component: 'agent' }),
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),

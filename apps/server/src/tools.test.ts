@@ -154,6 +154,48 @@ describe('file tools refuse what is not a regular file inside the working direct
   });
 });
 
+describe("the file tools refuse the sandbox's denied paths inside the working directory", () => {
+  // `--cwd ~` puts ~/.ssh inside the run's cwd; a deny_read path or the state dir can lie there too.
+  let project: string;
+  let denyTools: ToolService;
+  const denyCall = async (name: string, args: unknown) => {
+    const parsed = denyTools.parse(name, args);
+    if (!parsed.ok) throw new Error(parsed.error);
+    return parsed.tool.execute(parsed.args, ctx);
+  };
+  beforeAll(() => {
+    project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-denied-')));
+    mkdirSync(join(project, '.ssh'));
+    writeFileSync(join(project, '.ssh', 'id_ed25519'), 'private-key');
+    writeFileSync(join(project, 'notes.txt'), 'fine');
+    symlinkSync('.ssh/id_ed25519', join(project, 'key-alias'));
+    const denied = [{ path: join(project, '.ssh'), key: '[sandbox] deny_read' }];
+    denyTools = new ToolService(
+      builtinTools({ cwd: project, denied, ptyManager: ptys.agents, goals, defaultShellTimeoutMs: 10_000 }),
+    );
+  });
+  afterAll(() => rmSync(project, { recursive: true, force: true }));
+
+  it('read_file, write_file, edit_file and list_files refuse them, naming the key; the rest works', async () => {
+    const refused = {
+      isError: true,
+      output: expect.stringMatching(/is under .*\.ssh, denied by \[sandbox\] deny_read$/),
+    };
+    expect(await denyCall('read_file', { path: '.ssh/id_ed25519' })).toMatchObject(refused);
+    expect(await denyCall('read_file', { path: 'key-alias' })).toMatchObject(refused);
+    expect(
+      await denyCall('edit_file', { path: '.ssh/id_ed25519', old_string: 'private', new_string: 'x' }),
+    ).toMatchObject(refused);
+    expect(
+      await denyCall('write_file', { path: '.ssh/authorized_keys', content: 'ssh-ed25519 AAAA' }),
+    ).toMatchObject(refused);
+    expect(await denyCall('list_files', { path: '.ssh' })).toMatchObject(refused);
+    expect(existsSync(join(project, '.ssh', 'authorized_keys'))).toBe(false);
+    expect(readFileSync(join(project, '.ssh', 'id_ed25519'), 'utf8')).toBe('private-key');
+    expect(await denyCall('read_file', { path: 'notes.txt' })).toEqual({ output: 'fine' });
+  });
+});
+
 describe('no write leaves the working directory through a symlink', () => {
   let outside: string;
   beforeAll(() => {

@@ -9,7 +9,7 @@ import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
 import { spawnWhenFree } from './agent-ptys.js';
-import { confine, openInside, readCapped } from './workdir-files.js';
+import { confine, openInside, readCapped, type DeniedEntry } from './workdir-files.js';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
 const READ_CAP = 256 * 1024;
@@ -24,6 +24,8 @@ export interface Goal {
 export interface ToolEnvironment {
   /** The run's working directory: every path is confined to it. */
   readonly cwd: string;
+  /** Paths the sandbox denies: the file tools refuse them too, whatever the sandbox mode. */
+  readonly denied?: readonly DeniedEntry[] | undefined;
   /** Where `shell` commands run: the agents' own pool (`ServerPtys.agents`); a full pool is waited for. */
   readonly ptyManager: PtyManager;
   readonly goals: Map<string, Goal>;
@@ -58,7 +60,7 @@ function shellEnd(exit: ExitInfo, how: { timedOut: boolean; cancelled: boolean; 
 export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const pathKey = (path: string): string => {
     try {
-      return confine(env.cwd, path);
+      return confine(env.cwd, path, env.denied);
     } catch {
       return resolve(env.cwd, path);
     }
@@ -151,7 +153,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
     execute: ({ path }) =>
       guarded(async () => {
-        await using file = await openInside(env.cwd, path, 'read');
+        await using file = await openInside(env.cwd, path, 'read', env.denied);
         return { output: await readCapped(file, READ_CAP) };
       }),
   };
@@ -164,11 +166,11 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, content }) =>
       guarded(async () => {
-        await using file = await openInside(env.cwd, path, 'write');
+        await using file = await openInside(env.cwd, path, 'write', env.denied);
         await file.truncate(0);
         await file.writeFile(content);
         return {
-          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), confine(env.cwd, path))}`,
+          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), confine(env.cwd, path, env.denied))}`,
         };
       }),
   };
@@ -181,7 +183,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, old_string, new_string }) =>
       guarded(async () => {
-        await using file = await openInside(env.cwd, path, 'edit');
+        await using file = await openInside(env.cwd, path, 'edit', env.denied);
         if ((await file.stat()).size > EDIT_CAP)
           return {
             output: `refused: ${path} is over ${EDIT_CAP} bytes; edit it with the shell`,
@@ -214,7 +216,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
     execute: ({ path }) =>
       guarded(async () => {
-        const entries = await readdir(confine(env.cwd, path ?? '.'), { withFileTypes: true });
+        const entries = await readdir(confine(env.cwd, path ?? '.', env.denied), { withFileTypes: true });
         const names = entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).sort();
         return { output: names.join('\n') || '(empty)' };
       }),

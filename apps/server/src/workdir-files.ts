@@ -29,8 +29,20 @@ function lexists(path: string): boolean {
   }
 }
 
-/** Resolves `path` inside `root`, following every symlink (dangling ones to where they point). */
-export function confine(root: string, path: string): string {
+/** A path the sandbox denies (real path), and the key that denies it, as an error names it. */
+export interface DeniedEntry {
+  readonly path: string;
+  readonly key: string;
+}
+
+export const deniedBy = (real: string, denied: readonly DeniedEntry[]): DeniedEntry | undefined =>
+  denied.find(({ path }) => real === path || real.startsWith(path === sep ? path : path + sep));
+
+/**
+ * Resolves `path` inside `root`, following every symlink (dangling ones to where they point).
+ * A path under one the sandbox denies is refused too: the file tools run in-process, unconfined.
+ */
+export function confine(root: string, path: string, denied: readonly DeniedEntry[] = []): string {
   const realRoot = realpathSync(root);
   let target = resolve(realRoot, path);
   for (let hops = 0; ; hops += 1) {
@@ -49,6 +61,12 @@ export function confine(root: string, path: string): string {
     if (real !== realRoot && !real.startsWith(realRoot + sep)) {
       throw new PathOutsideWorkdir(
         `path ${JSON.stringify(path)} is outside the working directory ${realRoot}`,
+      );
+    }
+    const under = deniedBy(real, denied);
+    if (under !== undefined) {
+      throw new RefusedPath(
+        `refused: ${JSON.stringify(path)} is under ${under.path}, denied by ${under.key}`,
       );
     }
     return real;
@@ -115,8 +133,13 @@ const FLAGS: Record<OpenMode, number> = { read: O_RDONLY, write: O_WRONLY | O_CR
  * Opens the regular file `path` inside `root`. `write` creates it (and its folders); the caller
  * truncates. The handle is the caller's to close.
  */
-export async function openInside(root: string, path: string, mode: OpenMode): Promise<FileHandle> {
-  const real = confine(root, path);
+export async function openInside(
+  root: string,
+  path: string,
+  mode: OpenMode,
+  denied: readonly DeniedEntry[] = [],
+): Promise<FileHandle> {
+  const real = confine(root, path, denied);
   const realRoot = realpathSync(root);
   const shown = relative(realRoot, real) || '.';
   if (real === realRoot) throw new RefusedPath(`refused: ${path} is the working directory itself`);

@@ -15,6 +15,7 @@ export {
 } from './sandbox.js';
 export {
   ENV_ALLOW_LIST,
+  isWithin,
   PROTECTED_HOME_PATHS,
   sandboxEnv,
   scrubEnv,

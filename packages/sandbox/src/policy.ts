@@ -26,6 +26,8 @@ export const PROTECTED_HOME_PATHS = ['.ssh', '.aws', '.config/gcloud', '.netrc']
 export interface DeniedPath {
   readonly path: string;
   readonly kind: 'dir' | 'file';
+  /** Where it comes from: the policy's `denyRead`, or the built-in protected home paths. */
+  readonly source: 'deny_read' | 'protected';
 }
 
 export interface ResolvedPolicy {
@@ -41,15 +43,15 @@ const PSEUDO_FILESYSTEMS = ['/proc', '/dev'];
 export const isWithin = (path: string, root: string): boolean =>
   path === root || path.startsWith(root === sep ? root : root + sep);
 
-function denied(path: string): DeniedPath {
-  return { path: realpathSync(path), kind: statSync(path).isDirectory() ? 'dir' : 'file' };
+function denied(path: string, source: DeniedPath['source']): DeniedPath {
+  return { path: realpathSync(path), kind: statSync(path).isDirectory() ? 'dir' : 'file', source };
 }
 
 export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
   const deny: DeniedPath[] = [];
   for (const relative of PROTECTED_HOME_PATHS) {
     try {
-      deny.push(denied(join(home, relative)));
+      deny.push(denied(join(home, relative), 'protected'));
     } catch {
       // absent: nothing to hide
     }
@@ -63,7 +65,7 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
       );
     }
     try {
-      deny.push(denied(path));
+      deny.push(denied(path, 'deny_read'));
     } catch (error) {
       throw new SandboxError('path_missing', `deny_read: ${path} does not exist`, { cause: error });
     }

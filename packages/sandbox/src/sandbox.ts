@@ -15,6 +15,7 @@ import {
   resolvePolicy,
   sandboxEnv,
   scrubEnv,
+  type DeniedPath,
   type ResolvedPolicy,
   unsetNames,
   type SandboxPolicy,
@@ -50,6 +51,11 @@ export interface ConfiguredSandbox extends Sandbox {
   readonly mode: SandboxMode;
   /** Why commands run unconfined, when `backend` is `none`. */
   readonly unconfinedReason?: string;
+  /**
+   * The policy's denied paths, resolved (real paths), whatever the backend: for what confines by
+   * path in-process (file tools), which must refuse them too.
+   */
+  readonly deniedPaths: readonly DeniedPath[];
 }
 
 export type SandboxProbe =
@@ -172,6 +178,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     backend: 'none',
     mode,
     unconfinedReason: reason,
+    deniedPaths: policy.deny,
     wrap: (command) => ({
       file: command.file,
       args: [...command.args],
@@ -206,6 +213,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       return {
         backend,
         mode,
+        deniedPaths: resolved.deny,
         wrap: (command) => {
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);

@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2080, files: 12 },
   gateway: { lines: 1945, files: 12 },
   sandbox: { lines: 700, files: 7 },
-  server: { lines: 2500, files: 14 },
+  server: { lines: 2545, files: 14 },
   console: { lines: 1200, files: 7 },
 };
 

@@ -25,8 +25,8 @@ it('denied paths: a dir by subpath, a file by literal, for reads and writes, aft
   const profile = seatbeltProfile({
     cwd: '/Users/ada/project',
     deny: [
-      { path: '/Users/ada/.ssh', kind: 'dir' },
-      { path: '/Users/ada/.netrc', kind: 'file' },
+      { path: '/Users/ada/.ssh', kind: 'dir', source: 'protected' },
+      { path: '/Users/ada/.netrc', kind: 'file', source: 'protected' },
     ],
     network: 'on',
   });
