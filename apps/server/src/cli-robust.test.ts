@@ -1,12 +1,15 @@
 // The `aleph` client against a real server process under faults and hostile output: a server that
 // dies mid-run or mid-attach, a model that prints terminal escapes, a late attach after a flood.
+import { once } from 'node:events';
 import { spawn } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
 import { afterEach, expect, it } from 'vitest';
+import { WebSocket, WebSocketServer } from 'ws';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
@@ -186,5 +189,59 @@ it("`aleph sessions` shows an agent command by its command, not bubblewrap's arg
   } finally {
     running.kill('SIGINT'); // cancels the run
     await exited;
+  }
+});
+
+/** A proxy to the server that answers pty.snapshot with method_not_found: a server before snapshots. */
+async function noSnapshotProxy(upstreamUrl: string): Promise<{ url: string; close(): Promise<void> }> {
+  const proxy = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(proxy, 'listening');
+  proxy.on('connection', (downstream, request) => {
+    const upstream = new WebSocket(
+      upstreamUrl,
+      request.headers['sec-websocket-protocol']?.split(/,\s*/) ?? [],
+      {
+        headers: { authorization: request.headers.authorization ?? '' },
+      },
+    );
+    const queued: string[] = [];
+    upstream.on('open', () => queued.splice(0).forEach((frame) => upstream.send(frame)));
+    downstream.on('message', (data) => {
+      const frame = data.toString();
+      const message = JSON.parse(frame) as { id?: number; method?: string };
+      if (message.method === 'pty.snapshot')
+        downstream.send(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: message.id,
+            error: { code: -32601, message: 'unknown method', data: { code: 'method_not_found' } },
+          }),
+        );
+      else if (upstream.readyState === WebSocket.OPEN) upstream.send(frame);
+      else queued.push(frame);
+    });
+    upstream.on('message', (data, binary) => downstream.send(data, { binary }));
+    downstream.on('close', () => upstream.close());
+    upstream.on('close', () => downstream.close());
+  });
+  const { port } = proxy.address() as AddressInfo;
+  return { url: `ws://127.0.0.1:${port}`, close: () => new Promise((done) => proxy.close(() => done())) };
+}
+
+it('`aleph attach` to a server without pty.snapshot follows the scrollback from the oldest byte', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  const { sessionId } = await client.spawn({ command: '/bin/sh', cols: 100, rows: 30 });
+  await client.input(sessionId, 'echo before-$((2+2))\r');
+  await expect.poll(async () => (await client.list())[0]!.outputOffset).toBeGreaterThan(20);
+  const proxy = await noSnapshotProxy(server.url);
+  try {
+    const attached = inTerminal(['attach', sessionId], { ALEPH_URL: proxy.url, ALEPH_TOKEN: server.token });
+    await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('before-4');
+    attached.session.write('\x1d');
+    expect(await attached.session.exited).toMatchObject({ exitCode: 0 });
+  } finally {
+    await proxy.close();
+    await client.close();
   }
 });
