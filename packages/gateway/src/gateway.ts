@@ -20,6 +20,7 @@ import {
 import { Connection } from './internal/connection.js';
 import { rawText } from './internal/frames.js';
 import { staticFiles } from './internal/static-files.js';
+import { ModeTracker } from './internal/modes.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
 import { registerPtyMethods } from './pty-methods.js';
 import {
@@ -140,6 +141,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const connections = new Map<string, Connection>();
   const handlers = new Map<string, { params: ZodType; handler: MethodHandler<unknown> }>();
   const pumps = new Map<string, OutputPump>();
+  const modes = new Map<string, ModeTracker>();
   let closing = false;
 
   const serveStatic = options.static === undefined ? undefined : staticFiles(options.static.root);
@@ -205,6 +207,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     if (pumps.has(session.id)) return;
     const pump = new OutputPump(session, () => connections.values(), flow);
     pumps.set(session.id, pump);
+    // Every session's modes from its first byte (a session found at start: from where it is now).
+    const tracker = new ModeTracker(session.scrollback.end);
+    modes.set(session.id, tracker);
+    session.onData((chunk) => tracker.feed(chunk, session.scrollback.start));
     session.onExit((info) => {
       pump.ended(); // the last output goes out before the exit event
       gateway.publish('pty.exit', { sessionId: session.id, ...info });
@@ -215,6 +221,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const forget = (sessionId: string): void => {
     pumps.get(sessionId)?.dispose();
     pumps.delete(sessionId);
+    modes.delete(sessionId);
     dropScreens(sessionId);
   };
   ptyManager.on('spawn', attach);
@@ -434,6 +441,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ptyManager,
     inputQueueBytes: options.inputQueueBytes ?? 256 * 1024,
     pumpFor: (sessionId) => pumps.get(sessionId),
+    modesFor: (sessionId) => modes.get(sessionId),
   });
 
   await new Promise<void>((resolve, reject) => {

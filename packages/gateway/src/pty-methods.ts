@@ -2,6 +2,7 @@
 import type { PtyManager } from '@aleph/pty';
 import { GatewayError } from './errors.js';
 import type { Gateway } from './gateway.js';
+import type { ModeTracker } from './internal/modes.js';
 import type { OutputPump } from './internal/output-pump.js';
 import type { SessionScreen } from './internal/screen.js';
 import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
@@ -10,6 +11,7 @@ export interface PtyMethodsOptions {
   readonly ptyManager: PtyManager;
   readonly inputQueueBytes: number;
   readonly pumpFor: (sessionId: string) => OutputPump | undefined;
+  readonly modesFor: (sessionId: string) => ModeTracker | undefined;
 }
 
 /** Registers the methods; returns what drops a session's server-side screen (all, without an id). */
@@ -87,7 +89,8 @@ export function registerPtyMethods(
       const { SessionScreen } = await import('./internal/screen.js');
       let screen = screens.get(session.id);
       if (screen === undefined) {
-        const created: SessionScreen = new SessionScreen(session, () => {
+        const origin = options.modesFor(session.id)?.origin(session.scrollback.start);
+        const created: SessionScreen = new SessionScreen(session, origin, () => {
           if (screens.get(session.id) === created) screens.delete(session.id);
         });
         screens.set(session.id, (screen = created));

@@ -1,7 +1,8 @@
 // A session's screen, kept by a headless xterm.js (as VS Code's pty host does) so a client can be
 // shown exactly what one that watched from the start sees: buffers, cursor, modes, colours.
-// Created on the first snapshot asked of a session, from its scrollback (state set by output older
-// than the scrollback is not known: see PROTOCOL.md), then fed its output as it comes — while that is
+// Created on the first snapshot asked of a session, from its scrollback, after the modes in force at
+// its start (kept by a ModeTracker for every session; other state set by output older than the
+// scrollback is not known: see PROTOCOL.md), then fed its output as it comes — while that is
 // cheap: a terminal that falls more than MAX_BEHIND_BYTES behind a flood is dropped, and built anew
 // at the next snapshot. Sessions nobody snapshots cost nothing.
 import type { PtySession } from '@aleph/pty';
@@ -37,7 +38,15 @@ export class SessionScreen {
   readonly #onDrop: () => void;
   readonly #waiting = new Set<(error: Error) => void>();
 
-  constructor(session: PtySession, onDrop: () => void) {
+  /**
+   * `origin`: where to start in the scrollback and the modes in force there (from the session's
+   * ModeTracker); without it, the scrollback's start in the default modes.
+   */
+  constructor(
+    session: PtySession,
+    origin: { readonly offset: number; readonly sequences: string } | undefined,
+    onDrop: () => void,
+  ) {
     this.#session = session;
     this.#onDrop = onDrop;
     this.#cols = session.cols;
@@ -50,7 +59,8 @@ export class SessionScreen {
     });
     this.#serializer = new serializeModule.SerializeAddon();
     this.#terminal.loadAddon(this.#serializer);
-    const { offset, data } = session.replay(0);
+    if (origin !== undefined && origin.sequences !== '') this.#terminal.write(origin.sequences);
+    const { offset, data } = session.replay(origin?.offset ?? 0);
     this.#fed = offset;
     this.#write(data);
     this.#listener = session.onData((chunk) => this.#write(chunk));
