@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { WebSocket } from 'ws';
 import { connectGateway, PROTOCOL_VERSION, type GatewayClient } from '../src/client.js';
+import { ModeTracker } from '../src/internal/modes.js';
 import { roundTrips } from './round-trips.js';
 
 const MiB = 1024 * 1024;
@@ -155,7 +156,7 @@ const verdict = (value: number, relation: '≤' | '≥', target: number, unit = 
     (relation === '≤' ? value <= target : value >= target) ? 'holds' : 'MISSED'
   })`;
 // BENCH_ONLY=isolation (or a comma-separated list) runs just those parts.
-const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory' | 'snapshot') =>
+const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory' | 'snapshot' | 'modes') =>
   !process.env['BENCH_ONLY'] || process.env['BENCH_ONLY'].split(',').includes(part);
 console.log(
   '# @aleph/gateway (gateway in its own process, client here; raw: node-pty read in-process, in a process of its own)',
@@ -324,6 +325,53 @@ try {
       `snapshot terminal (headless xterm.js, 1000 lines of scrollback, made at a session's first pty.snapshot): ${((after.rss - before.rss) / 16 / 1024) | 0} KiB RSS per session with its scrollback full; CPU ${((cpu.user + cpu.system) / 1000 / ((4 * output.length) / MiB)) | 0} ms per MiB of output (seq lines)`,
     );
     for (const terminal of terminals) terminal.dispose();
+  }
+
+  // 6. The mode tracker every session's output goes through (for pty.snapshot's start state): CPU
+  // per MiB in 4 KiB chunks against the base64 encoding the gateway already does of every output
+  // byte, on seq's lines (no ESC) and on vim-like redraws (an escape sequence every ~10 bytes).
+  if (want('modes')) {
+    const redraw = Array.from(
+      { length: 24 },
+      (_, row) => `\x1b[${row + 1};1H\x1b[33m${row + 1000}\x1b[m line of text\x1b[K`,
+    ).join('');
+    const kinds = {
+      seq: Array.from({ length: 600_000 }, (_, index) => `${index}\r\n`).join(''),
+      redraws: `\x1b[?25l${redraw}\x1b[?25h`.repeat(8000),
+    };
+    const cpuMs = (run: () => void) => {
+      const started = process.cpuUsage();
+      run();
+      const used = process.cpuUsage(started);
+      return (used.user + used.system) / 1000;
+    };
+    for (const [kind, text] of Object.entries(kinds)) {
+      const bytes = Buffer.from(text, 'latin1');
+      const chunks = Array.from({ length: Math.ceil(bytes.length / 4096) }, (_, k) =>
+        bytes.subarray(k * 4096, (k + 1) * 4096),
+      );
+      const mib = bytes.length / MiB;
+      const track = () => {
+        const tracker = new ModeTracker();
+        let offset = 0;
+        for (const chunk of chunks) tracker.feed(chunk, Math.max(0, (offset += chunk.length) - MiB));
+      };
+      const encode = () => {
+        for (const chunk of chunks) chunk.toString('base64');
+      };
+      track(); // warm-up
+      encode();
+      const tracked: number[] = [];
+      const encoded: number[] = [];
+      for (let round = 0; round < 5; round += 1) {
+        tracked.push(cpuMs(track) / mib);
+        encoded.push(cpuMs(encode) / mib);
+      }
+      const median = (values: number[]) => values.sort((a, b) => a - b)[2]!;
+      console.log(
+        `mode tracker on ${kind} (${mib.toFixed(1)} MiB, 4 KiB chunks, median of 5): ${fmt(median(tracked))} ms CPU per MiB; base64 of the same bytes ${fmt(median(encoded))} ms per MiB (ratio ${(median(tracked) / median(encoded)).toFixed(2)})`,
+      );
+    }
   }
   await client.close();
 } finally {

@@ -210,7 +210,11 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     // Every session's modes from its first byte (a session found at start: from where it is now).
     const tracker = new ModeTracker(session.scrollback.end);
     modes.set(session.id, tracker);
-    session.onData((chunk) => tracker.feed(chunk, session.scrollback.start));
+    const read = (from: number, to: number): Uint8Array => {
+      const { offset, data } = session.replay(from);
+      return Buffer.from(data.subarray(0, Math.max(0, to - offset)));
+    };
+    session.onData((chunk) => tracker.feed(chunk, session.scrollback.start, read));
     session.onExit((info) => {
       pump.ended(); // the last output goes out before the exit event
       gateway.publish('pty.exit', { sessionId: session.id, ...info });

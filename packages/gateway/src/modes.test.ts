@@ -6,13 +6,49 @@ import { describe, expect, it } from 'vitest';
 import { ModeTracker, modesToSequences } from './internal/modes.js';
 
 const pieces = [
-  '\x1b[?1049h', '\x1b[?1049l', '\x1b[?1047h', '\x1b[?47l', '\x1b[?1h', '\x1b[?1l', '\x1b[?25l',
-  '\x1b[?25h', '\x1b[?2004h', '\x1b[?2004l', '\x1b[?1000h', '\x1b[?1002h', '\x1b[?1003l',
-  '\x1b[?1006h', '\x1b[?1006l', '\x1b[?1004h', '\x1b[?6h', '\x1b[?6l', '\x1b[?7l', '\x1b[?7h',
-  '\x1b=', '\x1b>', '\x1b[?1;2004;25h', '\x1b[?12;1049l', '\x1b[31m', '\x1b[2J', '\x1b]0;title\x07',
-  '\x1b[>1h', '\x1b[?1\n049h', '\x1b[?1049\x18h', '\x1b\x1b[?1h', 'hello ', '\r\n', 'é€', '?1049h',
+  '\x1b[?1049h',
+  '\x1b[?1049l',
+  '\x1b[?1047h',
+  '\x1b[?47l',
+  '\x1b[?1h',
+  '\x1b[?1l',
+  '\x1b[?25l',
+  '\x1b[?25h',
+  '\x1b[?2004h',
+  '\x1b[?2004l',
+  '\x1b[?1000h',
+  '\x1b[?1002h',
+  '\x1b[?1003l',
+  '\x1b[?1006h',
+  '\x1b[?1006l',
+  '\x1b[?1004h',
+  '\x1b[?6h',
+  '\x1b[?6l',
+  '\x1b[?7l',
+  '\x1b[?7h',
+  '\x1b=',
+  '\x1b>',
+  '\x1b[?1;2004;25h',
+  '\x1b[?12;1049l',
+  '\x1b[31m',
+  '\x1b[2J',
+  '\x1b]0;title\x07',
+  '\x1b[>1h',
+  '\x1b[?1\n049h',
+  '\x1b[?1049\x18h',
+  '\x1b\x1b[?1h',
+  '\x1b[\x1b[?1h',
+  '\x1b[\n?1049h',
+  '\x1b[\x18?25l',
+  '\x1b[1;2H',
+  'hello ',
+  '\r\n',
+  'é€',
+  '?1049h',
 ];
-const stream = fc.array(fc.constantFrom(...pieces), { maxLength: 30 }).map((parts) => Buffer.from(parts.join('')));
+const stream = fc
+  .array(fc.constantFrom(...pieces), { maxLength: 30 })
+  .map((parts) => Buffer.from(parts.join('')));
 
 const stateOf = (chunks: Uint8Array[]) => {
   const tracker = new ModeTracker();
@@ -76,5 +112,27 @@ describe('ModeTracker', () => {
     expect(origin.sequences).toBe('\x1b[?1h\x1b=\x1b[?1049h');
     tracker.feed(Buffer.from('\x1b[?1049l'), start);
     expect(tracker.origin(end + 1).sequences).toBe('\x1b[?1h\x1b=');
+  });
+
+  it('keeps the normal buffer behind an alternate screen entered before what is kept', () => {
+    const tracker = new ModeTracker();
+    const output: Buffer[] = [];
+    const read = (from: number, to: number) => Buffer.concat(output).subarray(from, to);
+    const feed = (chunk: Buffer, keepFrom: number) => {
+      output.push(chunk);
+      tracker.feed(chunk, keepFrom, read);
+    };
+    feed(Buffer.from('\x1b[?2004hprompt$ vim\r\n\x1b[?2004l'), 0);
+    const entry = Buffer.concat(output).length;
+    feed(Buffer.from('\x1b[?1049h\x1b[?1h\x1b='), 0);
+    const filler = Buffer.alloc(64 * 1024, 'x');
+    for (let k = 0; k < 20; k += 1)
+      feed(filler, Math.max(0, Buffer.concat(output).length + filler.length - 1024 * 1024));
+    const origin = tracker.origin(Buffer.concat(output).length - 1024 * 1024);
+    expect(origin.offset).toBeGreaterThan(entry);
+    // The tail ends where vim switched (its own modes then come from the tracker, not the tail).
+    expect(Buffer.from(origin.sequences).toString()).toBe(
+      '\x1b[?2004hprompt$ vim\r\n\x1b[?2004l\x1b[?1h\x1b=\x1b[?1049h',
+    );
   });
 });

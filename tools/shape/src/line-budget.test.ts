@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 1370, files: 9 },
   verification: { lines: 2000, files: 21 },
   harness: { lines: 2080, files: 12 },
-  gateway: { lines: 1945, files: 12 },
+  gateway: { lines: 2250, files: 13 },
   sandbox: { lines: 700, files: 7 },
   server: { lines: 2545, files: 14 },
   console: { lines: 1200, files: 7 },

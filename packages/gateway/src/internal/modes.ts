@@ -11,6 +11,15 @@
 // sequence.
 
 const CHECKPOINT_BYTES = 4096;
+/**
+ * The normal buffer behind an alternate screen entered before the scrollback's start is rebuilt
+ * from the output just before the switch: this much of it, copied when the scrollback is about to
+ * drop it (within TAIL_MARGIN_BYTES of its start; a read is at most 64 KiB).
+ */
+const NORMAL_TAIL_BYTES = 32 * 1024;
+const TAIL_MARGIN_BYTES = 256 * 1024;
+/** Alternate-screen periods remembered at most (a program toggling it in a loop). */
+const MAX_PERIODS = 256;
 const ESC = 0x1b;
 
 /** Bit flags of the mode word; mouse tracking and mouse encoding are small codes in their own bits. */
@@ -65,23 +74,32 @@ export function applyMode(state: number, param: number, set: boolean): number {
   return state;
 }
 
-/** Escape sequences that put a fresh terminal in `state` (empty for the default). */
-export function modesToSequences(state: number): string {
+/** Flags, with the sequences that set and reset them, in the order they are written. */
+const SWITCHES: readonly (readonly [number, string, string])[] = [
+  [CURSOR_KEYS, '\x1b[?1h', '\x1b[?1l'],
+  [ORIGIN, '\x1b[?6h', '\x1b[?6l'],
+  [NO_WRAP, '\x1b[?7l', '\x1b[?7h'],
+  [CURSOR_HIDDEN, '\x1b[?25l', '\x1b[?25h'],
+  [KEYPAD, '\x1b=', '\x1b>'],
+  [FOCUS_EVENTS, '\x1b[?1004h', '\x1b[?1004l'],
+  [BRACKETED_PASTE, '\x1b[?2004h', '\x1b[?2004l'],
+];
+const code = (state: number, shift: number) => (state >> shift) & 7;
+
+/** Escape sequences that take a terminal in modes `from` (default: a fresh one) to `state`. */
+export function modesToSequences(state: number, from = DEFAULT): string {
   let out = '';
-  const set = (param: number) => (out += `\x1b[?${param}h`);
-  if (state & CURSOR_KEYS) set(1);
-  if (state & ORIGIN) set(6);
-  if (state & NO_WRAP) out += '\x1b[?7l';
-  if (state & CURSOR_HIDDEN) out += '\x1b[?25l';
-  if (state & KEYPAD) out += '\x1b=';
-  const tracking = TRACKING[(state >> TRACKING_SHIFT) & 7];
-  if (tracking) set(tracking);
-  const encoding = ENCODING[(state >> ENCODING_SHIFT) & 7];
-  if (encoding) set(encoding);
-  if (state & FOCUS_EVENTS) set(1004);
-  if (state & BRACKETED_PASTE) set(2004);
+  for (const [flag, set, reset] of SWITCHES)
+    if ((state & flag) !== (from & flag)) out += state & flag ? set : reset;
+  for (const [shift, params] of [
+    [TRACKING_SHIFT, TRACKING],
+    [ENCODING_SHIFT, ENCODING],
+  ] as const) {
+    const [now, was] = [code(state, shift), code(from, shift)];
+    if (now !== was) out += now ? `\x1b[?${params[now]}h` : `\x1b[?${params[was]}l`;
+  }
   // Last: the scrollback's bytes then land in the alternate buffer, as they did live.
-  if (state & ALTERNATE) set(1049);
+  if ((state & ALTERNATE) !== (from & ALTERNATE)) out += state & ALTERNATE ? '\x1b[?1049h' : '\x1b[?1049l';
   return out;
 }
 
@@ -92,6 +110,17 @@ const enum Scan {
   Csi, // after ESC [ : only `?` goes on
   Private, // after ESC [ ? : digits and `;` until h or l
 }
+/** A stay in the alternate screen: from the ESC that entered it to the one that left it. */
+interface Period {
+  readonly entry: number;
+  exit: number;
+  /** Output before `entry` (the normal buffer's last state), once copied. */
+  tail?: Uint8Array;
+}
+
+/** Reads the session's output from `from` to `to` (a copy). */
+export type ReadOutput = (from: number, to: number) => Uint8Array;
+
 /** A private sequence with more parameters than this is not a mode change we track. */
 const MAX_PARAMS = 16;
 
@@ -104,6 +133,9 @@ export class ModeTracker {
   #end: number;
   /** [offset, state] pairs, oldest first: the state before the byte at offset. */
   readonly #checkpoints: number[] = [];
+  /** Offset of the ESC that began the sequence being parsed. */
+  #sequenceAt = 0;
+  readonly #periods: Period[] = [];
 
   /** `offset`: the session's output offset where tracking starts (0 for a new session). */
   constructor(offset = 0) {
@@ -118,22 +150,32 @@ export class ModeTracker {
 
   /**
    * Scans a chunk of output (the bytes at `offset`..). `keepFrom`: the oldest offset still kept
-   * (the scrollback's start); checkpoints before the last one at or before it are dropped.
+   * (the scrollback's start); checkpoints before the last one at or before it are dropped. `read`
+   * copies the output before an alternate-screen entry that the scrollback is about to drop.
    */
-  feed(chunk: Uint8Array, keepFrom = 0): void {
+  feed(chunk: Uint8Array, keepFrom = 0, read?: ReadOutput): void {
     let i = 0;
     const n = chunk.length;
     while (i < n) {
       if (this.#scan === Scan.Ground) {
         const at = chunk.indexOf(ESC, i);
         if (at < 0) break;
+        // Fast path: most sequences are `ESC [` then not `?` (cursor moves, colours): skip them.
+        // (A C0 control there runs inside the sequence, and ESC, CAN, SUB end it: the slow path.)
+        const third = at + 2 < n ? chunk[at + 2]! : 0x3f;
+        if (chunk[at + 1] === 0x5b && third >= 0x20 && third !== 0x3f) {
+          i = at + 3;
+          continue;
+        }
         this.#scan = Scan.Escape;
+        this.#sequenceAt = this.#end + at;
         i = at + 1;
         continue;
       }
       const byte = chunk[i++]!;
       if (byte === ESC) {
         this.#scan = Scan.Escape;
+        this.#sequenceAt = this.#end + i - 1;
         continue;
       }
       if (byte === 0x18 || byte === 0x1a) {
@@ -147,9 +189,11 @@ export class ModeTracker {
             this.#scan = Scan.Csi;
             continue;
           }
-          if (byte === 0x3d) this.#state |= KEYPAD; // ESC =
-          else if (byte === 0x3e) this.#state &= ~KEYPAD; // ESC >
-          else if (byte === 0x63) this.#state = DEFAULT; // ESC c: full reset
+          if (byte === 0x3d)
+            this.#state |= KEYPAD; // ESC =
+          else if (byte === 0x3e)
+            this.#state &= ~KEYPAD; // ESC >
+          else if (byte === 0x63) this.#change(DEFAULT); // ESC c: full reset
           this.#scan = Scan.Ground;
           continue;
         case Scan.Csi:
@@ -170,7 +214,9 @@ export class ModeTracker {
           } else {
             if (byte === 0x68 || byte === 0x6c) {
               this.#params.push(this.#param < 0 ? 0 : this.#param);
-              for (const param of this.#params) this.#state = applyMode(this.#state, param, byte === 0x68);
+              let state = this.#state;
+              for (const param of this.#params) state = applyMode(state, param, byte === 0x68);
+              this.#change(state);
             }
             this.#scan = Scan.Ground;
           }
@@ -186,20 +232,50 @@ export class ModeTracker {
     let drop = 0;
     while (drop + 2 < checkpoints.length && checkpoints[drop]! < keepFrom) drop += 2;
     if (drop > 0) checkpoints.splice(0, drop);
+    const periods = this.#periods;
+    while (periods.length > 0 && (periods[0]!.exit < keepFrom || periods.length > MAX_PERIODS))
+      periods.shift();
+    if (read === undefined) return;
+    for (const period of periods) {
+      if (period.entry - keepFrom >= TAIL_MARGIN_BYTES) break;
+      period.tail ??= read(Math.max(keepFrom, period.entry - NORMAL_TAIL_BYTES), period.entry);
+    }
+  }
+
+  #change(state: number): void {
+    const was = this.#state & ALTERNATE;
+    this.#state = state;
+    if (was === (state & ALTERNATE)) return;
+    if (state & ALTERNATE) this.#periods.push({ entry: this.#sequenceAt, exit: Infinity });
+    else {
+      const last = this.#periods[this.#periods.length - 1];
+      if (last !== undefined && last.exit === Infinity) last.exit = this.#sequenceAt;
+    }
+  }
+
+  /** What a terminal made at `offset` is written first: the normal buffer's tail, then the modes. */
+  #prelude(offset: number, state: number): { offset: number; sequences: string | Uint8Array } {
+    if (!(state & ALTERNATE)) return { offset, sequences: modesToSequences(state) };
+    const tail = this.#periods.find((period) => period.entry < offset && offset <= period.exit)?.tail;
+    if (tail === undefined) return { offset, sequences: modesToSequences(state) };
+    const after = new ModeTracker();
+    after.feed(tail);
+    return { offset, sequences: Buffer.concat([tail, Buffer.from(modesToSequences(state, after.state))]) };
   }
 
   /**
    * Where a terminal made from output kept since `from` should start, and the escape sequences
-   * that set the modes in force there: the first checkpoint at or after `from`, or the present.
+   * that set the modes in force there (after the normal buffer's last output, if the alternate
+   * screen was entered before): the first checkpoint at or after `from`, or the present.
    */
-  origin(from: number): { offset: number; sequences: string } {
+  origin(from: number): { offset: number; sequences: string | Uint8Array } {
     const checkpoints = this.#checkpoints;
     for (let k = 0; k < checkpoints.length; k += 2) {
-      if (checkpoints[k]! >= from) return { offset: checkpoints[k]!, sequences: modesToSequences(checkpoints[k + 1]!) };
+      if (checkpoints[k]! >= from) return this.#prelude(checkpoints[k]!, checkpoints[k + 1]!);
     }
-    if (this.#scan === Scan.Ground) return { offset: this.#end, sequences: modesToSequences(this.#state) };
+    if (this.#scan === Scan.Ground) return this.#prelude(this.#end, this.#state);
     // Inside a sequence with no checkpoint kept (a pathological stream): the last known state.
     const last = checkpoints.length - 2;
-    return { offset: Math.max(from, checkpoints[last]!), sequences: modesToSequences(checkpoints[last + 1]!) };
+    return this.#prelude(Math.max(from, checkpoints[last]!), checkpoints[last + 1]!);
   }
 }

@@ -44,7 +44,7 @@ export class SessionScreen {
    */
   constructor(
     session: PtySession,
-    origin: { readonly offset: number; readonly sequences: string } | undefined,
+    origin: { readonly offset: number; readonly sequences: string | Uint8Array } | undefined,
     onDrop: () => void,
   ) {
     this.#session = session;
@@ -59,7 +59,7 @@ export class SessionScreen {
     });
     this.#serializer = new serializeModule.SerializeAddon();
     this.#terminal.loadAddon(this.#serializer);
-    if (origin !== undefined && origin.sequences !== '') this.#terminal.write(origin.sequences);
+    if (origin !== undefined && origin.sequences.length > 0) this.#terminal.write(origin.sequences);
     const { offset, data } = session.replay(origin?.offset ?? 0);
     this.#fed = offset;
     this.#write(data);
