@@ -355,6 +355,29 @@ describe('settings discovery like Claude Code', () => {
       agent_id: 's1',
     });
   });
+
+  it("SubagentStop stdin: session_id/transcript_path are the parent's, agent_id/agent_transcript_path the sub-agent's", async () => {
+    const file = join(root, 'subagent-echo.json');
+    const echo = { hooks: [{ type: 'command', command: 'cat >&2; exit 2' }] };
+    writeFileSync(file, JSON.stringify({ hooks: { SubagentStop: [echo] } }));
+    const verifier = new ExtensionStopHookVerifier({
+      hooks: discoverClaudeCodeHooks({ projectDir: root, home: null, files: [file] }),
+      event: 'SubagentStop',
+      parent: { sessionId: 'parent-1', transcriptPath: '/t/parent-1.jsonl' },
+    });
+    const child = {
+      ...stopCtx({ sessionId: 'child-1', transcriptPath: '/t/child-1.jsonl' }),
+      recentToolCalls: [],
+    };
+    const verdict = await verifier.verify(child, live());
+    expect(verdict.kind === 'veto' && JSON.parse(verdict.feedback)).toMatchObject({
+      hook_event_name: 'SubagentStop',
+      session_id: 'parent-1',
+      transcript_path: '/t/parent-1.jsonl',
+      agent_id: 'child-1',
+      agent_transcript_path: '/t/child-1.jsonl',
+    });
+  });
 });
 
 describe('what a hook sees and what the caller observes', () => {

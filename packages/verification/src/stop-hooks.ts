@@ -31,6 +31,9 @@ export interface StopHookContext {
   readonly permissionMode?: string | undefined;
   /** `SubagentStop` for a `spawn_agent` run; `Stop` when absent. */
   readonly event?: 'Stop' | 'SubagentStop' | undefined;
+  /** SubagentStop: the parent's session and transcript (stdin `session_id`, `transcript_path`). */
+  readonly parentSessionId?: string | undefined;
+  readonly parentTranscriptPath?: string | undefined;
   /** @deprecated use `projectDir`. */
   readonly cwd?: string | undefined;
 }
@@ -87,9 +90,12 @@ export function shellSafetyProblem(command: string): string | undefined {
 /** Claude Code's Stop input, with Aleph's own fields alongside. */
 export function hookInput(ctx: StopHookContext, cwd?: string): Record<string, unknown> {
   const event = ctx.event ?? 'Stop';
+  // SubagentStop, as in Claude Code: session_id/transcript_path are the parent's, agent_* the sub-agent's.
+  const parent = event === 'SubagentStop' && ctx.parentSessionId !== undefined;
+  const transcriptPath = parent ? ctx.parentTranscriptPath : ctx.transcriptPath;
   return {
-    session_id: ctx.sessionId ?? '',
-    ...(ctx.transcriptPath === undefined ? {} : { transcript_path: ctx.transcriptPath }),
+    session_id: (parent ? ctx.parentSessionId : ctx.sessionId) ?? '',
+    ...(transcriptPath === undefined ? {} : { transcript_path: transcriptPath }),
     cwd: cwd ?? ctx.projectDir ?? ctx.cwd ?? process.cwd(),
     permission_mode: ctx.permissionMode ?? 'default',
     hook_event_name: event,

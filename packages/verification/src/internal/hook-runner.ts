@@ -17,6 +17,8 @@ export interface HookRunnerOptions {
   readonly onHookError?: HookErrorListener;
   /** `SubagentStop` for a verifier that judges `spawn_agent` runs; `Stop` by default. */
   readonly event?: 'Stop' | 'SubagentStop';
+  /** SubagentStop: the parent run's session, told to hooks as `session_id`/`transcript_path`. */
+  readonly parent?: { readonly sessionId: string; readonly transcriptPath?: string | undefined } | undefined;
 }
 
 export class HookRunner {
@@ -25,11 +27,13 @@ export class HookRunner {
   readonly #max: number;
   readonly #onHookError: HookErrorListener | undefined;
   readonly #event: 'Stop' | 'SubagentStop';
+  readonly #parent: HookRunnerOptions['parent'];
 
   constructor(options: HookRunnerOptions = {}) {
     this.#max = options.maxConsecutiveBlocks ?? DEFAULT_MAX_CONSECUTIVE_BLOCKS;
     this.#onHookError = options.onHookError;
     this.#event = options.event ?? 'Stop';
+    this.#parent = options.parent;
   }
 
   async run(
@@ -54,6 +58,8 @@ export class HookRunner {
       transcriptPath: ctx.transcriptPath,
       permissionMode: ctx.permissionMode,
       event: this.#event,
+      parentSessionId: this.#parent?.sessionId,
+      parentTranscriptPath: this.#parent?.transcriptPath,
     };
     const verdicts = await Promise.all(hooks.map((hook) => hook.evaluate(hookCtx, signal)));
     signal.throwIfAborted();
