@@ -220,7 +220,7 @@ export class AgentService {
     const sessionId = await this.#options.sessions.create();
     const controller = new AbortController();
     const orchestrator: Orchestrator = new Orchestrator({
-      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId !== undefined),
+      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId),
     });
     const publish = (topic: string, data: object): void =>
       gateway.publish(topic, { runId, sessionId, ...data });
@@ -316,9 +316,9 @@ export class AgentService {
     cwd: string,
     orchestrator: Orchestrator,
     runId: string,
-    subagent: boolean,
+    parentId: string | undefined, // a spawn_agent run: SubagentStop hooks, told the parent's session
   ): HarnessDeps {
-    const { config, logger } = this.#options;
+    const { config, logger, sessions } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
       logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
     // Every hook run (Stop, SubagentStop, Pre/PostToolUse, the gate) is an agent.hook event.
@@ -334,12 +334,14 @@ export class AgentService {
       { stop_hooks: config.stop_hooks },
       { cwd, onHookError, wrap: this.#wrap, ...hookOptions },
     );
-    const event = subagent ? 'SubagentStop' : 'Stop'; // a spawn_agent run gets SubagentStop hooks
+    const parent = parentId
+      ? { sessionId: parentId, transcriptPath: sessions.transcriptPath?.(parentId) }
+      : undefined;
     const toolHooks = new ClaudeCodeToolHooks(claudeHooks, { projectDir: cwd, ...hookOptions });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
       .with(stopHooks)
-      .with(new ExtensionStopHookVerifier({ hooks: claudeHooks, event, onHookError, ...hookOptions }))
+      .with(new ExtensionStopHookVerifier({ hooks: claudeHooks, parent, onHookError, ...hookOptions }))
       .with(new ToolLoopVerifier())
       .with(new ScratchpadGoalVerifier())
       .with(new MutationEvidenceVerifier())

@@ -164,7 +164,9 @@ describe('Claude Code hooks in a server run', () => {
         await sub.subscribe(['agent.*']);
         let done: Record<string, any> | undefined;
         sub.onEvent((topic, params) => topic === 'agent.done' && (done = params as Record<string, any>));
-        await sub.request('agent.run', { prompt: 'delegate', cwd: project });
+        const run = (await sub.request('agent.run', { prompt: 'delegate', cwd: project })) as {
+          sessionId: string;
+        };
         await expect.poll(() => done, { timeout: 30_000 }).toBeDefined();
         const lines = (file: string) =>
           readFileSync(join(project, file), 'utf8')
@@ -177,6 +179,14 @@ describe('Claude Code hooks in a server run', () => {
         expect(lines('stop.jsonl')).toEqual([
           expect.objectContaining({ hook_event_name: 'Stop', last_assistant_message: 'parent done' }),
         ]);
+        // As in Claude Code: SubagentStop's session_id/transcript_path are the parent's, agent_* the child's.
+        const [parent, child] = [lines('stop.jsonl')[0], lines('subagent-stop.jsonl')[0]];
+        expect(parent.session_id).toBe(run.sessionId);
+        expect(child).toMatchObject({ session_id: run.sessionId, transcript_path: parent.transcript_path });
+        expect(child.agent_id).toMatch(/./);
+        expect(child.agent_id).not.toBe(run.sessionId);
+        expect(child.agent_transcript_path).toMatch(/./);
+        expect(child.agent_transcript_path).not.toBe(parent.transcript_path);
       } finally {
         await sub.close();
         await child.stop();

@@ -77,7 +77,7 @@ export class ExtensionStopHookVerifier implements TurnVerifier {
     const defined = Object.fromEntries(Object.entries(run).filter(([, value]) => value !== undefined));
     for (const file of options.files ?? []) this.#handlers.push(...loadHooksFile(file, defined));
     if (options.hooks !== undefined)
-      this.#handlers.push(...claudeCodeStopHooks(options.hooks, options.event ?? 'Stop', defined));
+      this.#handlers.push(...claudeCodeStopHooks(options.hooks, this.#runner.event, defined));
   }
 
   get handlers(): readonly StopHookHandler[] {

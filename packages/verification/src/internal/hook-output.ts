@@ -38,6 +38,7 @@ export function parseHookJson(stdout: string): HookJson | undefined {
 
 /** A third of the cap is the head, the rest the tail (a test log's failures and summary come last). */
 const HEAD_BYTES = Math.floor(OUTPUT_CAP_BYTES / 3);
+const isContinuation = (byte: number | undefined) => byte !== undefined && (byte & 0xc0) === 0x80;
 
 /**
  * What the model is shown: at most OUTPUT_CAP_BYTES of `value` (UTF-8), its head and its tail with
@@ -53,8 +54,4 @@ export function capForModel(value: string): string {
   const head = bytes.subarray(0, headEnd).toString('utf8');
   const tail = bytes.subarray(tailStart).toString('utf8');
   return `${head}\n[… ${tailStart - headEnd} bytes cut …]\n${tail}`;
-}
-
-function isContinuation(byte: number | undefined): boolean {
-  return byte !== undefined && (byte & 0xc0) === 0x80;
 }

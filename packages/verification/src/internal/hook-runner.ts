@@ -15,7 +15,7 @@ export interface HookRunnerOptions {
   /** Blocks in a row, with no tool call between them, before the verdict becomes a halt (8). */
   readonly maxConsecutiveBlocks?: number;
   readonly onHookError?: HookErrorListener;
-  /** `SubagentStop` for a verifier that judges `spawn_agent` runs; `Stop` by default. */
+  /** `SubagentStop` for a verifier that judges `spawn_agent` runs; by default `Stop`, or `SubagentStop` with a `parent`. */
   readonly event?: 'Stop' | 'SubagentStop';
   /** SubagentStop: the parent run's session, told to hooks as `session_id`/`transcript_path`. */
   readonly parent?: { readonly sessionId: string; readonly transcriptPath?: string | undefined } | undefined;
@@ -26,13 +26,13 @@ export class HookRunner {
   readonly #blocks = new Map<string, { count: number; toolCalls: number }>();
   readonly #max: number;
   readonly #onHookError: HookErrorListener | undefined;
-  readonly #event: 'Stop' | 'SubagentStop';
+  readonly event: 'Stop' | 'SubagentStop';
   readonly #parent: HookRunnerOptions['parent'];
 
   constructor(options: HookRunnerOptions = {}) {
     this.#max = options.maxConsecutiveBlocks ?? DEFAULT_MAX_CONSECUTIVE_BLOCKS;
     this.#onHookError = options.onHookError;
-    this.#event = options.event ?? 'Stop';
+    this.event = options.event ?? (options.parent ? 'SubagentStop' : 'Stop');
     this.#parent = options.parent;
   }
 
@@ -57,7 +57,7 @@ export class HookRunner {
       projectDir: ctx.projectDir,
       transcriptPath: ctx.transcriptPath,
       permissionMode: ctx.permissionMode,
-      event: this.#event,
+      event: this.event,
       parentSessionId: this.#parent?.sessionId,
       parentTranscriptPath: this.#parent?.transcriptPath,
     };
