@@ -164,9 +164,10 @@ describe('Claude Code hooks in a server run', () => {
         await sub.subscribe(['agent.*']);
         let done: Record<string, any> | undefined;
         sub.onEvent((topic, params) => topic === 'agent.done' && (done = params as Record<string, any>));
-        const run = (await sub.request('agent.run', { prompt: 'delegate', cwd: project })) as {
-          sessionId: string;
-        };
+        const run = await sub.request<{ sessionId: string }>('agent.run', {
+          prompt: 'delegate',
+          cwd: project,
+        });
         await expect.poll(() => done, { timeout: 30_000 }).toBeDefined();
         const lines = (file: string) =>
           readFileSync(join(project, file), 'utf8')

@@ -369,7 +369,7 @@ describe('settings discovery like Claude Code', () => {
       ...stopCtx({ sessionId: 'child-1', transcriptPath: '/t/child-1.jsonl' }),
       recentToolCalls: [],
     };
-    const verdict = await verifier.verify(child, live());
+    const verdict = await verifier.verify(child as never, live());
     expect(verdict.kind === 'veto' && JSON.parse(verdict.feedback)).toMatchObject({
       hook_event_name: 'SubagentStop',
       session_id: 'parent-1',
