@@ -2,9 +2,26 @@
 // typed client would never send, process counting by a marker in argv, and the suite's tally.
 import { readdirSync, readFileSync } from 'node:fs';
 import WebSocket from 'ws';
-import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { startServerProcess as start, type ServerProcess } from '../test/server-process.js';
 
-export { startServerProcess, type ServerProcess };
+export type { ServerProcess };
+
+// A case that times out never reaches its `finally`: every server this file started is killed when
+// the test worker exits, so a wedged server (the very fault under test) never outlives the suite.
+const started = new Set<ServerProcess>();
+process.once('exit', () => {
+  for (const server of started) if (server.child.exitCode === null) server.child.kill('SIGKILL');
+});
+
+export async function startServerProcess(
+  config: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<ServerProcess> {
+  const server = await start(config, env);
+  started.add(server);
+  server.child.once('exit', () => started.delete(server));
+  return server;
+}
 
 /** What the suite did, printed as one line when a file ends. */
 export const tally = { cases: 0, faults: 0, bytesChecked: 0, processesLeft: 0 };
