@@ -4,7 +4,8 @@ import type { LanguageModelV3 } from '@ai-sdk/provider';
 import type { AiProvider, Message, ThinkRequest, ThinkResponse } from '@aleph/harness';
 import { generateText, jsonSchema, tool, type ModelMessage, type ToolSet } from 'ai';
 
-function toModelMessages(messages: readonly Message[]): ModelMessage[] {
+/** The pre-#18 conversion; providers.test.ts checks the new adapter's wire body against it. */
+export function toModelMessages(messages: readonly Message[]): ModelMessage[] {
   return messages.map((message): ModelMessage => {
     if (message.role === 'user') return { role: 'user', content: message.content };
     if (message.role === 'assistant')

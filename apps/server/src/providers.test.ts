@@ -14,8 +14,9 @@ import {
   type ToolSpec,
 } from '@aleph/harness';
 import { PtyManager } from '@aleph/pty';
-import { generateText, jsonSchema, tool, type ModelMessage, type ToolSet } from 'ai';
+import { generateText, jsonSchema, tool, type ToolSet } from 'ai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { toModelMessages } from '../bench/legacy-adapter.js';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
 import { configSchema } from './config.js';
 import {
@@ -116,40 +117,6 @@ describe('provider configuration', () => {
   });
 });
 
-// The history of a run as generateText was given it before this adapter spoke LanguageModelV3: the
-// wire bodies of both paths must match.
-function viaModelMessages(messages: readonly Message[]): ModelMessage[] {
-  return messages.map((message): ModelMessage => {
-    if (message.role === 'user') return { role: 'user', content: message.content };
-    if (message.role === 'assistant')
-      return {
-        role: 'assistant',
-        content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
-          ...(message.toolCalls ?? []).map((call) => ({
-            type: 'tool-call' as const,
-            toolCallId: call.id,
-            toolName: call.name,
-            input: call.args,
-          })),
-        ],
-      };
-    return {
-      role: 'tool',
-      content: [
-        {
-          type: 'tool-result',
-          toolCallId: message.toolCallId,
-          toolName: message.toolName,
-          output: message.isError
-            ? { type: 'error-text', value: message.content }
-            : { type: 'text', value: message.content },
-        },
-      ],
-    };
-  });
-}
-
 const history: Message[] = [
   { role: 'user', content: 'fix the parser' },
   {
@@ -203,7 +170,7 @@ describe.each(['openai', 'anthropic'] as const)('%s: the LanguageModelV3 path', 
     await generateText({
       model: sdkModel(kind, llm.baseUrl),
       system: request().system,
-      messages: viaModelMessages(history),
+      messages: toModelMessages(history),
       tools,
       maxRetries: 0,
     });

@@ -1,7 +1,13 @@
 // The harness's contracts: what a provider, a tool and a session store look like, and what a run
 // reports. Values, not exceptions, for expected outcomes (a terminate reason, a tool result).
 import type { PowerCapability } from '@aleph/power';
-import type { RobustnessProfile, ScratchpadRow, VerifierChain, VerifierVerdict } from '@aleph/verification';
+import type {
+  RobustnessProfile,
+  ScratchpadRow,
+  ToolHookDecision,
+  VerifierChain,
+  VerifierVerdict,
+} from '@aleph/verification';
 import type { ZodType } from 'zod';
 import type { ToolService } from './tool-service.js';
 
@@ -254,12 +260,7 @@ export interface ToolHookContext {
   readonly permissionMode?: string;
 }
 
-export type ToolHookDecision =
-  | { readonly kind: 'allow' }
-  /** The call is not run; its result is `reason`, as an error. */
-  | { readonly kind: 'deny'; readonly reason: string }
-  /** The call runs with these args; the whole batch then runs serially. */
-  | { readonly kind: 'rewrite'; readonly args: unknown };
+export type { ToolHookDecision };
 
 /** Pre/PostToolUse: a generic hook point the server adapts Claude Code's tool hooks to. */
 export interface ToolHooks {

@@ -29,6 +29,7 @@ export interface ToolHookRunContext {
   readonly permissionMode?: string;
 }
 
+/** deny: not run, `reason` is its result; rewrite: run with `args`, the batch serially (harness). */
 export type ToolHookDecision =
   | { readonly kind: 'allow' }
   | { readonly kind: 'deny'; readonly reason: string }
