@@ -11,11 +11,14 @@ import {
   InMemorySessionStore,
   type Message,
   type ThinkRequest,
+  type Tool,
   type ToolSpec,
 } from '@aleph/harness';
 import { PtyManager } from '@aleph/pty';
 import { generateText, jsonSchema, tool, type ToolSet } from 'ai';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
 import { toModelMessages } from '../bench/legacy-adapter.js';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
 import { configSchema } from './config.js';
@@ -395,10 +398,136 @@ describe('PromptCache', () => {
     expect(cache.build('s', [...other, { role: 'assistant', content: 'hi' }])).toHaveLength(3);
   });
 
-  it('the caller cannot change the cache through the returned prompt', () => {
+  it('a shortened prompt is rebuilt; a rewrite never changes a prompt handed out earlier', () => {
     const cache = new PromptCache();
     cache.build('s', history).pop();
     expect(cache.build('s', history)).toEqual(fresh('s', history));
+    const live = [...history];
+    const before = cache.build('s', live);
+    const kept = [...before];
+    cache.build('s', [...history.slice(0, 2), { role: 'user', content: 'compacted' }]);
+    expect(before).toEqual(kept);
+  });
+
+  it('the same array again: only what was appended is converted, and the prompt is the same array', () => {
+    const cache = new PromptCache();
+    const live: Message[] = history.slice(0, 3);
+    const first = cache.build('s', live);
+    live.push(...history.slice(3));
+    const second = cache.build('s', live);
+    expect(second).toBe(first);
+    expect(second).toEqual(fresh('s', history));
+    live.length = 2; // shortened in place: caught by the O(1) check, rebuilt
+    expect(cache.build('s', live)).toEqual(fresh('s', history.slice(0, 2)));
+  });
+
+  it('property: whatever the caller appends, rewrites or passes again, the prompt equals a full rebuild', () => {
+    const pool = [...history, { role: 'user', content: 'go on' } as Message];
+    const step = fc.oneof(
+      // The harness's own turn: the same history array, appended to.
+      fc.record({
+        kind: fc.constant('append' as const),
+        picks: fc.array(fc.nat(pool.length - 1), { maxLength: 4 }),
+      }),
+      // A compaction or a guardrail: a new array, some messages kept, some replaced, some dropped.
+      fc.record({
+        kind: fc.constant('rewrite' as const),
+        keep: fc.nat(12),
+        stub: fc.option(fc.nat(12), { nil: undefined }),
+        tail: fc.nat(4),
+      }),
+      fc.record({ kind: fc.constant('system' as const), system: fc.constantFrom('s', 't') }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 30 }), (steps) => {
+        const cache = new PromptCache();
+        let live: Message[] = [{ role: 'user', content: 'task' }];
+        let system = 's';
+        for (const next of steps) {
+          if (next.kind === 'append') live.push(...next.picks.map((pick) => ({ ...pool[pick]! })));
+          if (next.kind === 'system') system = next.system;
+          if (next.kind === 'rewrite') {
+            const kept = live.slice(0, Math.max(1, Math.min(next.keep, live.length)));
+            if (next.stub !== undefined && next.stub > 0 && next.stub < kept.length)
+              kept[next.stub] = { role: 'user', content: `[elided ${next.stub}]` };
+            live = [...kept, ...live.slice(live.length - Math.min(next.tail, live.length - kept.length))];
+          }
+          const prompt = cache.build(system, live);
+          expect(prompt).toEqual(fresh(system, live));
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('the adapter in a run', () => {
+  it('property: through compactions and truncations, every prompt the model gets equals a full rebuild', async () => {
+    const echo: Tool<{ out: string }> = {
+      name: 'echo',
+      description: 'returns its `out`',
+      input: z.object({ out: z.string() }),
+      claim: () => ({ kind: 'none' }),
+      execute: (input) => Promise.resolve({ output: input.out }),
+    };
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(fc.string({ maxLength: 900 }), { minLength: 1, maxLength: 3 }), { maxLength: 12 }),
+        fc.integer({ min: 60, max: 3000 }),
+        fc.boolean(),
+        async (turns, maxTokens, summarise) => {
+          const prompts: unknown[] = [];
+          let step = 0;
+          const model: LanguageModelV3 = {
+            specificationVersion: 'v3',
+            provider: 'test',
+            modelId: 'scripted',
+            supportedUrls: {},
+            doGenerate: (options) => {
+              prompts.push(structuredClone(options.prompt));
+              const outs = turns[step++];
+              return Promise.resolve({
+                content: (outs ?? []).map((out, index) => ({
+                  type: 'tool-call' as const,
+                  toolCallId: `c${step}_${index}`,
+                  toolName: 'echo',
+                  input: JSON.stringify({ out }),
+                })),
+                finishReason: outs
+                  ? { unified: 'tool-calls', raw: 'tool_calls' }
+                  : { unified: 'stop', raw: 'stop' },
+                usage: {
+                  inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
+                  outputTokens: { total: 1, text: 1, reasoning: 0 },
+                },
+                warnings: [],
+              });
+            },
+            doStream: () => Promise.reject(new Error('not streamed')),
+          };
+          // What the harness handed the adapter each turn, rebuilt from scratch.
+          const adapter = aiSdkProvider('test', model);
+          const expected: unknown[] = [];
+          const provider = {
+            id: 'test',
+            think: (request: ThinkRequest, signal: AbortSignal) => {
+              expected.push(new PromptCache().build(request.system, [...request.messages]));
+              return adapter.think(request, signal);
+            },
+          };
+          const result = await new AgentHarness({
+            provider,
+            tools: [echo],
+            sessions: new InMemorySessionStore(),
+            contextBudget: { maxTokens, ...(summarise ? { compactor: (ms) => `${ms.length} msgs` } : {}) },
+          }).run({ prompt: 'task' });
+          expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+          expect(prompts).toHaveLength(turns.length + 1);
+          expect(prompts).toEqual(expected);
+        },
+      ),
+      { numRuns: 80 },
+    );
   });
 });
 

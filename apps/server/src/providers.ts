@@ -72,17 +72,22 @@ function toPromptMessage(message: Message): LanguageModelV3Message {
 
 interface CachedPrompt {
   readonly system: string;
-  /** The harness messages converted so far, by identity. */
+  /** The harness messages converted so far, by identity: the cache's own array, append-only. */
   readonly source: Message[];
+  /** The caller's array the prompt was last built from (the run's live history, usually). */
+  origin: readonly Message[];
   /** The system message, then one prompt message per source message. */
-  readonly prompt: LanguageModelV3Message[];
+  prompt: LanguageModelV3Message[];
 }
 
 /**
  * Prompts cached per history, keyed by the history's first message (one per run, so concurrent runs
- * on one provider do not share, and a finished run's cache goes with its messages). A turn compares
- * the cached prefix by identity (a pointer per message), converts only what was appended, and drops
- * the cache from the first message that differs (a compaction, a guardrail's rewrite).
+ * on one provider do not share, and a finished run's cache goes with its messages). A turn costs its
+ * new messages: the same array as last time (the harness's history, only appended to between
+ * rewrites) is checked in O(1) and its new messages converted; another array (a compaction, a
+ * guardrail) is compared by identity and the prompt rebuilt, in a new array, from the first change.
+ * The prompt is handed out as is, not copied (O(history) a turn): the model reads it during the call
+ * and must not change it (the AI SDK's providers only read it); a kept prompt only ever grows.
  */
 export class PromptCache {
   readonly #byFirstMessage = new WeakMap<Message, CachedPrompt>();
@@ -91,24 +96,31 @@ export class PromptCache {
     const first = messages[0];
     let cached = first === undefined ? undefined : this.#byFirstMessage.get(first);
     if (cached === undefined || cached.system !== system) {
-      cached = { system, source: [], prompt: [{ role: 'system', content: system }] };
+      cached = { system, source: [], origin: messages, prompt: [{ role: 'system', content: system }] };
       if (first !== undefined) this.#byFirstMessage.set(first, cached);
     }
-    const { source, prompt } = cached;
-    let same = 0;
-    const shared = Math.min(source.length, messages.length);
-    while (same < shared && source[same] === messages[same]) same += 1;
-    if (same < source.length) {
-      source.length = same;
-      prompt.length = same + 1;
+    const { source } = cached;
+    const converted = source.length;
+    const appended = // a shortened array or prompt fails these checks and is compared below
+      messages === cached.origin &&
+      messages[converted - 1] === source[converted - 1] &&
+      cached.prompt.length === converted + 1;
+    if (!appended) {
+      let same = 0;
+      const shared = Math.min(converted, messages.length, cached.prompt.length - 1);
+      while (same < shared && source[same] === messages[same]) same += 1;
+      if (same < converted) {
+        source.length = same;
+        cached.prompt = cached.prompt.slice(0, same + 1);
+      }
+      cached.origin = messages;
     }
-    for (let index = same; index < messages.length; index += 1) {
-      const message = messages[index]!;
-      source.push(message);
-      prompt.push(toPromptMessage(message));
+    const { prompt } = cached;
+    for (let index = source.length; index < messages.length; index += 1) {
+      source.push(messages[index]!);
+      prompt.push(toPromptMessage(messages[index]!));
     }
-    // A copy: the model may keep its call options (a recording mock, a logging middleware).
-    return prompt.slice();
+    return prompt;
   }
 }
 

@@ -547,6 +547,31 @@ describe('THINK', () => {
     expect(power.held).toBe(0);
   });
 
+  it('hands the provider the history itself: the same array each turn, only appended to (no copy a turn)', async () => {
+    const seen: { messages: readonly Message[]; length: number }[] = [];
+    const script = new ScriptedProvider([
+      callTool('echo', { text: 'a' }),
+      callTool('echo', { text: 'b' }),
+      stop(),
+    ]);
+    const provider = {
+      id: 'identity',
+      think: (request: Parameters<ScriptedProvider['think']>[0], signal: AbortSignal) => {
+        seen.push({ messages: request.messages, length: request.messages.length });
+        return script.think(request, signal);
+      },
+    };
+    await new AgentHarness({ provider, tools: [echoTool], sessions: new InMemorySessionStore() }).run({
+      prompt: 'x',
+    });
+    expect(seen).toHaveLength(3);
+    expect(seen[1]!.messages).toBe(seen[0]!.messages);
+    expect(seen[2]!.messages).toBe(seen[0]!.messages);
+    expect(seen.map((turn) => turn.length)).toEqual([1, 3, 5]);
+    // The recorded requests are snapshots, as they were when sent.
+    expect(script.requests.map((request) => request.messages.length)).toEqual([1, 3, 5]);
+  });
+
   it('over budget: compacts (stubs old tool outputs), then truncates; each is logged', async () => {
     const big: Tool<object> = {
       name: 'big',

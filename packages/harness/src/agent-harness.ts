@@ -367,7 +367,7 @@ export class AgentHarness {
       response = await this.#think(
         {
           system: deps.systemPrompt ?? AGENT_ROLE_PROMPT,
-          messages: [...messages],
+          messages, // the history itself: a copy is O(history) a turn (ThinkRequest's contract)
           tools: this.#tools.specs(),
         },
         signal,

@@ -20,10 +20,11 @@ export class ScriptedProvider implements AiProvider {
 
   async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
     const index = this.requests.length;
-    this.requests.push(request);
+    const recorded = { ...request, messages: [...request.messages] }; // the live history grows later
+    this.requests.push(recorded);
     const step = this.#steps[index] ?? (this.#repeatLast ? this.#steps.at(-1) : undefined);
     if (step === undefined) throw new Error(`script exhausted at request ${index + 1}`);
-    return typeof step === 'function' ? await step(request, index, signal) : step;
+    return typeof step === 'function' ? await step(recorded, index, signal) : step;
   }
 }
 

@@ -37,6 +37,8 @@ export interface ToolSpec {
 
 export interface ThinkRequest {
   readonly system: string;
+  /** The history itself, not a copy: between rewrites (a compaction, a guardrail) the same array each
+   * turn, only appended to. Read it during the call, never change it, copy what you keep. */
   readonly messages: readonly Message[];
   readonly tools: readonly ToolSpec[];
 }
