@@ -3,7 +3,7 @@
 // ended session stays readable (exit info, scrollback) for a grace period, then is forgotten.
 import { EventEmitter } from 'node:events';
 import { PtyError } from './errors.js';
-import { prepareSpawner } from './internal/spawner.js';
+import { endEscapees, prepareSpawner } from './internal/spawner.js';
 import { prepareWatchdog } from './internal/watchdog.js';
 import { PtySession, type ExitInfo, type PtySpawnOptions } from './pty-session.js';
 
@@ -160,6 +160,8 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     this.#shutDown = true;
     clearInterval(this.#sweeper);
     await Promise.all([...this.#sessions.values()].map((session) => this.#retire(session, 'shutdown')));
+    // What left its terminal's session (setsid) and is held by the spawn helper goes too.
+    await endEscapees(this.#defaults.killStepMs ?? 500);
   }
 
   /** Out of the cap at once (the slot is free now); its process tree ends in the background. */

@@ -1,12 +1,16 @@
 // The spawn helper of @aleph/pty (Linux): runs each program on a terminal the server opened, so the
-// server never forks (see spawner.ts). Started once; goes when its stdin closes (the server is gone:
-// the watchdog, not this, ends what is still running). Built by the package's `build` script.
+// server never forks (see spawner.ts). Started once; goes when its stdin closes (the server is gone).
+// It is a child subreaper: a process that leaves its terminal's session (setsid, a daemon's double
+// fork) and loses its parent is re-parented to it, not to init, and reaped by it. So when the server
+// is gone it ends every process below it (HUP, CONT, TERM, then KILL), these escapees included,
+// before it goes; the watchdog ends the terminals' sessions too. Built by the package's `build` script.
 //
 // Requests come on the request FIFO: "<length>\n", then <length> bytes of NUL-terminated fields:
 // id, terminal path, cwd, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
 // FIFO, in order: "<id> <pid>\n" once the program runs (it is then a session leader with the
 // terminal as its controlling tty, as after forkpty), or "<id> E <why>\n". Exits are reported on
 // stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,13 +21,19 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #ifndef NSIG
 #define NSIG 65 // strict POSIX headers leave it out
 #endif
 
 extern char **environ;
+
+enum { GRACE_MS = 500, KILL_ROUNDS = 100, NAP_MS = 10 }; // as the watchdog's
 
 static int child_signal[2] = {-1, -1}; // written by the SIGCHLD handler: some child changed state
 
@@ -160,13 +170,103 @@ static void report_exits(void) {
   }
 }
 
+struct entry {
+  pid_t pid, parent, group;
+  char state;
+  char below;
+};
+
+static int by_pid(const void *left, const void *right) {
+  pid_t a = ((const struct entry *)left)->pid, b = ((const struct entry *)right)->pid;
+  return (a > b) - (a < b);
+}
+
+static void nap(long ms) {
+  struct timespec time = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&time, &time) == -1 && errno == EINTR) {
+  }
+}
+
+/*
+ * Reaps what has ended, then sends `sig` (0: none) to every live process below this one, and to its
+ * process group (a child it forked since the scan is in it); returns how many there are. Found by
+ * their parent in /proc/PID/stat, level by level (no /proc/PID/task/TID/children on every kernel).
+ */
+static size_t signal_descendants(int sig) {
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+  size_t count = 0, capacity = 0, found = 0;
+  struct entry *entries = NULL;
+  DIR *proc = opendir("/proc");
+  if (proc == NULL) return 0;
+  for (struct dirent *item; (item = readdir(proc)) != NULL;) {
+    if (item->d_name[0] < '0' || item->d_name[0] > '9') continue;
+    char path[300], stat[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", item->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue; // gone meanwhile
+    ssize_t length = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (length <= 0) continue;
+    stat[length] = '\0';
+    char *after = strrchr(stat, ')'); // pid (comm) state ppid pgrp ...: comm may hold ')'
+    struct entry read_entry = {(pid_t)atoi(item->d_name), 0, 0, 0, 0};
+    int parent, group;
+    if (after == NULL || sscanf(after + 1, " %c %d %d", &read_entry.state, &parent, &group) != 3) continue;
+    read_entry.parent = (pid_t)parent;
+    read_entry.group = (pid_t)group;
+    if (count == capacity) {
+      struct entry *grown = realloc(entries, (capacity = capacity ? capacity * 2 : 256) * sizeof *entries);
+      if (grown == NULL) break; // out of memory: the next round sees the rest
+      entries = grown;
+    }
+    entries[count++] = read_entry;
+  }
+  closedir(proc);
+  pid_t self = getpid(), own_group = getpgrp();
+  if (count > 0) qsort(entries, count, sizeof *entries, by_pid);
+  for (int changed = 1; changed;) { // a process is below us if its parent is us or below us
+    changed = 0;
+    for (size_t at = 0; at < count; at++) {
+      struct entry key = {entries[at].parent, 0, 0, 0, 0}, *parent;
+      if (entries[at].below) continue;
+      if (entries[at].parent == self ||
+          ((parent = bsearch(&key, entries, count, sizeof *entries, by_pid)) != NULL && parent->below))
+        entries[at].below = changed = 1;
+    }
+  }
+  for (size_t at = 0; at < count; at++) {
+    if (!entries[at].below || entries[at].state == 'Z' || entries[at].state == 'X') continue;
+    found++;
+    if (sig == 0) continue;
+    kill(entries[at].pid, sig);
+    if (entries[at].group > 1 && entries[at].group != own_group) kill(-entries[at].group, sig);
+  }
+  free(entries);
+  return found;
+}
+
+/* The server is gone: everything below us goes too, as the watchdog ends the terminals' sessions. */
+static void end_descendants(void) {
+  if (signal_descendants(SIGHUP) == 0) return;
+  signal_descendants(SIGCONT); // a stopped job would not act on TERM
+  signal_descendants(SIGTERM);
+  for (int waited = 0; waited < GRACE_MS; waited += NAP_MS) {
+    nap(NAP_MS);
+    if (signal_descendants(0) == 0) return;
+  }
+  // Again until none is left: a process may fork while we kill, and its children come to us.
+  for (int round = 0; round < KILL_ROUNDS && signal_descendants(SIGKILL) > 0; round++) nap(NAP_MS);
+  signal_descendants(0); // reaps the last ones
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s REQUEST_FIFO REPLY_FIFO\n", argv[0]);
     return 2;
   }
-  // Ctrl-C in the server's terminal, or a hangup, reaches us too (same process group): we stay
-  // until the server is gone (stdin closes).
+  // We stay until the server is gone (stdin closes): not for a Ctrl-C or a hangup (spawner.ts starts
+  // us in a session of our own, but a signal may still be sent to us).
   const int ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE, SIGTTIN, SIGTTOU};
   for (size_t at = 0; at < sizeof ignored / sizeof ignored[0]; at++) signal(ignored[at], SIG_IGN);
   // Read-write, so that no open waits for the server's end.
@@ -176,6 +276,10 @@ int main(int argc, char **argv) {
     perror("aleph-pty-spawner");
     return 1;
   }
+#ifdef __linux__
+  // Orphans below us come to us, not to init: see the top of this file.
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+#endif
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_handler = on_child;
@@ -216,7 +320,7 @@ int main(int argc, char **argv) {
       memmove(buffer, buffer + header + body, used);
     }
   }
-  // The server is gone: its FIFOs' folder goes with us.
+  // The server is gone: its FIFOs' folder goes with us, and every process below us.
   unlink(argv[1]);
   unlink(argv[2]);
   char *slash = strrchr(argv[1], '/');
@@ -224,5 +328,6 @@ int main(int argc, char **argv) {
     *slash = '\0';
     rmdir(argv[1]);
   }
+  end_descendants();
   return 0;
 }

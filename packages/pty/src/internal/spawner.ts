@@ -7,7 +7,8 @@
 // tty, as forkpty would. The helper answers on a FIFO that the server reads synchronously, so
 // spawn() and its pid stay synchronous, within ANSWER_TIMEOUT_MS; exits come back as lines on the
 // helper's stdout. The result mimics the parts of node-pty's UnixTerminal that PtySession uses.
-// Wherever any of this is missing, node-pty spawns.
+// Wherever any of this is missing, node-pty spawns. The helper is its programs' subreaper: what
+// leaves a terminal's session and loses its parent comes to it (see spawner.c and endEscapees).
 import { execFileSync, spawn as spawnProcess, type ChildProcess } from 'node:child_process';
 import {
   accessSync,
@@ -25,9 +26,10 @@ import {
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
-import { processAlive } from './process-tree.js';
+import { escapeesOf, processAlive, signalEach } from './process-tree.js';
 import { NATIVE_DIR } from './watchdog.js';
 
 const BINARY = `${NATIVE_DIR}aleph-pty-spawner`;
@@ -66,6 +68,8 @@ interface Helper {
 }
 
 let helper: Helper | null | undefined; // undefined: start one; null: not available here, or no longer
+/** Every helper still running, retired ones included: each holds its programs' escapees. */
+const running = new Set<Helper>();
 /** A helper that died or was given up is replaced on the next spawn, this many times at most. */
 let replacements = 3;
 
@@ -110,7 +114,11 @@ function startHelper(): Helper | null {
     // finds EAGAIN, not EOF, until an answer is there: replies are polled, with a deadline.
     const request = openSync(requestPath, constants.O_RDWR);
     const reply = openSync(replyPath, constants.O_RDWR | constants.O_NONBLOCK);
-    const child = spawnProcess(BINARY, [requestPath, replyPath], { stdio: ['pipe', 'pipe', 'inherit'] });
+    // Its own process group, so a SIGKILL of the server's whole group leaves it to end the escapees.
+    const child = spawnProcess(BINARY, [requestPath, replyPath], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      detached: true,
+    });
     child.on('error', () => {});
     const stdout = child.stdout as unknown as NodeJS.ReadableStream & { ref(): void; unref(): void };
     const started: Helper = {
@@ -138,7 +146,9 @@ function startHelper(): Helper | null {
         if (started.terminals.size === 0) started.stdout.unref();
       }
     });
+    running.add(started);
     child.once('exit', () => {
+      running.delete(started);
       retire(started);
       for (const fd of [request, reply]) closeQuietly(fd);
       rmSync(dir, { recursive: true, force: true });
@@ -226,6 +236,30 @@ function closeQuietly(fd: number): void {
   } catch {
     // already closed
   }
+}
+
+/**
+ * Ends what the helpers hold for no running terminal: processes that left their terminal's session
+ * (setsid, a daemon's double fork) and, their parent gone, were re-parented to a helper. Once there
+ * they cannot be told apart by terminal or manager, so all of them go (PtyManager.closeAll). HUP,
+ * CONT and TERM; after `stepMs`, KILL again until none is left (one may fork meanwhile), bounded.
+ */
+export async function endEscapees(stepMs: number): Promise<void> {
+  const signal = (name: NodeJS.Signals | 0): number => {
+    const found = [...running].flatMap((started) =>
+      escapeesOf(started.process.pid ?? 0, new Set(started.terminals.keys())),
+    );
+    if (name !== 0) signalEach(found.flat(), name);
+    return found.length;
+  };
+  if (signal('SIGHUP') === 0) return;
+  signal('SIGCONT'); // a stopped job would not act on TERM
+  signal('SIGTERM');
+  for (const deadline = Date.now() + stepMs; Date.now() < deadline;) {
+    await delay(20);
+    if (signal(0) === 0) return;
+  }
+  for (let round = 0; round < 100 && signal('SIGKILL') > 0; round++) await delay(10);
 }
 
 export interface HelperSpawnOptions {
