@@ -32,10 +32,15 @@ function processes(): Entry[] {
   return found;
 }
 
-/** Live (non-zombie) sleeps whose argument carries `marker` (then one digit: which one it is). */
+/** Live (non-zombie) processes whose command line carries `marker`. */
 const sleeping = (marker: string) =>
-  processes().filter(
-    ({ state, command }) => state !== 'Z' && new RegExp(`^sleep 1000\\.${marker}\\d$`).test(command),
+  processes().filter(({ state, command }) => state !== 'Z' && command.includes(`.${marker}`));
+/** Which of the stand-in's sleeps run: each sleep's argument ends with the marker and its number. */
+const kinds = (marker: string) =>
+  new Set(
+    sleeping(marker).flatMap(
+      ({ command }) => new RegExp(`^sleep \\d+\\.${marker}(\\d)$`).exec(command)?.[1] ?? [],
+    ),
   );
 
 const markers: string[] = [];
@@ -59,14 +64,16 @@ shell.write(\`setsid sleep 1000.\${marker}3 &\\r\`);
 shell.write(\`sh -c '(setsid sh -c "sleep 1000.\${marker}4 & exit") &'\\r\`);
 shell.write(\`setsid -f sleep 1000.\${marker}5\\r\`);
 shell.write(\`(setsid sh -c 'exit 3' &)\\r\`);
+// It ignores HUP and TERM and forks all the time, so it forks while it is being killed.
+shell.write(\`setsid sh -c 'trap "" HUP TERM; while :; do sleep 1.\${marker}6 & sleep 0.05; done' &\\r\`);
 console.log('helper', program.pid, shell.pid);
 process.on('SIGTERM', () => void manager.closeAll().then(() => console.log('closed')));
 setInterval(() => {}, 1000);
 `;
 
 /**
- * Starts the stand-in (`detached`: leading a process group of its own); resolves once its five
- * sleeps run, with its spawn helper's pid.
+ * Starts the stand-in (`detached`: leading a process group of its own); resolves once its six
+ * kinds of sleep run, with its spawn helper's pid.
  */
 async function startServer(
   marker: string,
@@ -81,8 +88,7 @@ async function startServer(
   servers.push(server);
   let output = '';
   server.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('latin1')));
-  const mine = () => sleeping(marker).map(({ command }) => command.slice(-1));
-  await until(() => mine().length === 5, 'five sleeps to run', 20_000);
+  await until(() => kinds(marker).size === 6, 'six kinds of sleep to run', 20_000);
   const leader = Number(/helper (\d+)/.exec(output)?.[1]);
   const helper = processes().find(({ pid }) => pid === leader)?.ppid ?? 0;
   expect(helper).not.toBe(server.pid);
