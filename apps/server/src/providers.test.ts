@@ -421,6 +421,19 @@ describe('PromptCache', () => {
     expect(cache.build('s', live)).toEqual(fresh('s', history.slice(0, 2)));
   });
 
+  it('a message a rewrite cut and brought back (a truncation window that slid) is not converted again', () => {
+    const cache = new PromptCache();
+    const before = cache.build('s', history);
+    const slid: Message[] = [
+      history[0]!,
+      { role: 'user', content: '[1 earlier message(s) truncated]' },
+      ...history.slice(2),
+    ];
+    const after = cache.build('s', slid);
+    expect(after).toEqual(fresh('s', slid));
+    for (let index = 3; index < after.length; index += 1) expect(after[index]).toBe(before[index]);
+  });
+
   it('property: whatever the caller appends, rewrites or passes again, the prompt equals a full rebuild', () => {
     const pool = [...history, { role: 'user', content: 'go on' } as Message];
     const step = fc.oneof(

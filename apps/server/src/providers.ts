@@ -91,6 +91,8 @@ interface CachedPrompt {
  */
 export class PromptCache {
   readonly #byFirstMessage = new WeakMap<Message, CachedPrompt>();
+  /** What a rewrite cut from a prompt, converted: a message that comes back is not converted again. */
+  readonly #cut = new WeakMap<Message, LanguageModelV3Message>();
 
   build(system: string, messages: readonly Message[]): LanguageModelV3Message[] {
     const first = messages[0];
@@ -110,6 +112,8 @@ export class PromptCache {
       const shared = Math.min(converted, messages.length, cached.prompt.length - 1);
       while (same < shared && source[same] === messages[same]) same += 1;
       if (same < converted) {
+        for (let index = same; index < converted && index + 1 < cached.prompt.length; index += 1)
+          this.#cut.set(source[index]!, cached.prompt[index + 1]!);
         source.length = same;
         cached.prompt = cached.prompt.slice(0, same + 1);
       }
@@ -118,7 +122,7 @@ export class PromptCache {
     const { prompt } = cached;
     for (let index = source.length; index < messages.length; index += 1) {
       source.push(messages[index]!);
-      prompt.push(toPromptMessage(messages[index]!));
+      prompt.push(this.#cut.get(messages[index]!) ?? toPromptMessage(messages[index]!));
     }
     return prompt;
   }

@@ -64,6 +64,23 @@ describe('the running token estimate', () => {
     );
   });
 
+  it('an elided output is the same stub object every turn, so a provider sees the compacted prefix unchanged', () => {
+    const big = (id: string): Message => ({
+      role: 'tool',
+      toolCallId: id,
+      toolName: 'read',
+      content: 'x'.repeat(900),
+    });
+    const history: Message[] = [{ role: 'user', content: 'task' }];
+    for (const id of ['a', 'b', 'c'])
+      history.push({ role: 'assistant', content: '', toolCalls: [] }, big(id));
+    const first = compactToFit(history, { maxTokens: 10 });
+    const again = compactToFit([...history, { role: 'user', content: 'next' }], { maxTokens: 10 });
+    expect(first[2]!.content).toMatch(/elided/);
+    expect(again[2]).toBe(first[2]);
+    expect(again[4]).toBe(first[4]);
+  });
+
   it('property: in a run, a compaction is logged with the whole history estimate, and a turn without one is within budget', async () => {
     const echo: Tool<{ out: string; extra?: unknown }> = {
       name: 'echo',

@@ -56,6 +56,17 @@ export interface FitResult {
   readonly toTokens: number;
 }
 
+/** One stub per elided output, the same object every turn: a provider's prompt cache sees it unchanged. */
+const stubs = new WeakMap<Message, Message>();
+function stubOf(message: Extract<Message, { role: 'tool' }>): Message {
+  const known = stubs.get(message);
+  if (known !== undefined) return known;
+  const content = `[output of ${message.toolName} elided to fit the context: ${message.content.length} chars]`;
+  const stub = { ...message, content };
+  stubs.set(message, stub);
+  return stub;
+}
+
 export function compactToFit(
   messages: readonly Message[],
   options: ContextBudgetOptions,
@@ -66,10 +77,7 @@ export function compactToFit(
   const keepFrom = messages.length - (groups.at(-1)?.length ?? 0);
   let compacted: Message[] = messages.map((message, index) =>
     message.role === 'tool' && index < keepFrom && message.content.length > stubOver
-      ? {
-          ...message,
-          content: `[output of ${message.toolName} elided to fit the context: ${message.content.length} chars]`,
-        }
+      ? stubOf(message)
       : message,
   );
   if (estimateTokens(compacted) <= options.maxTokens || options.compactor === undefined) return compacted;
