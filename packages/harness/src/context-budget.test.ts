@@ -33,6 +33,55 @@ const operation = fc.oneof(
   fc.record({ kind: fc.constant('reset' as const), messages: fc.array(message, { maxLength: 10 }) }),
 );
 
+/** truncateToFit as it was, recounting every candidate (quadratic): the linear one must agree. */
+function truncateReference(messages: readonly Message[], maxTokens: number): Message[] {
+  const all: Message[][] = [];
+  for (const m of messages) {
+    if (m.role === 'tool' && all.length > 0) all.at(-1)!.push(m);
+    else all.push([m]);
+  }
+  const first = all[0] ?? [];
+  const marker = (dropped: number): Message => ({
+    role: 'user',
+    content: `[${dropped} earlier message(s) truncated to fit the context]`,
+  });
+  const kept: Message[][] = [];
+  for (let index = all.length - 1; index >= 1; index -= 1) {
+    const unit = all[index] ?? [];
+    if (estimateTokens([...first, marker(0), ...[unit, ...kept].flat()]) > maxTokens) break;
+    kept.unshift(unit);
+  }
+  const dropped = all.slice(1, all.length - kept.length).flat().length;
+  const original = [...first, ...(dropped > 0 ? [marker(dropped)] : []), ...kept.flat()];
+  let result = original;
+  for (
+    let limit = Math.floor((maxTokens * 4) / Math.max(1, result.length));
+    limit > 8;
+    limit = Math.floor(limit / 2)
+  ) {
+    if (estimateTokens(result) <= maxTokens) break;
+    result = original.map((m) =>
+      m.content.length > limit ? { ...m, content: `${m.content.slice(0, limit)}…[cut]` } : m,
+    );
+  }
+  return result;
+}
+
+describe('truncateToFit, linear', () => {
+  it('property: gives exactly what the recounting version gave', () => {
+    fc.assert(
+      fc.property(
+        fc.array(message, { maxLength: 40 }),
+        fc.integer({ min: 20, max: 4000 }),
+        (history, maxTokens) => {
+          expect(truncateToFit(history, maxTokens)).toEqual(truncateReference(history, maxTokens));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
 describe('the running token estimate', () => {
   it('property: after any appends and rewrites it equals a full recount, and fits the same', () => {
     fc.assert(

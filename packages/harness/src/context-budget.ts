@@ -104,12 +104,15 @@ export function truncateToFit(messages: readonly Message[], maxTokens: number): 
     role: 'user',
     content: `[${dropped} earlier message(s) truncated to fit the context]`,
   });
+  // The newest units that fit beside the task and a marker, counted as they are added (linear).
+  let chars = [...first, marker(0)].reduce((sum, message) => sum + messageChars(message), 0);
   for (let index = all.length - 1; index >= 1; index -= 1) {
     const unit = all[index] ?? [];
-    const candidate = [...first, marker(0), ...[unit, ...kept].flat()];
-    if (estimateTokens(candidate) > maxTokens) break;
-    kept.unshift(unit);
+    chars += unit.reduce((sum, message) => sum + messageChars(message), 0);
+    if (Math.ceil(chars / 4) > maxTokens) break;
+    kept.push(unit);
   }
+  kept.reverse();
   const dropped = all.slice(1, all.length - kept.length).flat().length;
   let result = [...first, ...(dropped > 0 ? [marker(dropped)] : []), ...kept.flat()];
   // Even the task alone is too big: cut message texts down, newest last, until it fits.
