@@ -1,7 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { compactToFit, estimateTokens, fitToBudget, History, truncateToFit } from './context-budget.js';
+import {
+  compactToFit,
+  estimateTokens,
+  fitToBudget,
+  History,
+  messageChars,
+  truncateToFit,
+} from './context-budget.js';
 import { AgentHarness, InMemorySessionStore, type Message, type Tool } from './index.js';
 import { callTools, ScriptedProvider, stop } from './testing.js';
 
@@ -66,6 +73,26 @@ function truncateReference(messages: readonly Message[], maxTokens: number): Mes
   }
   return result;
 }
+
+describe('messageChars', () => {
+  it('property: the remembered tool-call share gives what counting again gives, every time', () => {
+    const plain = (m: Message) =>
+      m.content.length +
+      16 +
+      (m.role === 'assistant'
+        ? (m.toolCalls ?? []).reduce(
+            (sum, c) => sum + JSON.stringify(c.args ?? {}).length + c.name.length + 16,
+            0,
+          )
+        : 0);
+    fc.assert(
+      fc.property(message, (m) => {
+        expect(messageChars(m)).toBe(plain(m));
+        expect(messageChars(m)).toBe(plain(m));
+      }),
+    );
+  });
+});
 
 describe('truncateToFit, linear', () => {
   it('property: gives exactly what the recounting version gave', () => {

@@ -1,15 +1,24 @@
 // PREPARE's context budget: a turn never fails on context size. Over budget → compactToFit (stub
 // old tool outputs, then summarise the oldest messages with a pluggable compactor); still over →
 // truncateToFit, a deterministic floor that always fits.
-import type { ContextBudgetOptions, Message } from './types.js';
+import type { ContextBudgetOptions, Message, ToolCall } from './types.js';
+
+/** Tool calls' share of the estimate, per assistant message: over budget, every turn re-reads them all. */
+const callChars = new WeakMap<readonly ToolCall[], number>();
 
 /** What one message adds to the estimate, in characters (a token is taken as 4). */
 export function messageChars(message: Message): number {
-  let chars = message.content.length + 16;
-  if (message.role === 'assistant')
-    for (const call of message.toolCalls ?? [])
-      chars += JSON.stringify(call.args ?? {}).length + call.name.length + 16;
-  return chars;
+  const calls = message.role === 'assistant' ? message.toolCalls : undefined;
+  if (calls === undefined || calls.length === 0) return message.content.length + 16;
+  let chars = callChars.get(calls);
+  if (chars === undefined) {
+    chars = calls.reduce(
+      (sum, call) => sum + JSON.stringify(call.args ?? {}).length + call.name.length + 16,
+      0,
+    );
+    callChars.set(calls, chars);
+  }
+  return message.content.length + 16 + chars;
 }
 
 export function estimateTokens(messages: readonly Message[]): number {
@@ -113,7 +122,7 @@ export function truncateToFit(messages: readonly Message[], maxTokens: number): 
     kept.push(unit);
   }
   kept.reverse();
-  const dropped = all.slice(1, all.length - kept.length).flat().length;
+  const dropped = messages.length - first.length - kept.reduce((sum, unit) => sum + unit.length, 0);
   let result = [...first, ...(dropped > 0 ? [marker(dropped)] : []), ...kept.flat()];
   // Even the task alone is too big: cut message texts down, newest last, until it fits.
   let perMessage = Math.floor((maxTokens * 4) / Math.max(1, result.length));
