@@ -2,7 +2,7 @@
 // node with an `args` array), laid out as a project with `.claude/settings.json`, each run on both
 // routes (`[[stop_hooks]]` and Claude Code settings). Every expected verdict is what Claude Code's
 // documented contract gives (https://docs.claude.com/en/docs/claude-code/hooks).
-import { cpSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -516,5 +516,38 @@ describe('PreToolUse / PostToolUse with matchers on Aleph tool names', () => {
     expect(matcherMatches('', ['Read'])).toBe(true);
     expect(matcherMatches(undefined, ['Read'])).toBe(true);
     expect(matcherMatches('(', ['Read'])).toBe(false);
+  });
+});
+
+describe('${CLAUDE_…} placeholders are replaced in the command text, as Claude Code does', () => {
+  it("a plugin that single-quotes '${CLAUDE_PLUGIN_ROOT}' (security-guidance's hooks.json) runs its script", async () => {
+    const securityPlugin = join(root, 'security-plugin');
+    cpSync(join(FIXTURES, 'security-plugin'), securityPlugin, { recursive: true });
+    const elsewhere = mkdirSync(join(root, 'plain-project'), { recursive: true })!;
+    const found = discoverClaudeCodeHooks({ projectDir: elsewhere, home: null, plugins: [securityPlugin] });
+    const outcomes: HookOutcome[] = [];
+    const hooks = new ClaudeCodeToolHooks(found, {
+      projectDir: elsewhere,
+      onHookOutcome: (outcome) => outcomes.push(outcome),
+    });
+    const write = (content: string) => ({ id: 'w', name: 'write_file', args: { path: 'ok.txt', content } });
+    expect(await hooks.before(write('plain text'))).toEqual({ kind: 'allow' });
+    expect(outcomes.map((outcome) => [outcome.kind, outcome.exitCode])).toEqual([['allow', 0]]);
+    expect(await hooks.before(write('eval(input)'))).toEqual({
+      kind: 'deny',
+      reason: 'Security Warning: eval() executes arbitrary code.',
+    });
+  });
+
+  it("'${CLAUDE_PROJECT_DIR}' in a settings command and in [[stop_hooks]]; a bare $CLAUDE_PROJECT_DIR is the shell's", async () => {
+    const command = "sh '${CLAUDE_PROJECT_DIR}/.claude/hooks/exit-code.sh' 2";
+    const block = { kind: 'block', reason: 'exiting 2' };
+    expect(await viaSettings({ command }).evaluate(stopCtx(), live())).toEqual(block);
+    expect(await viaStopHooks(command).evaluate(stopCtx(), live())).toEqual(block);
+    const bare = viaSettings({ command: 'echo \'$CLAUDE_PROJECT_DIR\' "$CLAUDE_PROJECT_DIR" >&2; exit 2' });
+    expect(await bare.evaluate(stopCtx(), live())).toEqual({
+      kind: 'block',
+      reason: `$CLAUDE_PROJECT_DIR ${project}`,
+    });
   });
 });

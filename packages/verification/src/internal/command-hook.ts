@@ -1,7 +1,7 @@
 // One command hook run, as Claude Code runs it: in the project root, `CLAUDE_PROJECT_DIR` (and
-// `CLAUDE_PLUGIN_ROOT` for a plugin's hook) set, the event as JSON on stdin. A `command` alone
-// goes through `sh -c`; with `args` it is executed directly with those arguments. The server's
-// secrets (`stripEnv`) never reach the child, and an optional `wrap` puts it in a sandbox.
+// `CLAUDE_PLUGIN_ROOT` for a plugin's hook) set, the event as JSON on stdin. `${CLAUDE_…}` is replaced
+// in the text (a plugin may single-quote it); then a `command` alone goes through `sh -c`, with `args`
+// it is executed directly. The server's secrets (`stripEnv`) never reach it; `wrap` sandboxes it.
 import { firstLines } from '../hook-outcome.js';
 import { runProcess, type CommandWrapper, type ProcessOutcome } from './run-process.js';
 
@@ -25,9 +25,10 @@ export interface CommandHookRun {
   readonly durationMs: number;
 }
 
-function substitute(value: string, variables: Readonly<Record<string, string>>): string {
-  return value.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, braced?: string, bare?: string) => {
-    const name = braced ?? bare ?? '';
+/** `${CLAUDE_…}` (and, with no shell to read the environment, a bare `$CLAUDE_…`) replaced. */
+function substitute(value: string, variables: Readonly<Record<string, string>>, bare: boolean): string {
+  return value.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, braced?: string, plain?: string) => {
+    const name = braced ?? (bare ? plain : undefined) ?? '';
     return name.startsWith('CLAUDE_') && variables[name] !== undefined ? variables[name] : whole;
   });
 }
@@ -48,10 +49,10 @@ export async function runCommandHook(
   const outcome = await runProcess({
     command:
       spec.args === undefined
-        ? { file: 'sh', args: ['-c', spec.command], cwd, env }
+        ? { file: 'sh', args: ['-c', substitute(spec.command, claude, false)], cwd, env }
         : {
-            file: substitute(spec.command, claude),
-            args: spec.args.map((arg) => substitute(arg, claude)),
+            file: substitute(spec.command, claude, true),
+            args: spec.args.map((arg) => substitute(arg, claude, true)),
             cwd,
             env,
           },
