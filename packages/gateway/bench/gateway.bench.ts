@@ -130,12 +130,8 @@ async function countingThroughput(client: GatewayClient): Promise<number> {
   return rate;
 }
 
-async function gatewayEcho(
-  client: GatewayClient,
-  warmUp: number,
-  rounds: number,
-  how: 'input' | 'type' = 'input',
-): Promise<number[]> {
+/** One `cat` session whose round trips are timed, kept from round to round like the raw one's. */
+async function gatewayEcho(client: GatewayClient, how: 'input' | 'type') {
   const { sessionId } = await client.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
   const trips = roundTrips(() =>
     how === 'type' ? client.type(sessionId, 'x') : void client.input(sessionId, 'x'),
@@ -143,10 +139,10 @@ async function gatewayEcho(
   const off = client.onOutput((output) => {
     if (output.sessionId === sessionId) trips.arrived();
   });
-  const samples = await trips.time(warmUp, rounds);
-  off();
-  await client.closeSession(sessionId);
-  return samples;
+  return {
+    time: trips.time,
+    close: async () => (off(), await client.closeSession(sessionId)),
+  };
 }
 
 const fmt = (n: number) => n.toFixed(3);
@@ -197,18 +193,37 @@ try {
     // compiler threads share the 2 cores meanwhile. Measured here, per 1000 round trips of a fresh
     // gateway after the first 2000: p99 1.9–2.2 ms, then 0.4–1.2, then 0.2–0.3 from round 4000 on
     // (p50 0.10–0.13 throughout); waiting 4 s instead changes nothing. Raw node-pty, same rounds.
-    const rawRtt = await rawEcho(5000, 1000);
-    const cpuBefore = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
-    const gwRtt = await gatewayEcho(client, 5000, 1000);
-    const cpuAfter = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
-    const cpuPerTrip = (cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system) / 6000; // µs, warm-ups included
+    const ROUNDS = 7;
+    const TRIPS = 1000;
+    const cpu = () => client.request<NodeJS.CpuUsage>('bench.cpu', {});
+    const requests = await gatewayEcho(client, 'input');
+    const keys = await gatewayEcho(client, 'type');
+    await rawEcho(5000, 0);
+    await requests.time(5000, 0);
+    await keys.time(5000, 0);
+    const rounds = { raw: [] as number[][], requests: [] as number[][], keys: [] as number[][] };
+    let cpuMicros = 0;
+    for (let round = 0; round < ROUNDS; round += 1) {
+      rounds.raw.push(await rawEcho(0, TRIPS));
+      rounds.requests.push(await requests.time(0, TRIPS));
+      const before = await cpu();
+      rounds.keys.push(await keys.time(0, TRIPS));
+      const after = await cpu();
+      cpuMicros += after.user + after.system - before.user - before.system;
+    }
+    await requests.close();
+    await keys.close();
+    // Medians over the rounds of each round's p50 and p99, and the ratios of those medians.
+    const median = (values: number[]) => pct(values, 0.5);
+    const figure = (samples: number[][], p: number) => median(samples.map((round) => pct(round, p)));
+    const raw50 = figure(rounds.raw, 0.5);
+    const raw99 = figure(rounds.raw, 0.99);
+    const line = (name: string, samples: number[][]) =>
+      `${name} p50 ${fmt(figure(samples, 0.5))} ms p99 ${fmt(figure(samples, 0.99))} ms; p50 ratio ${verdict(figure(samples, 0.5) / raw50, '≤', 1.6)}, p99 ratio ${verdict(figure(samples, 0.99) / raw99, '≤', 1.3)}`;
     console.log(
-      `echo RTT ×1000 (after 5000 to warm up): raw p50 ${fmt(pct(rawRtt, 0.5))} ms p99 ${fmt(pct(rawRtt, 0.99))} ms; gateway p50 ${fmt(pct(gwRtt, 0.5))} ms p99 ${fmt(pct(gwRtt, 0.99))} ms; p50 ratio ${verdict(pct(gwRtt, 0.5) / pct(rawRtt, 0.5), '≤', 1.6)}, p99 ratio ${verdict(pct(gwRtt, 0.99) / pct(rawRtt, 0.99), '≤', 1.3)}; gateway CPU per round trip ${cpuPerTrip.toFixed(0)} µs`,
+      `echo RTT, ${ROUNDS} alternating rounds of ${TRIPS} (after 5000 to warm up each), medians of the rounds' p50 and p99: raw node-pty p50 ${fmt(raw50)} ms p99 ${fmt(raw99)} ms; gateway, keystrokes as client.type (what \`aleph attach\` sends): ${line('', rounds.keys)}; gateway CPU per keystroke round trip ${(cpuMicros / (ROUNDS * TRIPS)).toFixed(0)} µs`,
     );
-    const typed = await gatewayEcho(client, 5000, 1000, 'type');
-    console.log(
-      `  keystrokes as notifications (client.type, no answer per key): gateway p50 ${fmt(pct(typed, 0.5))} ms p99 ${fmt(pct(typed, 0.99))} ms; p50 ratio ${verdict(pct(typed, 0.5) / pct(rawRtt, 0.5), '≤', 1.6)}, p99 ratio ${verdict(pct(typed, 0.99) / pct(rawRtt, 0.99), '≤', 1.3)}`,
-    );
+    console.log(`  keystrokes as requests (client.input, an answer per key):${line('', rounds.requests)}`);
   }
 
   // 3. Isolation: 63 sessions flood (watched by another connection), the 64th echoes, 1000 times
@@ -247,7 +262,8 @@ try {
     await client.subscribe(['pty.*'], ['none']); // the first client stops watching everything
     await new Promise((resolve) => setTimeout(resolve, 500));
     const floodStart = flooded;
-    const cpuStart = (await client.request<{ cpu: NodeJS.CpuUsage }>('bench.loop', {})).cpu;
+    await client.request('bench.loop', { on: true });
+    const cpuStart = await client.request<NodeJS.CpuUsage>('bench.cpu', {});
     const isoStart = performance.now();
     const trips = roundTrips(() => void echoer.input(echoSession, 'x'));
     echoer.onOutput((output) => {
@@ -261,7 +277,7 @@ try {
       max: number;
       cpu: NodeJS.CpuUsage;
       gc: { count: number; totalMs: number; maxMs: number };
-    }>('bench.loop', {});
+    }>('bench.loop', { on: false });
     const serverCpu =
       (loop.cpu.user + loop.cpu.system - cpuStart.user - cpuStart.system) /
       1000 /

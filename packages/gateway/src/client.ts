@@ -3,7 +3,8 @@
 // automatically once your handler returns, which is what drives the server's flow control.
 import { WebSocket } from 'ws';
 import { GatewayError } from './errors.js';
-import { rawText, readOutputFrame } from './internal/frames.js';
+import { binaryInputFrame, readBinaryFrame } from './internal/binary-frames.js';
+import { rawBuffer, rawText, readOutputFrame } from './internal/frames.js';
 import {
   ErrorCodes,
   PROTOCOL_VERSION,
@@ -26,6 +27,11 @@ export interface ConnectOptions {
   /** Acknowledge output automatically after `onOutput` handlers ran (default true). */
   readonly autoAck?: boolean;
   readonly headers?: Record<string, string>;
+  /**
+   * Ask the server for binary pty frames (`pty.binary`, default true): output and `type()`'s
+   * keystrokes then go without JSON or base64. A server without it keeps the JSON frames.
+   */
+  readonly binary?: boolean;
 }
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
@@ -53,13 +59,15 @@ export class GatewayClient {
   #ackNow: NodeJS.Immediate | undefined;
   #ackLater: NodeJS.Timeout | undefined;
   #nextId = 1;
+  /** The server sends this connection's output, and takes its `type()` keystrokes, as binary frames. */
+  #binary = false;
   readonly closed: Promise<{ code: number; reason: string }>;
 
   constructor(socket: WebSocket, options: { autoAck?: boolean } = {}) {
     this.socket = socket;
     this.#autoAck = options.autoAck ?? true;
     socket.on('message', (raw, isBinary) => {
-      if (isBinary) return;
+      if (isBinary) return this.#onBinary(raw);
       // Output, nearly all the traffic, is read without JSON.parse; anything else parses as JSON.
       const frame = Buffer.isBuffer(raw) ? readOutputFrame(raw) : undefined;
       if (frame === undefined) return this.#onMessage(rawText(raw) ?? '');
@@ -119,6 +127,7 @@ export class GatewayClient {
     if (this.socket.readyState !== WebSocket.OPEN)
       throw new GatewayError('internal_error', 'connection is not open');
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    if (this.#binary) return this.socket.send(binaryInputFrame(sessionId, bytes));
     this.socket.send(
       JSON.stringify({
         jsonrpc: '2.0',
@@ -271,6 +280,29 @@ export class GatewayClient {
     }
   }
 
+  /** Turns on binary pty frames (see ConnectOptions.binary); false when the server has none. */
+  async useBinaryFrames(): Promise<boolean> {
+    try {
+      await this.call('pty.binary', {});
+      this.#binary = true;
+    } catch (error) {
+      if (!(error instanceof GatewayError && error.code === 'method_not_found')) throw error;
+    }
+    return this.#binary;
+  }
+
+  #onBinary(raw: WebSocket.RawData): void {
+    const frame = readBinaryFrame(rawBuffer(raw));
+    if (typeof frame === 'string' || frame.kind !== 'output') return;
+    const { sessionId, offset, data } = frame;
+    // Event listeners see the notification's params as JSON would carry them.
+    const params =
+      this.#eventListeners.size > 0
+        ? { sessionId, offset, data: data.toString('base64') }
+        : { sessionId, offset };
+    this.#onNotification('pty.output', params, data);
+  }
+
   /** `bytes`: the output already decoded, when the frame was read without JSON.parse. */
   #onNotification(topic: string, params: unknown, bytes?: Buffer): void {
     for (const listener of this.#eventListeners) listener(topic, params);
@@ -339,7 +371,12 @@ export function connectGateway(url: string, options: ConnectOptions): Promise<Ga
     socket.once('open', () => {
       socket.off('error', onError);
       socket.on('error', () => {}); // surfaced through `closed`
-      resolve(new GatewayClient(socket, { autoAck: options.autoAck ?? true }));
+      const client = new GatewayClient(socket, { autoAck: options.autoAck ?? true });
+      if (options.binary === false) return resolve(client);
+      client.useBinaryFrames().then(
+        () => resolve(client),
+        (error: Error) => (socket.terminate(), reject(error)),
+      );
     });
   });
 }

@@ -18,7 +18,8 @@ import {
   tokensEqual,
 } from './internal/auth.js';
 import { Connection } from './internal/connection.js';
-import { rawText } from './internal/frames.js';
+import { readBinaryFrame } from './internal/binary-frames.js';
+import { rawBuffer, rawText } from './internal/frames.js';
 import { staticFiles } from './internal/static-files.js';
 import { ModeTracker } from './internal/modes.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
@@ -222,6 +223,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   };
   // An ended session is kept a while (its tail, its exit): its pump serves pty.follow until then.
   let dropScreens: (sessionId?: string) => void = () => {};
+  let writeInput: (sessionId: string, bytes: Buffer) => number = () => 0;
   const forget = (sessionId: string): void => {
     pumps.get(sessionId)?.dispose();
     pumps.delete(sessionId);
@@ -264,14 +266,32 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       error: { code: ErrorCodes[code], message, data: { code } },
     });
 
-  async function dispatch(connection: Connection, raw: RawData, isBinary: boolean): Promise<void> {
-    if (isBinary)
+  /** Keystrokes in a binary frame: a `pty.input` notification (PROTOCOL.md, "Binary frames"). */
+  function binaryInput(connection: Connection, raw: RawData): void {
+    if (!connection.binary)
       return fail(
         connection,
         null,
         'invalid_request',
-        'binary frames are not supported: send JSON-RPC as text frames',
+        'binary frames are not supported before pty.binary: send JSON-RPC as text frames',
       );
+    const frame = readBinaryFrame(rawBuffer(raw));
+    if (typeof frame === 'string') return fail(connection, null, 'invalid_request', frame);
+    if (frame.kind !== 'input')
+      return fail(connection, null, 'invalid_request', 'a client sends input frames (kind 2) only');
+    try {
+      writeInput(frame.sessionId, frame.data);
+    } catch (error) {
+      const rpcError = rpcErrorFor(error);
+      if (rpcError === undefined) throw error;
+      reply(connection, null, {
+        error: { ...rpcError, data: { ...rpcError.data!, sessionId: frame.sessionId } },
+      });
+    }
+  }
+
+  async function dispatch(connection: Connection, raw: RawData, isBinary: boolean): Promise<void> {
+    if (isBinary) return binaryInput(connection, raw);
     const text = rawText(raw);
     if (text === undefined)
       return fail(connection, null, 'parse_error', 'not UTF-8: a text frame must be UTF-8 JSON');
@@ -441,12 +461,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
 
-  dropScreens = registerPtyMethods(gateway, {
+  ({ dropScreens, writeInput } = registerPtyMethods(gateway, {
     ptyManager,
     inputQueueBytes: options.inputQueueBytes ?? 256 * 1024,
     pumpFor: (sessionId) => pumps.get(sessionId),
     modesFor: (sessionId) => modes.get(sessionId),
-  });
+  }));
 
   await new Promise<void>((resolve, reject) => {
     httpServer.once('error', reject);

@@ -55,6 +55,11 @@ export const methods = {
     params: z.strictObject({ sessionId, data: base64 }),
     result: z.object({ bytes: z.int() }),
   },
+  /** This connection's pty output, and keystrokes it sends, go as binary frames from now on (PROTOCOL.md). */
+  'pty.binary': {
+    params: z.strictObject({}).optional(),
+    result: z.object({ version: z.int() }),
+  },
   'pty.resize': {
     params: z.strictObject({ sessionId, cols: dimension, rows: dimension }),
     result: z.object({}),

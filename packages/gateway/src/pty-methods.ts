@@ -1,6 +1,7 @@
 // The pty.* and events.* methods, on top of a PtyManager.
 import type { PtyManager } from '@aleph/pty';
 import { GatewayError } from './errors.js';
+import { BINARY_VERSION } from './internal/binary-frames.js';
 import type { Gateway } from './gateway.js';
 import type { ModeTracker } from './internal/modes.js';
 import type { OutputPump } from './internal/output-pump.js';
@@ -14,11 +15,14 @@ export interface PtyMethodsOptions {
   readonly modesFor: (sessionId: string) => ModeTracker | undefined;
 }
 
-/** Registers the methods; returns what drops a session's server-side screen (all, without an id). */
+/**
+ * Registers the methods; returns what drops a session's server-side screen (all, without an id),
+ * and what writes a binary input frame's keystrokes.
+ */
 export function registerPtyMethods(
   gateway: Gateway,
   options: PtyMethodsOptions,
-): (sessionId?: string) => void {
+): { dropScreens: (sessionId?: string) => void; writeInput: (sessionId: string, bytes: Buffer) => number } {
   const { ptyManager } = options;
   const screens = new Map<string, SessionScreen>();
 
@@ -27,19 +31,15 @@ export function registerPtyMethods(
     return { sessionId: session.id, pid: session.pid };
   });
 
-  gateway.register('pty.input', methods['pty.input'].params, (params): MethodResult<'pty.input'> => {
-    // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.
-    if (params.data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4) {
-      throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
-    }
-    const bytes = Buffer.from(params.data, 'base64');
+  /** Writes keystrokes to a session: what `pty.input` and a binary input frame do. */
+  const writeInput = (sessionId: string, bytes: Buffer): number => {
     if (bytes.length > MAX_INPUT_BYTES) {
       throw new GatewayError(
         'frame_too_large',
         `pty.input data is ${bytes.length} bytes, over the ${MAX_INPUT_BYTES}-byte limit`,
       );
     }
-    const session = ptyManager.require(params.sessionId);
+    const session = ptyManager.require(sessionId);
     const pending = session.pendingInputBytes;
     if (pending > 0 && pending + bytes.length > options.inputQueueBytes) {
       throw new GatewayError(
@@ -51,8 +51,25 @@ export function registerPtyMethods(
       );
     }
     session.write(bytes);
-    return { bytes: bytes.length };
+    return bytes.length;
+  };
+
+  gateway.register('pty.input', methods['pty.input'].params, (params): MethodResult<'pty.input'> => {
+    // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.
+    if (params.data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4) {
+      throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
+    }
+    return { bytes: writeInput(params.sessionId, Buffer.from(params.data, 'base64')) };
   });
+
+  gateway.register(
+    'pty.binary',
+    methods['pty.binary'].params,
+    (_params, context): MethodResult<'pty.binary'> => {
+      context.connection.binary = true;
+      return { version: BINARY_VERSION };
+    },
+  );
 
   gateway.register('pty.resize', methods['pty.resize'].params, (params): MethodResult<'pty.resize'> => {
     ptyManager.require(params.sessionId).resize(params.cols, params.rows);
@@ -146,7 +163,8 @@ export function registerPtyMethods(
     return { topics: [...context.connection.topics] };
   });
 
-  return (sessionId) => {
+  const dropScreens = (sessionId?: string): void => {
     for (const [id, screen] of screens) if (sessionId === undefined || id === sessionId) screen.dispose();
   };
+  return { dropScreens, writeInput };
 }

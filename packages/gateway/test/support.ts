@@ -10,7 +10,7 @@ export const TOKEN = 'test-token-0123456789';
 export interface Harness {
   gateway: Gateway;
   manager: PtyManager;
-  connect(options?: { autoAck?: boolean }): Promise<GatewayClient>;
+  connect(options?: { autoAck?: boolean; binary?: boolean }): Promise<GatewayClient>;
   dispose(): Promise<void>;
 }
 

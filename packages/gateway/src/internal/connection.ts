@@ -28,6 +28,8 @@ export class Connection {
   awaitingPong = false;
   /** Requests read and not answered yet. */
   inFlight = 0;
+  /** Since `pty.binary`: pty output goes out, and keystrokes may come in, as binary frames. */
+  binary = false;
   /** Outbound bytes (ws's queue and the socket's) past which the connection stops reading. */
   readonly budgetBytes: number;
   readonly #onHold: (outboundBytes: number) => void;
@@ -76,10 +78,10 @@ export class Connection {
     return Math.max(this.unacked(sessionId), this.socket.bufferedAmount);
   }
 
-  /** Sends a text frame (a Buffer holds its UTF-8 bytes), then holds reading if over budget. */
-  send(frame: string | Buffer): void {
+  /** Sends a text frame (a Buffer holds its UTF-8 bytes), or a binary one; then holds reading if over budget. */
+  send(frame: string | Buffer, binary = false): void {
     if (!this.open) return;
-    this.socket.send(frame, { binary: false });
+    this.socket.send(frame, { binary });
     if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
   }
 

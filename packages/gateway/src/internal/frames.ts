@@ -8,9 +8,14 @@
 import { isAscii, isUtf8 } from 'node:buffer';
 import type { RawData } from 'ws';
 
-/** The text of a frame as `ws` hands it over (a Buffer, an ArrayBuffer or fragments); undefined if not UTF-8. */
+/** The bytes of a frame as `ws` hands it over (a Buffer, an ArrayBuffer or fragments). */
+export function rawBuffer(raw: RawData): Buffer {
+  return Buffer.isBuffer(raw) ? raw : Array.isArray(raw) ? Buffer.concat(raw) : Buffer.from(raw);
+}
+
+/** The text of a frame as `ws` hands it over; undefined if not UTF-8. */
 export function rawText(raw: RawData): string | undefined {
-  const buffer = Buffer.isBuffer(raw) ? raw : Array.isArray(raw) ? Buffer.concat(raw) : Buffer.from(raw);
+  const buffer = rawBuffer(raw);
   // JSON-RPC from the server is mostly ASCII: latin1 is a straight copy, cheaper than a UTF-8
   // decode of the same bytes (13 against 17 µs for 87 KiB here). Anything else decodes as UTF-8.
   if (isAscii(buffer)) return buffer.toString('latin1');

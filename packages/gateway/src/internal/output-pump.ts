@@ -8,6 +8,7 @@
 // so a client that reconnects within it loses nothing; after it, the program runs on.
 import type { PtySession } from '@aleph/pty';
 import type { Connection } from './connection.js';
+import { binaryOutputFramer } from './binary-frames.js';
 import { outputFramer } from './frames.js';
 
 export interface FlowLimits {
@@ -47,13 +48,15 @@ export class OutputPump {
   #holdFrom: number | undefined;
   #held: Disposable | undefined;
   #graceTimer: NodeJS.Timeout | undefined;
-  readonly #frame: (offset: number, data: Buffer) => Buffer;
+  readonly #textFrame: (offset: number, data: Buffer) => Buffer;
+  readonly #binaryFrame: (offset: number, data: Buffer) => Buffer;
 
   constructor(session: PtySession, connections: () => Iterable<Connection>, limits: FlowLimits) {
     this.#session = session;
     this.#connections = connections;
     this.#limits = limits;
-    this.#frame = outputFramer(session.id);
+    this.#textFrame = outputFramer(session.id);
+    this.#binaryFrame = binaryOutputFramer(session.id);
     this.#flushed = session.scrollback.end;
     session.onData((chunk, offset) => this.#onData(chunk, offset));
   }
@@ -113,7 +116,8 @@ export class OutputPump {
     this.#lastFrameBytes = data.length;
     const end = offset + data.length;
     this.#flushed = end;
-    let frame: Buffer | undefined;
+    let text: Buffer | undefined;
+    let binary: Buffer | undefined;
     let live = 0;
     let viewers = 0;
     for (const viewer of this.#viewers()) {
@@ -124,8 +128,8 @@ export class OutputPump {
         viewer.startedAt.set(this.#session.id, offset);
       }
       if (sent !== offset || viewer.backlog(this.#session.id) > this.#limits.highWaterBytes) continue;
-      frame ??= this.#frame(offset, data);
-      viewer.send(frame);
+      if (viewer.binary) viewer.send((binary ??= this.#binaryFrame(offset, data)), true);
+      else viewer.send((text ??= this.#textFrame(offset, data)));
       viewer.sent.set(this.#session.id, end);
       if (viewer.backlog(this.#session.id) <= this.#limits.highWaterBytes) live += 1;
     }
@@ -163,7 +167,9 @@ export class OutputPump {
     const end = Math.min(this.#flushed, offset + data.length);
     while (sent < end && viewer.backlog(id) <= this.#limits.highWaterBytes) {
       const length = Math.min(this.#limits.maxBatchBytes, end - sent);
-      viewer.send(this.#frame(sent, data.subarray(sent - offset, sent - offset + length)));
+      const bytes = data.subarray(sent - offset, sent - offset + length);
+      if (viewer.binary) viewer.send(this.#binaryFrame(sent, bytes), true);
+      else viewer.send(this.#textFrame(sent, bytes));
       sent += length;
     }
     viewer.sent.set(id, sent);
