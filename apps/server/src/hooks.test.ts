@@ -198,6 +198,56 @@ describe('Claude Code hooks in a server run', () => {
     }
   });
 
+  it("a plugin's single-quoted '${CLAUDE_PLUGIN_ROOT}' command runs, and its PreToolUse additionalContext reaches the model", async () => {
+    // The shape of Anthropic's security-guidance plugin: its hooks.json command, a stand-in script.
+    const plugin = join(work, 'security-guidance');
+    mkdirSync(join(plugin, '.claude-plugin'), { recursive: true });
+    mkdirSync(join(plugin, 'hooks'));
+    writeFileSync(join(plugin, '.claude-plugin', 'plugin.json'), '{"name": "security-guidance"}');
+    const command = "python3 '${CLAUDE_PLUGIN_ROOT}/hooks/security_reminder_hook.py'";
+    const group = { matcher: 'Edit|Write|MultiEdit', hooks: [{ type: 'command', command }] };
+    writeFileSync(join(plugin, 'hooks', 'hooks.json'), JSON.stringify({ hooks: { PreToolUse: [group] } }));
+    const reminder = 'Security Warning: innerHTML with untrusted content can lead to XSS.';
+    writeFileSync(
+      join(plugin, 'hooks', 'security_reminder_hook.py'),
+      `import json, sys\nevent = json.load(sys.stdin)\nif ".innerHTML =" in event["tool_input"].get("content", ""):\n    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": ${JSON.stringify(reminder)}}}))\n`,
+    );
+    const project = join(work, 'plugin-project');
+    mkdirSync(project);
+    const llm3 = await startFakeLlm((conversation) => {
+      const last = conversation.at(-1);
+      if (last?.role === 'user' && conversation.some((turn) => turn.role === 'tool'))
+        return { text: `Noted: ${last.text}\nVERDICT: PASS` };
+      if (last?.role === 'tool') return { text: 'Wrote it.\nVERDICT: PASS' };
+      return { call: { name: 'write_file', args: { path: 'x.js', content: 'el.innerHTML = x;\n' } } };
+    });
+    const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm3.baseUrl}"\n\n[hooks]\nfiles = ["${join(plugin, 'hooks', 'hooks.json')}"]\n\n[power]\ninhibit_sleep = false\n`;
+    const child = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'claude-config') });
+    const sub = await connectGateway(child.url, { token: child.token });
+    try {
+      await sub.subscribe(['agent.*']);
+      const hooks: Record<string, any>[] = [];
+      let done: Record<string, any> | undefined;
+      sub.onEvent((topic, params) => {
+        if (topic === 'agent.hook') hooks.push(params as Record<string, any>);
+        if (topic === 'agent.done') done = params as Record<string, any>;
+      });
+      await sub.request('agent.run', { prompt: 'write x.js', cwd: project });
+      await expect.poll(() => done, { timeout: 30_000 }).toBeDefined();
+      expect(readFileSync(join(project, 'x.js'), 'utf8')).toBe('el.innerHTML = x;\n');
+      expect(hooks).toEqual([
+        expect.objectContaining({ event: 'PreToolUse', tool: 'write_file', kind: 'feedback', exitCode: 0 }),
+      ]);
+      const seen = JSON.stringify(llm3.requests.at(-1)?.body.messages);
+      expect(seen).toContain(reminder);
+    } finally {
+      await sub.close();
+      await child.stop();
+      rmSync(child.stateDir, { recursive: true, force: true });
+      await llm3.close();
+    }
+  });
+
   it("resolves [hooks] files from the config file's folder, not from where the server started", () => {
     const folder = join(work, 'config-folder');
     mkdirSync(folder);

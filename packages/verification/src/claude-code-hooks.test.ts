@@ -41,6 +41,8 @@ beforeAll(() => {
   cpSync(join(FIXTURES, 'claude-project'), project, { recursive: true });
   cpSync(join(FIXTURES, 'home'), home, { recursive: true });
   cpSync(join(FIXTURES, 'plugin'), plugin, { recursive: true });
+  cpSync(join(FIXTURES, 'security-plugin'), join(root, 'security-plugin'), { recursive: true });
+  mkdirSync(join(root, 'plain-project'));
 });
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -519,23 +521,61 @@ describe('PreToolUse / PostToolUse with matchers on Aleph tool names', () => {
   });
 });
 
+/** A project with no hooks of its own, and the security-guidance stand-in plugin. */
+function securityHooks(outcomes: HookOutcome[]): ClaudeCodeToolHooks {
+  const projectDir = join(root, 'plain-project');
+  const plugins = [join(root, 'security-plugin')];
+  return new ClaudeCodeToolHooks(discoverClaudeCodeHooks({ projectDir, home: null, plugins }), {
+    projectDir,
+    onHookOutcome: (outcome) => outcomes.push(outcome),
+  });
+}
+
 describe('${CLAUDE_…} placeholders are replaced in the command text, as Claude Code does', () => {
   it("a plugin that single-quotes '${CLAUDE_PLUGIN_ROOT}' (security-guidance's hooks.json) runs its script", async () => {
-    const securityPlugin = join(root, 'security-plugin');
-    cpSync(join(FIXTURES, 'security-plugin'), securityPlugin, { recursive: true });
-    const elsewhere = mkdirSync(join(root, 'plain-project'), { recursive: true })!;
-    const found = discoverClaudeCodeHooks({ projectDir: elsewhere, home: null, plugins: [securityPlugin] });
     const outcomes: HookOutcome[] = [];
-    const hooks = new ClaudeCodeToolHooks(found, {
-      projectDir: elsewhere,
-      onHookOutcome: (outcome) => outcomes.push(outcome),
-    });
+    const hooks = securityHooks(outcomes);
     const write = (content: string) => ({ id: 'w', name: 'write_file', args: { path: 'ok.txt', content } });
     expect(await hooks.before(write('plain text'))).toEqual({ kind: 'allow' });
     expect(outcomes.map((outcome) => [outcome.kind, outcome.exitCode])).toEqual([['allow', 0]]);
     expect(await hooks.before(write('eval(input)'))).toEqual({
       kind: 'deny',
       reason: 'Security Warning: eval() executes arbitrary code.',
+    });
+  });
+
+  it("PreToolUse additionalContext reaches the model: the call's feedback in after(), or with a deny reason", async () => {
+    const outcomes: HookOutcome[] = [];
+    const hooks = securityHooks(outcomes);
+    const reminder = 'Security Warning: innerHTML with untrusted content can lead to XSS.';
+    const call = { id: 'c7', name: 'write_file', args: { path: 'x.js', content: 'el.innerHTML = x;' } };
+    expect(await hooks.before(call)).toEqual({ kind: 'allow' });
+    expect(outcomes.at(-1)).toMatchObject({ event: 'PreToolUse', kind: 'feedback', message: reminder });
+    expect(await hooks.after(call, { output: 'wrote 17 bytes to x.js' })).toEqual({ feedback: reminder });
+    expect(await hooks.after(call, { output: 'again' })).toBeUndefined(); // given once
+    const file = join(root, 'deny-with-context.json');
+    const json = {
+      hookSpecificOutput: {
+        hookEventName: 'PreToolUse',
+        permissionDecision: 'deny',
+        permissionDecisionReason: 'not here',
+        additionalContext: 'write under build/ instead',
+      },
+    };
+    const command = `echo '${JSON.stringify(json)}'`;
+    writeFileSync(
+      file,
+      JSON.stringify({ hooks: { PreToolUse: [{ hooks: [{ type: 'command', command }] }] } }),
+    );
+    const denying = new ClaudeCodeToolHooks(
+      discoverClaudeCodeHooks({ projectDir: project, home: null, files: [file] }).hooks.filter((hook) =>
+        hook.name.startsWith(file),
+      ),
+      { projectDir: project },
+    );
+    expect(await denying.before({ ...call, args: { path: 'y.txt', content: '' } })).toEqual({
+      kind: 'deny',
+      reason: 'not here\n\nwrite under build/ instead',
     });
   });
 

@@ -2,6 +2,8 @@
 // harness's hook point (allow | deny{reason} | rewrite{args}; after → optional feedback). The same
 // runner and contract as Stop: exit 2 → stderr; exit 0 → JSON; other codes → a non-blocking error,
 // reported and ignored. There is no human in the loop, so `"ask"` is a deny that says so.
+// PreToolUse `additionalContext` reaches the model too: with the deny reason, or kept per call id
+// and given back by `after` as feedback (the harness's one path to the model's next Think).
 import { matcherMatches, type ClaudeCodeCommandHook, type ClaudeCodeHooks } from './claude-code-settings.js';
 import { firstLines, type HookOutcome, type HookOutcomeListener } from './hook-outcome.js';
 import { describeFailure, processFacts, runCommandHook } from './internal/command-hook.js';
@@ -56,14 +58,17 @@ function preToolAnswer(
   name: string,
   outcome: ProcessOutcome,
   timeoutMs: number,
-): Answer & { systemMessage?: string } {
+): Answer & { systemMessage?: string; context?: string } {
   if (outcome.kind === 'exited' && outcome.code === 2)
     return { kind: 'deny', reason: outcome.stderr.trim() || `PreToolUse hook "${name}" blocked the call` };
   if (outcome.kind !== 'exited' || outcome.code !== 0)
     return { kind: 'error', message: describeFailure(outcome, timeoutMs) };
   const output = parseHookJson(outcome.stdout);
-  const message = output?.systemMessage === undefined ? {} : { systemMessage: output.systemMessage };
   const specific = output?.hookSpecificOutput;
+  const message = {
+    ...(output?.systemMessage === undefined ? {} : { systemMessage: output.systemMessage }),
+    ...(specific?.additionalContext ? { context: specific.additionalContext } : {}),
+  };
   const decision = specific?.permissionDecision ?? (output?.decision === 'block' ? 'deny' : undefined);
   const reason = specific?.permissionDecisionReason ?? output?.reason ?? '';
   // Claude Code would end the whole turn here; the harness's hook point can only refuse the call.
@@ -101,6 +106,8 @@ function postToolFeedback(outcome: ProcessOutcome): string | undefined {
 export class ClaudeCodeToolHooks {
   readonly #hooks: readonly ClaudeCodeCommandHook[];
   readonly #options: ClaudeCodeToolHooksOptions;
+  /** PreToolUse `additionalContext` of a call that was let through, until its `after`. */
+  readonly #context = new Map<string, string>();
 
   constructor(
     hooks: ClaudeCodeHooks | readonly ClaudeCodeCommandHook[],
@@ -121,26 +128,32 @@ export class ClaudeCodeToolHooks {
     const claudeInput = toClaudeInput(call.name, call.args, projectDir);
     const runs = await this.#run('PreToolUse', call, ctx, { tool_input: claudeInput });
     const denials: string[] = [];
+    const contexts: string[] = [];
     let rewritten: Record<string, unknown> | undefined;
     for (const { hook, outcome, durationMs } of runs) {
       const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+      const context = answer.kind === 'error' ? undefined : answer.context;
+      if (context !== undefined) contexts.push(context);
       if (answer.kind === 'deny') denials.push(answer.reason);
       // Several rewrites apply in configuration order, each merged over the input so far.
       if (answer.kind === 'rewrite')
         rewritten = { ...(rewritten ?? (claudeInput as Record<string, unknown>)), ...answer.input };
-      const said = answer.kind === 'deny' ? answer.reason : answer.kind === 'error' ? answer.message : '';
+      const said =
+        answer.kind === 'deny' ? answer.reason : answer.kind === 'error' ? answer.message : (context ?? '');
       this.#report(
         hook,
         call,
         ctx,
         outcome,
         durationMs,
-        answer.kind,
+        answer.kind === 'allow' && context !== undefined ? 'feedback' : answer.kind,
         said,
         answer.kind === 'error' ? undefined : answer.systemMessage,
       );
     }
-    if (denials.length > 0) return { kind: 'deny', reason: capForModel(denials.join('\n\n')) };
+    if (denials.length > 0)
+      return { kind: 'deny', reason: capForModel([...denials, ...contexts].join('\n\n')) };
+    if (contexts.length > 0) this.#context.set(call.id, contexts.join('\n\n'));
     if (rewritten !== undefined)
       return { kind: 'rewrite', args: fromClaudeInput(call.name, rewritten, projectDir) };
     return { kind: 'allow' };
@@ -155,7 +168,9 @@ export class ClaudeCodeToolHooks {
       tool_input: toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir),
       tool_response: { output: result.output, is_error: result.isError ?? false },
     });
-    const feedback: string[] = [];
+    const before = this.#context.get(call.id);
+    this.#context.delete(call.id);
+    const feedback: string[] = before === undefined ? [] : [before];
     for (const { hook, outcome, durationMs } of runs) {
       const said = postToolFeedback(outcome);
       if (said !== undefined) feedback.push(said);
