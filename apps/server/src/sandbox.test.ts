@@ -216,6 +216,38 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     }
   });
 
+  it('a `sandbox = true` stop hook keeps the Claude Code contract: CLAUDE_PROJECT_DIR, a readable transcript, no secrets', async () => {
+    const hook = join(root, 'sbhook.sh');
+    writeFileSync(
+      hook,
+      [
+        'set -euo pipefail',
+        'transcript=$(jq -r .transcript_path)',
+        '{',
+        '  echo "project=$CLAUDE_PROJECT_DIR"',
+        `  echo "assistant=$(jq -s '[.[] | select(.type == "assistant")] | length' "$transcript")"`,
+        '  echo "beside=$(ls "$(dirname "$transcript")" | wc -l)"',
+        "  env | grep -E 'ALEPH_|e2e-gateway-token|fake-provider-key' || echo no-secrets",
+        '} > "$CLAUDE_PROJECT_DIR/sbhook.out"',
+      ].join('\n'),
+    );
+    // The store outside /tmp: the sandbox's private /tmp would hide it whatever the policy said.
+    const store = join(root, 'store');
+    const hooks = `\n[store]\ndir = "${store}"\n\n[[stop_hooks]]\nname = "reader"\ncommand = "bash ${hook}"\nsandbox = true\n`;
+    const { client } = await start(config('required', hooks, 3));
+    try {
+      await agentRun(client, ['echo hi']);
+      const lines = readFileSync(join(work, 'sbhook.out'), 'utf8').trim().split('\n');
+      expect(lines[0]).toBe(`project=${work}`);
+      expect(Number(lines[1]?.replace('assistant=', ''))).toBeGreaterThan(0);
+      expect(lines.slice(2)).toEqual(['beside=1', 'no-secrets']); // the rest of the store stays hidden
+      expect(readdirSync(store).length).toBeGreaterThan(1);
+    } finally {
+      rmSync(join(work, 'sbhook.out'), { force: true });
+      rmSync(store, { recursive: true, force: true });
+    }
+  });
+
   it('the file tools refuse a denied path inside the cwd, and agent.run a cwd under one, whatever the mode', async () => {
     const { client } = await start(config('off'));
     const { outputs } = await agentRun(client, ['read:secrets/token', 'read:work/../secrets/token'], root);

@@ -163,8 +163,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
 
 /**
  * The sandbox of every run: the state dir and the session store are denied beside the configured
- * paths, and the provider key is never passed. A bad policy, or `required` without a working
- * backend, is a config error naming the key.
+ * paths, and the provider key is never passed. A confined hook keeps Claude Code's variables (paths,
+ * never secrets). A bad policy, or `required` without a working backend, is a config error naming the key.
  */
 function buildSandbox(
   config: Config,
@@ -180,7 +180,7 @@ function buildSandbox(
       {
         network: config.sandbox.network,
         denyRead: [stateDir, storeDir, ...config.sandbox.deny_read],
-        env: config.sandbox.env,
+        env: ['CLAUDE_PROJECT_DIR', 'CLAUDE_PLUGIN_ROOT', ...config.sandbox.env],
         secretEnv: keyVariable === undefined ? [] : [keyVariable],
       },
       { mode: config.sandbox.mode, env },

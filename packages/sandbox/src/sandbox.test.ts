@@ -156,6 +156,24 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stderr).toMatch(/token: No such file/);
   });
 
+  it('reads the files it is given as readable (a hook transcript in the state dir), read-only; the rest stays hidden', async () => {
+    const log = join(state, 'sessions', 'log.jsonl');
+    const ran = await run(
+      sandbox('required').wrap({
+        file: '/bin/sh',
+        args: ['-c', `cat ${log}; cat ${state}/token; cat ${home}/.ssh/id_ed25519; echo x >> ${log}`],
+        cwd: work,
+        env: process.env,
+        readable: [log, join(home, '.ssh', 'id_ed25519'), join(state, 'absent.jsonl')],
+      }),
+    );
+    expect(ran.stdout).toBe('session-log\n');
+    expect(ran.stderr).toMatch(/token: No such file/);
+    expect(ran.stderr).toMatch(/id_ed25519: No such file/);
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(readFileSync(log, 'utf8')).toBe('session-log\n');
+  });
+
   it('sees no ALEPH_*, no provider key, no *_TOKEN or *_API_KEY unless listed', async () => {
     const ran = await sh('required', 'env');
     expect(ran.stdout).not.toMatch(/aleph-token-secret|ALEPH_|provider-key-secret|openai-key|github-token/);

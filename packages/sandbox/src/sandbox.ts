@@ -26,6 +26,12 @@ export interface SandboxCommand {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /**
+   * Files it may read, read-only, though a `denyRead` dir (or the private /tmp) hides them: the
+   * caller's, never the model's (a hook's transcript in the state dir). Only regular files, and
+   * none under the protected home paths or itself denied; others are left hidden.
+   */
+  readonly readable?: readonly string[];
 }
 
 export interface WrappedCommand {
@@ -173,6 +179,20 @@ function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   return real;
 }
 
+function readableFiles(paths: readonly string[] | undefined, policy: ResolvedPolicy): string[] {
+  return (paths ?? []).flatMap((path) => {
+    try {
+      const real = realpathSync(path);
+      const hidden = policy.deny.some(
+        (denied) => denied.path === real || (denied.source === 'protected' && isWithin(real, denied.path)),
+      );
+      return statSync(real).isFile() && !hidden ? [real] : [];
+    } catch {
+      return []; // not there (yet): nothing to show
+    }
+  });
+}
+
 function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): ConfiguredSandbox {
   return {
     backend: 'none',
@@ -218,16 +238,20 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);
           const unset = unsetNames([command.env, inherited], resolved);
+          const readable = readableFiles(command.readable, resolved);
           if (backend === 'bubblewrap') {
+            const confined = { ...command, readable };
             return {
-              ...bubblewrapCommand(path, filter(), (fd) => bubblewrapArgs(resolved, cwd, command, unset, fd)),
+              ...bubblewrapCommand(path, filter(), (fd) =>
+                bubblewrapArgs(resolved, cwd, confined, unset, fd),
+              ),
               cwd,
               env,
             };
           }
           const args = [
             '-p',
-            seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network }),
+            seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network, readable }),
             '/usr/bin/env',
             ...unset.flatMap((name) => ['-u', name]),
             command.file,

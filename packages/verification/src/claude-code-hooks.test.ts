@@ -383,17 +383,21 @@ describe('settings discovery like Claude Code', () => {
 });
 
 describe('what a hook sees and what the caller observes', () => {
-  it('the environment: no stripped secret; CLAUDE_PROJECT_DIR; a wrap runs the command through the sandbox', async () => {
+  it('the environment: no stripped secret; CLAUDE_PROJECT_DIR; a wrap runs the command through the sandbox, told the transcript', async () => {
     process.env['ALEPH_TOKEN_TEST_SECRET'] = 'leak';
     try {
-      const wrap: CommandWrapper = (command) => ({
-        file: 'env',
-        args: ['WRAPPED=yes', command.file, ...command.args],
-        cwd: command.cwd,
-        env: Object.fromEntries(
-          Object.entries(command.env).filter((pair): pair is [string, string] => pair[1] !== undefined),
-        ),
-      });
+      const readable: (readonly string[] | undefined)[] = [];
+      const wrap: CommandWrapper = (command) => {
+        readable.push(command.readable);
+        return {
+          file: 'env',
+          args: ['WRAPPED=yes', command.file, ...command.args],
+          cwd: command.cwd,
+          env: Object.fromEntries(
+            Object.entries(command.env).filter((pair): pair is [string, string] => pair[1] !== undefined),
+          ),
+        };
+      };
       const hook = buildStopHooksFromConfig(
         { stop_hooks: [{ name: 'env', command: 'env >&2; exit 2', sandbox: true }] },
         { cwd: project, stripEnv: ['ALEPH_TOKEN_TEST_SECRET'], wrap },
@@ -403,6 +407,8 @@ describe('what a hook sees and what the caller observes', () => {
       expect(reason).not.toContain('ALEPH_TOKEN_TEST_SECRET');
       expect(reason).toContain(`CLAUDE_PROJECT_DIR=${project}`);
       expect(reason).toContain('WRAPPED=yes');
+      // A sandbox hides the state dir: it is told which transcript the hook must still read.
+      expect(readable).toEqual([[stopCtx().transcriptPath]]);
     } finally {
       delete process.env['ALEPH_TOKEN_TEST_SECRET'];
     }

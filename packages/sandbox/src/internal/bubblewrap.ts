@@ -1,8 +1,9 @@
 // The bwrap command line for one confined command. Order matters: bwrap applies mounts in
 // sequence, so the read-only root comes first, then the private /tmp and /run, then the writable cwd
-// (which may lie under /tmp), then the denied paths over all of them. Every tmpfs is mounted
-// before any is made read-only, and a denied path inside a denied dir gets no mount of its own
-// (it is hidden already, and its mount point could not be made on the read-only tmpfs).
+// (which may lie under /tmp), then the denied paths over all of them, then the readable files over
+// those. Every tmpfs is mounted and every readable file bound before any tmpfs is made read-only,
+// and a denied path inside a denied dir gets no mount of its own (it is hidden already, and its
+// mount point could not be made on the read-only tmpfs).
 import { existsSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
@@ -88,7 +89,7 @@ export function projectConfigArgs(cwd: string): string[] {
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
-  command: { file: string; args: readonly string[] },
+  command: { file: string; args: readonly string[]; readable?: readonly string[] },
   unset: readonly string[],
   seccompFd?: number,
 ): string[] {
@@ -101,6 +102,7 @@ export function bubblewrapArgs(
     if (kind === 'dir') args.push('--tmpfs', path);
     else args.push('--ro-bind', '/dev/null', path);
   }
+  for (const path of command.readable ?? []) args.push('--ro-bind', path, path);
   for (const { path, kind } of denials) if (kind === 'dir') args.push('--remount-ro', path);
   args.push('--chdir', cwd, '--', command.file, ...command.args);
   return args;

@@ -41,3 +41,16 @@ it('quotes and backslashes in a path stay inside the string literal', () => {
   const profile = seatbeltProfile({ cwd: '/Users/ada/we"ird\\dir', deny: [], network: 'on' });
   expect(profile).toContain('(subpath "/Users/ada/we\\"ird\\\\dir")');
 });
+
+it('readable files: allowed for reads after the denials (later rules win), by literal', () => {
+  const profile = seatbeltProfile({
+    cwd: '/Users/ada/project',
+    deny: [{ path: '/Users/ada/.local/state/aleph', kind: 'dir', source: 'deny_read' }],
+    network: 'on',
+    readable: ['/Users/ada/.local/state/aleph/sessions/s1.transcript.jsonl'],
+  });
+  expect(profile.trimEnd().split('\n').slice(-2)).toEqual([
+    '(deny file-read* file-write* (subpath "/Users/ada/.local/state/aleph"))',
+    '(allow file-read* (literal "/Users/ada/.local/state/aleph/sessions/s1.transcript.jsonl"))',
+  ]);
+});

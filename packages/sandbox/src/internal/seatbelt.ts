@@ -7,6 +7,8 @@ export interface SeatbeltOptions {
   readonly cwd: string;
   readonly deny: readonly DeniedPath[];
   readonly network: 'off' | 'on';
+  /** Files readable although under a denied path (real paths). */
+  readonly readable?: readonly string[];
 }
 
 /** An SBPL string literal. */
@@ -29,6 +31,11 @@ export function seatbeltProfile(options: SeatbeltOptions): string {
   );
   if (options.deny.length > 0) {
     lines.push(`(deny file-read* file-write* ${options.deny.map(filter).join(' ')})`);
+  }
+  if ((options.readable ?? []).length > 0) {
+    lines.push(
+      `(allow file-read* ${(options.readable ?? []).map((path) => `(literal ${literal(path)})`).join(' ')})`,
+    );
   }
   if (options.network === 'off') {
     lines.push('(deny network*)');

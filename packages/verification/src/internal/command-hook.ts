@@ -45,16 +45,21 @@ export async function runCommandHook(
   const env: Record<string, string | undefined> = { ...process.env, ...spec.env };
   for (const name of spec.stripEnv ?? []) delete env[name];
   Object.assign(env, claude, { PWD: cwd }); // not the server's own PWD
+  // A sandbox hides the state dir; the transcripts a hook is told of stay readable.
+  const readable = [input['transcript_path'], input['agent_transcript_path']].filter(
+    (path): path is string => typeof path === 'string',
+  );
   const started = Date.now();
   const outcome = await runProcess({
     command:
       spec.args === undefined
-        ? { file: 'sh', args: ['-c', substitute(spec.command, claude, false)], cwd, env }
+        ? { file: 'sh', args: ['-c', substitute(spec.command, claude, false)], cwd, env, readable }
         : {
             file: substitute(spec.command, claude, true),
             args: spec.args.map((arg) => substitute(arg, claude, true)),
             cwd,
             env,
+            readable,
           },
     stdin: JSON.stringify(input),
     timeoutMs: spec.timeoutMs,

@@ -33,6 +33,8 @@ export interface CommandToRun {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Files the command must be able to read inside a sandbox (the hook's transcripts). */
+  readonly readable?: readonly string[];
 }
 
 /** What a sandbox's `wrap` returns. */
