@@ -330,13 +330,14 @@ export class AgentService {
     };
     const claudeHooks = discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files });
     for (const warning of claudeHooks.warnings) logger.warn({ runId }, warning);
-    const stopHooks = buildStopHooksFromConfig(
-      { stop_hooks: config.stop_hooks },
-      { cwd, onHookError, wrap: this.#wrap, ...hookOptions },
-    );
     const parent = parentId
       ? { sessionId: parentId, transcriptPath: sessions.transcriptPath?.(parentId) }
       : undefined;
+    // `[[stop_hooks]]` speak the same contract: a sub-agent's stop is SubagentStop, told the parent's session.
+    const stopHooks = buildStopHooksFromConfig(
+      { stop_hooks: config.stop_hooks },
+      { cwd, onHookError, wrap: this.#wrap, parent, ...hookOptions },
+    );
     const toolHooks = new ClaudeCodeToolHooks(claudeHooks, { projectDir: cwd, ...hookOptions });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()

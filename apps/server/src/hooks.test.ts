@@ -157,7 +157,9 @@ describe('Claude Code hooks in a server run', () => {
       JSON.stringify({ hooks: { Stop: [record('stop')], SubagentStop: [record('subagent-stop')] } }),
     );
     try {
-      const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm2.baseUrl}"\n\n[power]\ninhibit_sleep = false\n`;
+      // The same recorder as a `[[stop_hooks]]` entry: it gets SubagentStop for the child too.
+      const record2 = 'cat >> stop-hooks.jsonl; echo >> stop-hooks.jsonl';
+      const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm2.baseUrl}"\n\n[power]\ninhibit_sleep = false\n\n[[stop_hooks]]\nname = "record"\ncommand = "${record2}"\n`;
       const child = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'claude-config') });
       const sub = await connectGateway(child.url, { token: child.token });
       try {
@@ -188,6 +190,12 @@ describe('Claude Code hooks in a server run', () => {
         expect(child.agent_id).not.toBe(run.sessionId);
         expect(child.agent_transcript_path).toMatch(/./);
         expect(child.agent_transcript_path).not.toBe(parent.transcript_path);
+        // `[[stop_hooks]]`: the same events and sessions as the Claude Code route (was Stop, the child's own).
+        const own = lines('stop-hooks.jsonl').map((line) => [line.hook_event_name, line.session_id]);
+        expect(own.sort()).toEqual([
+          ['Stop', run.sessionId],
+          ['SubagentStop', run.sessionId],
+        ]);
       } finally {
         await sub.close();
         await child.stop();

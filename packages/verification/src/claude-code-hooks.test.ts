@@ -18,12 +18,15 @@ import {
   gateVeto,
   loadHooksFile,
   matcherMatches,
+  MutationEvidenceVerifier,
   OUTPUT_CAP_BYTES,
   type CommandWrapper,
   type HookOutcome,
   type StopHookContext,
   type ShellStopHook,
   type StopHookVerdict,
+  type TurnVerifyContext,
+  VerifierChain,
 } from './index.js';
 
 const FIXTURES = fileURLToPath(new URL('../fixtures/', import.meta.url));
@@ -121,6 +124,35 @@ describe('the Stop contract, on both routes', () => {
     expect(await bothRoutes(entry, stopCtx({ stopHookActive: true }))).toEqual([
       { kind: 'allow' },
       { kind: 'allow' },
+    ]);
+  });
+
+  it('stop_hook_active stays true while the model continues because a stop was refused, by any verifier', async () => {
+    // As tester2 saw it: the hook blocks once, then allows; Aleph's evidence nudge vetoes that stop.
+    const chain = VerifierChain.builder()
+      .with(
+        buildStopHooksFromConfig(
+          { stop_hooks: [{ name: 'tests', command: 'python3 .claude/hooks/require-tests.py' }] },
+          { cwd: project },
+        ),
+      )
+      .with(new MutationEvidenceVerifier())
+      .build();
+    const stop: TurnVerifyContext = {
+      iterations: 2,
+      toolCallsMade: 1,
+      finalText: 'One test still fails.',
+      recentToolCalls: [{ name: 'write_file', argsHash: 'a', ok: true, kind: 'mutation' }],
+      stopReason: 'end_turn',
+      sessionId: 's-active',
+      projectDir: project,
+    };
+    const verdicts = [];
+    for (let attempt = 0; attempt < 3; attempt += 1) verdicts.push(await chain.run(stop, live()));
+    expect(verdicts.map((verdict) => (verdict.kind === 'continue' ? 'continue' : verdict.source))).toEqual([
+      'stop_hooks', // stop_hook_active false: the hook blocks
+      'mutation_evidence', // true: the hook allows; the nudge vetoes
+      'continue', // still true (was false, and the hook blocked again)
     ]);
   });
 

@@ -21,7 +21,7 @@ export interface StopHookContext {
   readonly toolCallsMade: number;
   readonly stopReason?: string | undefined;
   readonly sessionId?: string | undefined;
-  /** True when this hook blocked the previous stop attempt (Claude Code's `stop_hook_active`). */
+  /** True when the previous stop attempt was blocked (Claude Code's `stop_hook_active`). */
   readonly stopHookActive?: boolean | undefined;
   /** How many times in a row this hook has blocked. */
   readonly blockCount?: number | undefined;

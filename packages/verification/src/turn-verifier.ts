@@ -49,6 +49,8 @@ export interface TurnVerifyContext {
   readonly transcriptPath?: string;
   /** Claude Code's `permission_mode` for hooks (e.g. `default`, `acceptEdits`, `bypassPermissions`). */
   readonly permissionMode?: string;
+  /** Set by VerifierChain: this session's previous stop attempt was vetoed, by any verifier. */
+  readonly previousStopBlocked?: boolean;
 }
 
 export interface TurnVerifier {

@@ -1,7 +1,10 @@
 // An ordered list of verifiers plus a kill-switch. The first non-`continue` verdict wins; a verifier
 // that throws is recorded and treated as `continue`, so a buggy verifier can never break the loop.
+// It tells every verifier whether the session's previous stop attempt was vetoed (by any of them):
+// Claude Code's `stop_hook_active` stays true while the model continues because a stop was refused.
 import {
   CONTINUE,
+  sessionKey,
   type TurnVerifier,
   type TurnVerifyContext,
   type VerifierVerdict,
@@ -31,6 +34,8 @@ export class VerifierChainBuilder {
 export class VerifierChain {
   readonly #verifiers: readonly TurnVerifier[];
   readonly #onError: VerifierErrorListener | undefined;
+  /** Sessions whose last stop attempt was vetoed. */
+  readonly #stopVetoed = new Set<string>();
   #enabled = true;
 
   static builder(): VerifierChainBuilder {
@@ -57,6 +62,15 @@ export class VerifierChain {
   /** Rejects with `signal.reason` when aborted; running hooks see the same signal and are killed. */
   async run(ctx: TurnVerifyContext, signal: AbortSignal): Promise<VerifierVerdict> {
     if (!this.#enabled) return CONTINUE;
+    if (ctx.stopReason === undefined) return this.#run(ctx, signal);
+    const key = sessionKey(ctx);
+    const verdict = await this.#run({ ...ctx, previousStopBlocked: this.#stopVetoed.has(key) }, signal);
+    if (verdict.kind === 'veto') this.#stopVetoed.add(key);
+    else this.#stopVetoed.delete(key);
+    return verdict;
+  }
+
+  async #run(ctx: TurnVerifyContext, signal: AbortSignal): Promise<VerifierVerdict> {
     for (const verifier of this.#verifiers) {
       signal.throwIfAborted();
       let verdict: VerifierVerdict;

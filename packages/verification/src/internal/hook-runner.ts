@@ -52,7 +52,8 @@ export class HookRunner {
       toolCallsMade: ctx.toolCallsMade,
       stopReason: ctx.stopReason,
       sessionId: ctx.sessionId,
-      stopHookActive: last !== undefined,
+      // Claude Code's rule: the model is continuing because its last stop was refused (by anything).
+      stopHookActive: ctx.previousStopBlocked ?? last !== undefined,
       blockCount,
       projectDir: ctx.projectDir,
       transcriptPath: ctx.transcriptPath,
