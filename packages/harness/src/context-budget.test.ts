@@ -9,7 +9,7 @@ import {
   messageChars,
   truncateToFit,
 } from './context-budget.js';
-import { AgentHarness, InMemorySessionStore, type Message, type Tool } from './index.js';
+import { AgentHarness, InMemorySessionStore, type Message, type Tool, type ToolCall } from './index.js';
 import { callTools, ScriptedProvider, stop } from './testing.js';
 
 const text = fc.string({ unit: 'grapheme', maxLength: 300 });
@@ -40,7 +40,10 @@ const operation = fc.oneof(
   fc.record({ kind: fc.constant('reset' as const), messages: fc.array(message, { maxLength: 10 }) }),
 );
 
-/** truncateToFit as it was, recounting every candidate (quadratic): the linear one must agree. */
+/**
+ * truncateToFit as it was, recounting every candidate (quadratic), with the last resort cutting
+ * tool-call arguments too: the linear one must agree.
+ */
 function truncateReference(messages: readonly Message[], maxTokens: number): Message[] {
   const all: Message[][] = [];
   for (const m of messages) {
@@ -67,9 +70,23 @@ function truncateReference(messages: readonly Message[], maxTokens: number): Mes
     limit = Math.floor(limit / 2)
   ) {
     if (estimateTokens(result) <= maxTokens) break;
-    result = original.map((m) =>
-      m.content.length > limit ? { ...m, content: `${m.content.slice(0, limit)}…[cut]` } : m,
-    );
+    result = original.map((m) => {
+      const cut = m.content.length > limit ? { ...m, content: `${m.content.slice(0, limit)}…[cut]` } : m;
+      if (cut.role !== 'assistant' || cut.toolCalls === undefined) return cut;
+      const chars = (c: ToolCall) => JSON.stringify(c.args ?? {}).length;
+      // Arguments are cut too once the calls' share passes the limit: each call's over it is elided.
+      const share = cut.toolCalls.reduce((sum, c) => sum + chars(c) + c.name.length + 16, 0);
+      if (share <= limit) return cut;
+      const toolCalls = cut.toolCalls.map((c) =>
+        chars(c) > limit
+          ? {
+              ...c,
+              args: { elided: `[arguments of ${c.name} elided to fit the context: ${chars(c)} chars]` },
+            }
+          : c,
+      );
+      return { ...cut, toolCalls };
+    });
   }
   return result;
 }
@@ -226,5 +243,43 @@ describe('the running token estimate', () => {
       ),
       { numRuns: 60 },
     );
+  });
+});
+
+describe('large tool-call arguments', () => {
+  const task: Message = { role: 'user', content: 'write the files' };
+  const big = 'x'.repeat(3_000_000);
+  const turn = (index: number, content: string): Message[] => [
+    {
+      role: 'assistant',
+      content: `step ${index}`,
+      toolCalls: [{ id: `c${index}`, name: 'write_file', args: { path: `f${index}.txt`, content } }],
+    },
+    { role: 'tool', toolCallId: `c${index}`, toolName: 'write_file', content: `wrote f${index}.txt` },
+  ];
+
+  it('an old 3 MB write_file call is elided, not everything before it: the history stays', () => {
+    const history = [task, ...turn(1, 'a'), ...turn(2, big), ...turn(3, 'b'), ...turn(4, 'c')];
+    const fit = fitToBudget(history, { maxTokens: 20_000 });
+    expect(fit.mode).toBe('compact');
+    expect(fit.messages).toHaveLength(history.length);
+    const elided = fit.messages[3] as Extract<Message, { role: 'assistant' }>;
+    expect(elided.toolCalls?.[0]?.args).toEqual({
+      elided: expect.stringMatching(
+        /^\[arguments of write_file elided to fit the context: 30000\d\d chars\]$/,
+      ),
+    });
+    expect(fit.messages[1]).toBe(history[1]); // small calls are kept as they are
+    // The same stub object next turn: a provider's prompt cache sees the prefix unchanged.
+    expect(fitToBudget([...history, ...turn(5, 'd')], { maxTokens: 20_000 }).messages[3]).toBe(elided);
+  });
+
+  it('the newest call, 3 MB itself, loses its arguments too, and keeps its result; nothing is dropped', () => {
+    const history = [task, ...turn(1, 'a'), ...turn(2, big)];
+    const fit = fitToBudget(history, { maxTokens: 20_000 });
+    expect(fit.mode).toBe('compact');
+    expect(fit.messages).toHaveLength(history.length);
+    expect(JSON.stringify(fit.messages[3])).toMatch(/arguments of write_file elided/);
+    expect(fit.messages[4]).toBe(history[4]);
   });
 });

@@ -1,5 +1,5 @@
 // PREPARE's context budget: a turn never fails on context size. Over budget → compactToFit (stub
-// old tool outputs, then summarise the oldest messages with a pluggable compactor); still over →
+// old tool outputs and large tool-call arguments, then summarise the oldest messages with a pluggable compactor); still over →
 // truncateToFit, a deterministic floor that always fits.
 import type { ContextBudgetOptions, Message, ToolCall } from './types.js';
 
@@ -76,19 +76,41 @@ function stubOf(message: Extract<Message, { role: 'tool' }>): Message {
   return stub;
 }
 
+/** Stubs of assistant messages whose large tool-call arguments are elided, the same object every turn. */
+const callStubs = new WeakMap<Message, Message>();
+/** The message with each call's arguments over `stubOver` characters elided (a 3 MB `write_file`). */
+function elideArgs(message: Extract<Message, { role: 'assistant' }>, stubOver: number, memo = true): Message {
+  const known = memo ? callStubs.get(message) : undefined;
+  if (known !== undefined) return known;
+  const toolCalls = (message.toolCalls ?? []).map((call) => {
+    const chars = JSON.stringify(call.args ?? {}).length;
+    const args = { elided: `[arguments of ${call.name} elided to fit the context: ${chars} chars]` };
+    return chars > stubOver ? { ...call, args } : call;
+  });
+  const stub = { ...message, toolCalls };
+  if (memo) callStubs.set(message, stub);
+  return stub;
+}
+
+/** The tool calls' share of the estimate is over `limit`. */
+const largeArgs = (message: Message, limit: number): message is Extract<Message, { role: 'assistant' }> =>
+  message.role === 'assistant' && messageChars(message) - message.content.length - 16 > limit;
+
 export function compactToFit(
   messages: readonly Message[],
   options: ContextBudgetOptions,
 ): readonly Message[] {
   const stubOver = options.stubOver ?? 400;
-  // Keep the newest unit intact: the model is acting on it now.
+  // Keep the newest unit's outputs intact: the model is acting on them now. Large arguments go
+  // everywhere, the newest call's too: the call has run, and its result says what it did.
   const groups = units(messages);
   const keepFrom = messages.length - (groups.at(-1)?.length ?? 0);
-  let compacted: Message[] = messages.map((message, index) =>
-    message.role === 'tool' && index < keepFrom && message.content.length > stubOver
-      ? stubOf(message)
-      : message,
-  );
+  let compacted: Message[] = messages.map((message, index) => {
+    if (largeArgs(message, stubOver)) return elideArgs(message, stubOver);
+    if (message.role === 'tool' && index < keepFrom && message.content.length > stubOver)
+      return stubOf(message);
+    return message;
+  });
   if (estimateTokens(compacted) <= options.maxTokens || options.compactor === undefined) return compacted;
   // Summarise the oldest half of the units after the task itself.
   const all = units(compacted);
@@ -129,11 +151,13 @@ export function truncateToFit(messages: readonly Message[], maxTokens: number): 
   const original = result;
   while (estimateTokens(result) > maxTokens && perMessage > 8) {
     const limit = perMessage;
-    result = original.map((message) =>
-      message.content.length > limit
-        ? { ...message, content: `${message.content.slice(0, limit)}…[cut]` }
-        : message,
-    );
+    result = original.map((message) => {
+      const cut =
+        message.content.length > limit
+          ? { ...message, content: `${message.content.slice(0, limit)}…[cut]` }
+          : message;
+      return largeArgs(cut, limit) ? elideArgs(cut, limit, false) : cut;
+    });
     perMessage = Math.floor(perMessage / 2);
   }
   return result;
