@@ -334,6 +334,28 @@ describe('tool-loop verifier', () => {
     expect(provider.requests).toHaveLength(12);
   });
 
+  it('the same command once per stop attempt, with every stop blocked (a Ralph loop), is not a tool loop', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-ralph-'));
+    const count = join(dir, 'count');
+    // Blocks the first 10 stops, as a Ralph loop's hook does until its work is done.
+    const hook = `n=$(cat ${count} 2>/dev/null || echo 0); echo $((n+1)) > ${count}; [ $n -ge 10 ] && exit 0; echo "again" >&2; exit 2`;
+    const chain = VerifierChain.builder()
+      .with(new ToolLoopVerifier())
+      .with(new StopHookVerifier([new ShellStopHook({ name: 'ralph', command: hook })]))
+      .build();
+    const script = Array.from({ length: 11 }, () => [callTool('read', { path: 'a' }), stop('done')]).flat();
+    const provider = new ScriptedProvider(script);
+    try {
+      const result = await harness(provider, { verifier: chain, tools: [reader], maxIterations: 30 }).run({
+        prompt: 'x',
+      });
+      expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+      expect(provider.requests).toHaveLength(22);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("the model's robustness profile (HarnessDeps.robustnessProfile) sets the thresholds", async () => {
     const chain = VerifierChain.builder().with(new ToolLoopVerifier()).build();
     const provider = looping();

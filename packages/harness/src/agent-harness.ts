@@ -474,6 +474,9 @@ export class AgentHarness {
         state,
         proposed.map((summary) => ({ ...summary, ok: false })),
       );
+      // A blocked stop starts a new attempt with new feedback (a Ralph loop's next iteration): the
+      // same command run again then is not a tool loop, so the streaks start over.
+      if (stopRequested) state.history = [];
       await log({ type: 'feedback', content: verdict.feedback });
       return {
         step: { state: 'continue', executed: 0, vetoed: true, iteration: turn.iterations },

@@ -14,7 +14,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
   pty: { lines: 1450, files: 9 },
   verification: { lines: 2041, files: 21 },
-  harness: { lines: 2127, files: 12 },
+  harness: { lines: 2130, files: 12 },
   gateway: { lines: 2420, files: 14 },
   sandbox: { lines: 728, files: 7 },
   server: { lines: 2565, files: 14 },
