@@ -21,13 +21,24 @@ type LogEvent = { seq: number } & (
   | { type: 'tool_result'; callId: string; name: string; output: string; isError: boolean }
   | { type: 'verdict'; verdict: Verdict }
   | { type: 'compaction'; mode: string; fromTokens: number; toTokens: number }
-  | { type: 'turn_step'; step: { iteration: number; state: string; executed: number; vetoed: boolean } }
+  | {
+      type: 'turn_step';
+      step: {
+        iteration: number;
+        state: string;
+        executed: number;
+        vetoed: boolean;
+        error?: string;
+        splitChild?: string;
+      };
+    }
   | { type: 'terminate'; reason: TerminateReason }
 );
 interface Run {
   runId: string;
   sessionId: string;
   prompt: string;
+  cwd?: string;
   state: 'running' | 'done';
   terminateReason?: TerminateReason;
   finalText?: string;
@@ -53,6 +64,28 @@ export function describeEnd(reason: TerminateReason): string {
   }
 }
 
+const DIRECTORY_KEY = 'aleph.directory';
+const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
+
+/**
+ * A turn in the words `aleph run` prints (apps/server cli-format.ts `stepLine`): `Turn 2: 3 tool
+ * calls (1 failed), vetoed`, or why the provider failed. `calls` are the turn's results: the
+ * step's own `executed` counts only the calls that succeeded.
+ */
+export function describeStep(
+  step: Extract<LogEvent, { type: 'turn_step' }>['step'],
+  calls: { ok: number; failed: number },
+): string {
+  if (step.error !== undefined)
+    return `Turn ${step.iteration}: the provider failed: ${brief(step.error, 200)}`;
+  const parts = [
+    `${plural(calls.ok + calls.failed, 'tool call')}${calls.failed > 0 ? ` (${calls.failed} failed)` : ''}`,
+  ];
+  if (step.vetoed) parts.push('vetoed');
+  if (step.splitChild !== undefined) parts.push(`sub-agent ${step.splitChild}`);
+  return `Turn ${step.iteration}: ${parts.join(', ')}`;
+}
+
 export class AgentPanel {
   readonly element: HTMLElement;
   readonly prompt = h('textarea', {
@@ -60,6 +93,14 @@ export class AgentPanel {
     rows: '3',
     placeholder: 'Ask the agent… (Ctrl+Enter to run)',
     'aria-label': 'Prompt',
+  });
+  /** The run's directory; empty sends none (the server's `[agent] workdir`, if it has one). */
+  readonly directory = h('input', {
+    id: 'cwd',
+    type: 'text',
+    spellcheck: 'false',
+    autocomplete: 'off',
+    placeholder: "/path/to/project (empty: the server's [agent] workdir)",
   });
   readonly #connection: GatewayConnection;
   readonly #runs = new Map<string, Run>();
@@ -78,8 +119,8 @@ export class AgentPanel {
     const form = h(
       'form',
       { class: 'prompt-form', onsubmit: (event) => (event.preventDefault(), void this.run()) },
-      this.prompt,
-      h('button', { type: 'submit' }, 'Run'),
+      h('label', { class: 'directory' }, 'Directory', this.directory),
+      h('div', { class: 'prompt-row' }, this.prompt, h('button', { type: 'submit' }, 'Run')),
     );
     this.prompt.addEventListener('keydown', (event) => {
       if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
@@ -99,6 +140,9 @@ export class AgentPanel {
   async load(): Promise<void> {
     const runs = await this.#connection.request<Run[]>('agent.list', {});
     for (const run of runs) this.#runs.set(run.runId, run);
+    // The directory used last here, else the last run's (the CLI's runs say where their user was).
+    this.directory.value ||=
+      localStorage.getItem(DIRECTORY_KEY) ?? runs.findLast((run) => run.cwd)?.cwd ?? '';
     const latest = runs.at(-1);
     if (latest !== undefined) this.select(latest.runId);
     else this.#renderRuns();
@@ -108,21 +152,31 @@ export class AgentPanel {
     const prompt = this.prompt.value.trim();
     if (prompt === '') return;
     this.#message.hidden = true;
+    this.directory.removeAttribute('aria-invalid');
+    const cwd = this.directory.value.trim();
     try {
       const { runId, sessionId } = await this.#connection.request<{ runId: string; sessionId: string }>(
         'agent.run',
-        { prompt },
+        { prompt, ...(cwd === '' ? {} : { cwd }) },
       );
       this.#runs.set(runId, this.#runs.get(runId) ?? { runId, sessionId, prompt, state: 'running' });
       this.prompt.value = '';
+      if (cwd !== '') localStorage.setItem(DIRECTORY_KEY, cwd);
       this.select(runId);
     } catch (error) {
-      // no_provider's message says how to configure one; show it as the server wrote it.
-      this.#message.textContent = error instanceof RpcError ? error.message : String(error);
-      this.#message.classList.toggle(
-        'no-provider',
-        error instanceof RpcError && error.code === 'no_provider',
-      );
+      const code = error instanceof RpcError ? error.code : undefined;
+      const message = error instanceof Error ? error.message : String(error);
+      if (code === 'invalid_params' && message.startsWith('params.cwd')) {
+        // The server's words name its wire field; the page's name the field on the page.
+        this.#message.textContent = message.startsWith('params.cwd is required')
+          ? 'Directory: enter the absolute path of the directory the agent should work in (this server has no [agent] workdir in aleph.toml).'
+          : message.replace(/^params\.cwd/, 'Directory');
+        this.directory.setAttribute('aria-invalid', 'true');
+        this.directory.required = true;
+        this.directory.placeholder = 'required: /path/to/project';
+        this.directory.focus();
+      } else this.#message.textContent = message; // no_provider's says how to configure one
+      this.#message.classList.toggle('no-provider', code === 'no_provider');
       this.#message.hidden = false;
     }
   }
@@ -231,6 +285,7 @@ export class AgentPanel {
       events.flatMap((event) => (event.type === 'tool_result' ? [[event.callId, event] as const] : [])),
     );
     const items: HTMLElement[] = [];
+    const calls = { ok: 0, failed: 0 }; // the results since the last step: this turn's
     for (const event of events) {
       switch (event.type) {
         case 'user':
@@ -284,13 +339,8 @@ export class AgentPanel {
             );
           break;
         case 'turn_step':
-          items.push(
-            h(
-              'li',
-              { class: 'step' },
-              `Step ${event.step.iteration}: ${event.step.executed} tool call(s)${event.step.vetoed ? ', vetoed' : ''} → ${event.step.state}`,
-            ),
-          );
+          items.push(h('li', { class: 'step' }, describeStep(event.step, calls)));
+          calls.ok = calls.failed = 0;
           break;
         case 'compaction':
           items.push(
@@ -302,6 +352,8 @@ export class AgentPanel {
           );
           break;
         case 'tool_result':
+          if (event.isError) calls.failed += 1;
+          else calls.ok += 1;
           break; // drawn with its call
         case 'terminate':
           items.push(

@@ -79,11 +79,10 @@ async function start(): Promise<void> {
   }
   await connection.call('events.subscribe', { topics: ['agent.*'] });
   const terminals = new Terminals(connection);
-  const agent = new AgentPanel(
-    connection,
-    (ptySessionId, command) =>
-      void terminals.open(ptySessionId, undefined, { focus: false, title: `agent: ${command}` }),
-  );
+  const agent = new AgentPanel(connection, (ptySessionId, command) => {
+    terminals.markAgentSession(ptySessionId);
+    void terminals.open(ptySessionId, undefined, { focus: false, title: `agent: ${command}` });
+  });
   const status = h('span', { class: 'status', role: 'status' }, 'connected');
   const empty = h(
     'p',

@@ -1,6 +1,8 @@
 // One terminal tab: an xterm.js view of one gateway session. It attaches from the session's screen
 // snapshot, then follows its output (`pty.follow`) with each byte drawn exactly once, and acks only
-// what xterm has drawn, so a flood cannot outrun the page.
+// what xterm has drawn, so a flood cannot outrun the page. Size, with several viewers of a session
+// (other tabs, `aleph attach`): the viewer used last sets it, as tmux's `window-size latest` — a
+// view sends its size when it is fitted, focused, or typed in after a pause, never otherwise.
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import { h } from './dom.js';
@@ -13,6 +15,9 @@ import {
 } from './gateway-client.js';
 
 export type ExitInfo = Omit<PtyExitEvent, 'sessionId'>;
+
+/** Keys after this long a pause take the size back: a viewer typing again is the latest one. */
+const TYPING_PAUSE_MS = 1000;
 
 export function describeExit(exit: ExitInfo): string {
   const how =
@@ -39,6 +44,12 @@ export class TerminalTab {
   #following = false;
   #exit: ExitInfo | undefined;
   #fitFrame = 0;
+  readonly #sizeNote: HTMLElement;
+  /** When this view last sent its size, and last sent keys (performance.now()). */
+  #sizedAt = -Infinity;
+  #typedAt = -Infinity;
+  /** Whether, as far as this view knows, the pty has its size (false once the list says not). */
+  #sized = false;
 
   constructor(
     connection: GatewayConnection,
@@ -48,11 +59,18 @@ export class TerminalTab {
   ) {
     this.#connection = connection;
     this.#notice = h('div', { class: 'notice', role: 'status', hidden: true });
+    this.#sizeNote = h('div', {
+      class: 'size-note',
+      role: 'status',
+      hidden: true,
+      onclick: () => this.terminal.focus(),
+    });
     const screen = h('div', { class: 'screen' });
     this.element = h(
       'section',
       { class: 'term-tab', 'data-session': sessionId, hidden: true },
       this.#notice,
+      this.#sizeNote,
       screen,
     );
     this.terminal = new Terminal({
@@ -69,10 +87,8 @@ export class TerminalTab {
     );
     this.terminal.onData((text) => this.#send(text));
     this.terminal.onBinary((binary) => this.#send(binary, true));
-    this.terminal.onResize(({ cols, rows }) => {
-      if (this.#exit === undefined)
-        this.#connection.call('pty.resize', { sessionId, cols, rows }).catch(() => {});
-    });
+    this.terminal.onResize(() => this.#sendSize());
+    this.terminal.textarea?.addEventListener('focus', () => this.#sendSize());
   }
 
   get exit(): ExitInfo | undefined {
@@ -143,6 +159,18 @@ export class TerminalTab {
     });
   }
 
+  /**
+   * The pty's size as the server listed it, asked for at `askedAt`: another viewer's size means
+   * this view's keys take it back (and the note says so). An answer older than this view's own
+   * last resize says nothing new.
+   */
+  listed(cols: number, rows: number, askedAt: number): void {
+    if (askedAt < this.#sizedAt || this.#exit !== undefined) return;
+    this.#sized = cols === this.terminal.cols && rows === this.terminal.rows;
+    this.#sizeNote.hidden = this.#sized;
+    this.#sizeNote.textContent = `Sized ${cols}×${rows} by another viewer: click or type here to size it for this window (${this.terminal.cols}×${this.terminal.rows}).`;
+  }
+
   show(visible: boolean): void {
     this.element.hidden = !visible;
     if (visible) {
@@ -157,8 +185,23 @@ export class TerminalTab {
     this.element.remove();
   }
 
+  /** Gives the pty this view's size: this view is the latest one used. */
+  #sendSize(): void {
+    // Before pty.follow answers, the view holds the snapshot's size (the pty's), or none yet.
+    if (this.#exit !== undefined || !this.#following) return;
+    const { cols, rows } = this.terminal;
+    this.#sizedAt = performance.now();
+    this.#sized = true;
+    this.#sizeNote.hidden = true;
+    this.#connection.call('pty.resize', { sessionId: this.sessionId, cols, rows }).catch(() => {});
+  }
+
   #send(text: string, binary = false): void {
     if (this.#exit !== undefined) return;
+    // Sent before the keys on the same socket, so the program reads them at this view's size.
+    const now = performance.now();
+    if (!this.#sized || now - this.#typedAt > TYPING_PAUSE_MS) this.#sendSize();
+    this.#typedAt = now;
     // onBinary hands a string of bytes (mouse reports): btoa encodes exactly those.
     const sent = binary
       ? this.#connection.call('pty.input', { sessionId: this.sessionId, data: btoa(text) })

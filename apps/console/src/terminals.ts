@@ -1,6 +1,8 @@
 // The terminals side of the page: tabs over gateway sessions, the list of every session the server
 // has (refreshed live), and reattach after a reload. The page subscribes to pty.* for its open tabs
-// only, so it never holds back (by not acking) a session nobody here is looking at.
+// only, so it never holds back (by not acking) a session nobody here is looking at. A tab is a
+// viewer: closing it detaches (as Ctrl-] in `aleph attach`) and the program runs on; ending a
+// session is its own action (End, in the Sessions list, after a confirm).
 import { brief, h } from './dom.js';
 import { RpcError, type GatewayConnection, type MethodResult, type PtyExitEvent } from './gateway-client.js';
 import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
@@ -19,6 +21,8 @@ export class Terminals {
   #active: string | undefined;
   #listTimer: ReturnType<typeof setInterval> | undefined;
   #listed: ListedSession[] = [];
+  /** Sessions an agent's `shell` call runs in: ending one is the agent's command failing. */
+  readonly #agentSessions = new Set<string>();
 
   constructor(connection: GatewayConnection) {
     this.#connection = connection;
@@ -108,12 +112,18 @@ export class Terminals {
     if (tab !== undefined) this.select(tab.sessionId);
   }
 
-  /** Closes the tab, ending its session when it still runs. */
+  /** Marks a session as an agent's command (its End asks with that said). */
+  markAgentSession(sessionId: string): void {
+    this.#agentSessions.add(sessionId);
+  }
+
+  /**
+   * Closes the tab: this page stops following the session, which runs on (listed in Sessions,
+   * open it again from there). It never ends the session — see `end`.
+   */
   async close(sessionId: string | undefined = this.#active): Promise<void> {
     const tab = sessionId === undefined ? undefined : this.#tabs.get(sessionId);
     if (tab === undefined) return;
-    if (tab.exit === undefined)
-      await this.#connection.call('pty.close', { sessionId: tab.sessionId }).catch(() => {});
     this.#tabs.delete(tab.sessionId);
     tab.dispose();
     if (this.#active === tab.sessionId) this.#active = this.tabs.at(-1)?.sessionId;
@@ -124,12 +134,26 @@ export class Terminals {
     void this.refresh();
   }
 
+  /** Ends a running session (its program gets SIGHUP), once the user confirms. */
+  async end(session: ListedSession): Promise<void> {
+    const agent = this.#agentSessions.has(session.sessionId);
+    const question = agent
+      ? `End the agent's command “${brief(session.command, 80)}”? The agent gets it as killed.`
+      : `End “${brief(session.command, 80)}”? Its program is sent SIGHUP, for every viewer.`;
+    if (!window.confirm(question)) return;
+    await this.#connection.call('pty.close', { sessionId: session.sessionId }).catch(() => {});
+    await this.refresh();
+  }
+
   async refresh(): Promise<void> {
+    const askedAt = performance.now();
     try {
       this.#listed = await this.#connection.call('pty.list', {});
     } catch {
       return; // the connection is going; main.ts says so
     }
+    for (const session of this.#listed)
+      this.#tabs.get(session.sessionId)?.listed(session.cols, session.rows, askedAt);
     this.#render();
   }
 
@@ -166,7 +190,8 @@ export class Terminals {
             'button',
             {
               class: 'close',
-              'aria-label': `Close ${tab.title}`,
+              'aria-label': `Close tab ${tab.title}`,
+              title: 'Close the tab (Alt+W): the session runs on; end it from Sessions',
               onclick: () => void this.close(tab.sessionId),
             },
             '×',
@@ -181,12 +206,24 @@ export class Terminals {
           ended === undefined ? 'running' : describeExit(ended).replace('Session ended — ', 'ended: ');
         return h(
           'li',
-          { class: ended ? 'ended' : 'live' },
+          { class: ended ? 'ended' : 'live', 'data-session': session.sessionId },
           h('span', { class: 'command', title: session.command }, brief(session.command, 48)),
           h('span', { class: 'meta' }, `${session.cols}×${session.rows} · ${status}`),
           this.#tabs.has(session.sessionId)
             ? h('span', { class: 'meta' }, 'open')
             : h('button', { onclick: () => void this.open(session.sessionId, session) }, 'Open'),
+          ended
+            ? null
+            : h(
+                'button',
+                {
+                  class: 'end',
+                  'aria-label': `End session ${brief(session.command, 48)}`,
+                  title: 'End the session: its program is sent SIGHUP',
+                  onclick: () => void this.end(session),
+                },
+                'End…',
+              ),
         );
       }),
     );

@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 2420, files: 14 },
   sandbox: { lines: 728, files: 7 },
   server: { lines: 2565, files: 14 },
-  console: { lines: 1200, files: 7 },
+  console: { lines: 1240, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {

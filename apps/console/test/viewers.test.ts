@@ -1,0 +1,230 @@
+// The console as one of several viewers, in real Chromium against the real server: closing a tab
+// detaches (the session, another user's or an agent's command, runs on) and ending is its own
+// action; the viewer used last sets the pty's size; with no `[agent] workdir` the run form asks for
+// a directory; a turn's failed calls are counted as the CLI counts them. The server has no
+// `[agent] workdir`, as the README's example config.
+import { existsSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type Message, type Reply } from './fake-llm.js';
+import {
+  chromiumAvailable,
+  launchChromium,
+  screenshot,
+  startConsoleServer,
+  terminalLines,
+  type ConsoleServer,
+} from './support.js';
+
+const available = chromiumAvailable();
+
+/** One tool call chosen by the prompt, then a stop. */
+function byPrompt(messages: Message[]): Reply {
+  const prompt = messages.find((message) => message.role === 'user')?.content ?? '';
+  if (messages.some((message) => message.role === 'tool')) return { text: 'Done.\nVERDICT: PASS' };
+  if (prompt.includes('wait for go'))
+    return {
+      call: {
+        name: 'shell',
+        args: { command: 'echo waiting; while [ ! -f go ]; do sleep 0.1; done; echo finished-after-go' },
+      },
+    };
+  if (prompt.includes('read a missing file'))
+    return { call: { name: 'read_file', args: { path: 'no-such-file.txt' } } };
+  return { text: 'Nothing to do.\nVERDICT: PASS' };
+}
+
+describe.skipIf(!available)('the console among other viewers', () => {
+  let browser: Browser;
+  let server: ConsoleServer;
+  let llm: Awaited<ReturnType<typeof startFakeLlm>>;
+  let work: string;
+  let page: Page;
+
+  beforeAll(async () => {
+    work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-viewers-')));
+    llm = await startFakeLlm(byPrompt);
+    [server, browser] = await Promise.all([
+      startConsoleServer(`
+[gateway]
+port = 0
+[agent]
+provider = "openai-compatible"
+model = "fake-coder"
+base_url = "${llm.baseUrl}"
+max_iterations = 4
+[power]
+inhibit_sleep = false
+`),
+      launchChromium(),
+    ]);
+    page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
+    await page.goto(server.consoleUrl);
+    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    await llm?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  const list = (on: Page = page) =>
+    on.evaluate(
+      () =>
+        (window as any).alephConsole.request('pty.list', {}) as Promise<
+          { sessionId: string; cols: number; rows: number; exit: { reason: string } | null }[]
+        >,
+    );
+  const activeSession = (on: Page) =>
+    on.evaluate(() => document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'));
+  const size = (on: Page) => on.evaluate(() => (window as any).alephConsole.size());
+  const type = async (on: Page, text: string) => {
+    await on.keyboard.type(text);
+    await on.keyboard.press('Enter');
+  };
+  /** A second viewer: its own page (and sessionStorage), at another window size. */
+  const secondViewer = async (width: number, height: number): Promise<Page> => {
+    const other = await browser.newPage({ viewport: { width, height } });
+    await other.goto(server.consoleUrl);
+    await other.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    return other;
+  };
+  const newTerminal = async (): Promise<string> => {
+    const before = await activeSession(page);
+    await page.getByRole('button', { name: 'New terminal' }).first().click();
+    await expect.poll(() => activeSession(page)).not.toBe(before);
+    return (await activeSession(page))!;
+  };
+  const openFromSessions = async (on: Page, sessionId: string) => {
+    await on
+      .locator(`.session-list li[data-session="${sessionId}"]`)
+      .getByRole('button', { name: 'Open' })
+      .click();
+    await expect.poll(() => activeSession(on)).toBe(sessionId);
+  };
+
+  it('without [agent] workdir, the run form asks for a directory, runs in it, and offers it again', async () => {
+    const directory = page.getByLabel('Directory');
+    expect(await directory.inputValue()).toBe('');
+    await page.getByLabel('Prompt').fill('say hello');
+    await page.getByRole('button', { name: 'Run' }).click();
+    const alert = page.locator('.agent .message');
+    await alert.waitFor();
+    expect(await alert.innerText()).toMatch(/^Directory: enter the absolute path .*no \[agent\] workdir/);
+    expect(await directory.getAttribute('aria-invalid')).toBe('true');
+    expect(await directory.evaluate((input) => input === document.activeElement)).toBe(true);
+    await screenshot(page, 'viewers-1-directory-missing');
+
+    await directory.fill('relative/path');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await expect.poll(() => alert.innerText()).toBe('Directory: relative/path is not an absolute path');
+
+    await directory.fill(work);
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('.timeline .end', { hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    expect(await alert.isHidden()).toBe(true);
+    expect(await directory.getAttribute('aria-invalid')).toBeNull();
+    // Another browser (nothing remembered) is offered the directory of the last run.
+    const other = await secondViewer(1000, 700);
+    await expect.poll(() => other.getByLabel('Directory').inputValue()).toBe(work);
+    await other.close();
+  });
+
+  it('counts a turn whose one call failed as the CLI does: 1 tool call (1 failed)', async () => {
+    await page.getByLabel('Prompt').fill('read a missing file');
+    await page.getByRole('button', { name: 'Run' }).click();
+    const timeline = page.locator('.timeline');
+    await timeline.locator('.tool', { hasText: 'read_file' }).waitFor({ timeout: 30_000 });
+    await timeline.locator('.end', { hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    expect(await timeline.locator('.tool summary').allInnerTexts()).toEqual([
+      expect.stringMatching(/^✗ read_file /),
+    ]);
+    expect(await timeline.locator('.step').allInnerTexts()).toEqual([
+      'Turn 1: 1 tool call (1 failed)',
+      'Turn 2: 0 tool calls',
+    ]);
+  });
+
+  it("closing the tab of an agent's command detaches: the command runs on and its result is whole", async () => {
+    rmSync(join(work, 'go'), { force: true });
+    await page.getByLabel('Prompt').fill('wait for go');
+    await page.getByRole('button', { name: 'Run' }).click();
+    const agentTab = page.locator('.tab', { hasText: 'agent:' });
+    await agentTab.waitFor({ timeout: 30_000 });
+    await agentTab.getByRole('button', { name: /^Close tab / }).click();
+    await expect.poll(() => agentTab.count()).toBe(0);
+    expect(existsSync(join(work, 'go'))).toBe(false);
+    writeFileSync(join(work, 'go'), '');
+    const call = page.locator('.timeline .tool', { hasText: 'shell' });
+    await expect.poll(() => call.locator('summary').innerText(), { timeout: 30_000 }).toMatch(/^[✓✗] shell /);
+    const result = (await call.locator('.result').textContent()) ?? '';
+    expect(result).toMatch(/waiting\s+finished-after-go/);
+    expect(result).not.toMatch(/killed/);
+    expect(await call.locator('summary').innerText()).toMatch(/^✓ shell /);
+  });
+
+  it("closing another viewer's tab leaves the session running for its owner; End… ends it, after a confirm", async () => {
+    const sessionId = await newTerminal();
+    const other = await secondViewer(900, 500);
+    try {
+      await openFromSessions(other, sessionId);
+      await other.keyboard.press('Alt+KeyW');
+      await expect.poll(() => other.getByRole('tab').count()).toBe(0);
+      await expect.poll(() => other.locator('.session-list li.live').count()).toBeGreaterThan(0);
+      expect((await list()).find((session) => session.sessionId === sessionId)?.exit).toBeNull();
+      await page.locator('.term-tab:not([hidden]) .xterm').click();
+      await type(page, 'echo still-""here');
+      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('still-here');
+
+      // Ending is explicit: a dismissed confirm ends nothing, an accepted one ends it for everyone.
+      const end = other
+        .locator(`.session-list li[data-session="${sessionId}"]`)
+        .getByRole('button', { name: /^End session / });
+      other.once('dialog', (dialog) => void dialog.dismiss());
+      await end.click();
+      expect((await list()).find((session) => session.sessionId === sessionId)?.exit).toBeNull();
+      other.once('dialog', (dialog) => void dialog.accept());
+      await end.click();
+      await expect
+        .poll(() => page.locator('.term-tab:not([hidden]) .notice').innerText(), { timeout: 15_000 })
+        .toMatch(/^Session ended — closed/);
+      await screenshot(page, 'viewers-2-ended-by-another');
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('the viewer used last sets the size: focusing or typing takes it back, as tmux’s window-size latest', async () => {
+    const sessionId = await newTerminal();
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContainEqual(expect.stringMatching(/[#$] ?$/));
+    const big = await size(page);
+    const other = await secondViewer(900, 500);
+    try {
+      await openFromSessions(other, sessionId);
+      // Fitted to its smaller window once drawn (the snapshot came at the pty's size).
+      await expect.poll(() => size(other).then((other) => other.cols)).toBeLessThan(big.cols);
+      const small = await size(other);
+      await type(other, 'stty size');
+      await expect
+        .poll(() => terminalLines(other), { timeout: 15_000 })
+        .toContain(`${small.rows} ${small.cols}`);
+      // The first viewer sees it was sized elsewhere, and takes the size back by using its terminal.
+      await expect
+        .poll(() => page.locator('.term-tab:not([hidden]) .size-note').innerText(), { timeout: 15_000 })
+        .toContain(`Sized ${small.cols}×${small.rows} by another viewer`);
+      await page.locator('.term-tab:not([hidden]) .xterm').click();
+      await type(page, 'stty size');
+      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain(`${big.rows} ${big.cols}`);
+      await expect.poll(() => page.locator('.term-tab:not([hidden]) .size-note').isHidden()).toBe(true);
+      await screenshot(page, 'viewers-3-size-latest');
+    } finally {
+      await other.close();
+    }
+  });
+});
