@@ -158,6 +158,81 @@ it('`aleph attach` after a full-screen flood shows the screen (pty.snapshot), no
   await client.close();
 });
 
+it('`aleph attach` gives the terminal back in its own modes however it ends: detach, the end, a signal, a lost server', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token };
+  // A full-screen program's modes: the alternate screen, mouse reporting in SGR encoding, cursor
+  // keys and keypad in application mode, bracketed paste, focus events, a hidden cursor, red text.
+  const program = async (): Promise<string> =>
+    (
+      await client.spawn({
+        command: '/bin/bash',
+        args: [
+          '--norc',
+          '--noprofile',
+          '-c',
+          "printf '\\033[?1049h\\033[?1000h\\033[?1002h\\033[?1006h\\033[?1h\\033=\\033[?2004h\\033[?1004h\\033[?25l\\033[31mIN-%s' PROGRAM; read line; exit 7",
+        ],
+        cols: 100,
+        rows: 30,
+      })
+    ).sessionId;
+  const resets = ['\x1b[?1000l', '\x1b[?1002l', '\x1b[?1006l', '\x1b[?1l', '\x1b>', '\x1b[?2004l'];
+  const restored = [...resets, '\x1b[?1004l', '\x1b[?25h', '\x1b[0m'];
+  /** Attaches, leaves as `leave` says, and answers what the CLI wrote after that. */
+  const attachAndLeave = async (
+    sessionId: string,
+    shown: string,
+    leave: (attached: ReturnType<typeof inTerminal>) => void | Promise<unknown>,
+  ) => {
+    const attached = inTerminal(['attach', sessionId], env);
+    await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
+    expect(attached.screen()).toContain(shown);
+    const from = attached.screen().length;
+    await leave(attached);
+    const { exitCode } = await attached.session.exited;
+    return { exitCode, after: attached.screen().slice(from) };
+  };
+  const expectRestored = (after: string, line: string) => {
+    for (const sequence of [...restored, '\x1b[?1049l']) expect(after).toContain(sequence);
+    expect(after.lastIndexOf('\x1b[?1049h')).toBeLessThan(after.indexOf('\x1b[?1049l'));
+    expect(after.indexOf('\x1b[?1049l')).toBeLessThan(after.indexOf(line)); // said on the user's screen
+  };
+
+  const first = await program();
+  let left = await attachAndLeave(first, 'IN-PROGRAM', ({ session }) => session.write('\x1d'));
+  expect(left.exitCode).toBe(0);
+  expectRestored(left.after, '[aleph: detached]');
+
+  left = await attachAndLeave(first, 'IN-PROGRAM', ({ session }) => session.write('bye\r'));
+  expect(left.exitCode).toBe(7);
+  expectRestored(left.after, '[aleph: terminal ended: exited, exit code 7]');
+
+  left = await attachAndLeave(await program(), 'IN-PROGRAM', ({ session }) => {
+    process.kill(session.pid, 'SIGTERM');
+  });
+  expect(left.exitCode).toBe(143);
+  expectRestored(left.after, '[aleph: SIGTERM]');
+
+  // A program in the normal screen: its modes are undone, but no screen is left (that would move
+  // the cursor to wherever a saved position is).
+  const plain = await client.spawn({ command: '/bin/cat', args: [], cols: 100, rows: 30 });
+  await client.input(plain.sessionId, 'plain-text\r');
+  await expect
+    .poll(async () => (await client.call('pty.snapshot', { sessionId: plain.sessionId })).data)
+    .toContain('plain-text');
+  left = await attachAndLeave(plain.sessionId, 'plain-text', ({ session }) => session.write('\x1d'));
+  for (const sequence of restored) expect(left.after).toContain(sequence);
+  expect(left.after).not.toContain('\x1b[?1049l');
+
+  const last = await program();
+  await client.close();
+  left = await attachAndLeave(last, 'IN-PROGRAM', () => server!.stop('SIGKILL'));
+  expect(left.exitCode).toBe(3);
+  expectRestored(left.after, '[aleph: connection to the server lost]');
+});
+
 it("`aleph sessions` shows an agent command by its command, not bubblewrap's argv, and an ended terminal's exit", async () => {
   const { url, token } = await agentServer((conversation) => {
     const results = conversation.filter((turn) => turn.role === 'tool').length;

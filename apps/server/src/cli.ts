@@ -3,6 +3,7 @@
 // live status line; `aleph sessions` lists runs and terminals; `aleph attach <id>` puts your
 // terminal in raw mode on a gateway pty, replaying its scrollback (detach with Ctrl-]).
 import { existsSync, statSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
@@ -10,6 +11,7 @@ import type { TerminateReason, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
 import { endLine, firstLine, hookLines, stepLine, toolLine } from './cli-format.js';
 import { invocationDir, readServerInfo, stateDir } from './state.js';
+import { AlternateScreenWatch, restoreSequence } from './terminal-restore.js';
 
 /** The fields of the agent.* events this client reads. */
 interface AgentEvent {
@@ -33,6 +35,8 @@ interface AgentEvent {
 }
 
 const DETACH = 0x1d; // Ctrl-]
+/** Signals that end `aleph attach` (its terminal restored first): SIGINT/SIGQUIT only by `kill`, raw mode sends keys. */
+const LEAVING_SIGNALS = ['SIGTERM', 'SIGHUP', 'SIGINT', 'SIGQUIT'] as const;
 /** The exit code when the connection to the server drops: how the run or terminal ended is unknown. */
 const LOST = 3;
 const USAGE = `usage:
@@ -274,41 +278,61 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
     return 1;
   }
   await client.subscribe(['pty.*'], [sessionId]);
-  const exit = new Promise<number>((resolve) => {
+  /** How attach ended: its exit code and the line that says why (written after the restore). */
+  type Leave = { code: number; line: string };
+  const exit = new Promise<Leave>((resolve) => {
     client.onExit((event) => {
-      if (event.sessionId === sessionId) {
-        process.stderr.write(
-          `\r\n[aleph: terminal ended: ${event.reason}${event.exitCode !== null ? `, exit code ${event.exitCode}` : ''}]\r\n`,
-        );
-        resolve(event.exitCode ?? 1);
-      }
+      if (event.sessionId === sessionId)
+        resolve({
+          code: event.exitCode ?? 1,
+          line: `terminal ended: ${event.reason}${event.exitCode !== null ? `, exit code ${event.exitCode}` : ''}`,
+        });
     });
   });
+  // Every byte written to the user's terminal goes through `screen`: at the end, it says whether
+  // the program left the terminal in its alternate screen.
+  const screen = new AlternateScreenWatch();
+  const show = (data: Uint8Array | string): void => {
+    screen.feed(data);
+    process.stdout.write(data);
+  };
   // The screen as it is now (pty.snapshot), then the output after it — not the raw scrollback, whose
   // first MiB may be a full-screen program's leftovers. A server without snapshots: the scrollback.
   let from = 0;
   try {
     const snapshot = await client.call('pty.snapshot', { sessionId });
-    process.stdout.write(`\x1bc${snapshot.data}`); // a reset, then the screen
+    show(`\x1bc${snapshot.data}`); // a reset, then the screen
     from = snapshot.offset;
   } catch {
     // method_not_found (an older server), or no screen to give: follow from the oldest byte kept
   }
-  await client.follow(sessionId, from, (data) => process.stdout.write(data));
+  // However attach ends (even by a crash), the user's terminal is given back in its own modes.
+  let restored = false;
+  const restore = (): void => {
+    if (restored) return;
+    restored = true;
+    if (process.stdin.isTTY) process.stdin.setRawMode(false);
+    if (process.stdout.isTTY) process.stdout.write(restoreSequence(screen.mode));
+  };
+  process.once('exit', restore);
+  // A terminal that hung up (SIGHUP) cannot be written to: nothing to restore, nothing to say.
+  const ignore = (): void => {};
+  process.stdout.on('error', ignore);
+  process.stderr.on('error', ignore);
+  await client.follow(sessionId, from, (data) => show(data));
   const resize = (): void => {
     if (process.stdout.columns && process.stdout.rows)
       void client.resize(sessionId, process.stdout.columns, process.stdout.rows).catch(() => {});
   };
   resize();
   process.stdout.on('resize', resize);
-  const detached = new Promise<number>((resolve) => {
+  const detached = new Promise<Leave>((resolve) => {
     if (process.stdin.isTTY) process.stdin.setRawMode(true);
     process.stdin.on('data', (data: Buffer) => {
       const at = data.indexOf(DETACH);
       if (at >= 0) {
         if (at > 0) void client.input(sessionId, data.subarray(0, at));
-        process.stderr.write('\r\n[aleph: detached]\r\n');
-        resolve(0);
+        resolve({ code: 0, line: 'detached' });
         return;
       }
       void client
@@ -316,15 +340,22 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
         .catch((error: Error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
     });
   });
-  process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
-  const lost = client.closed.then(() => {
-    process.stderr.write('\r\n[aleph: connection to the server lost]\r\n');
-    return LOST;
+  const onSignal = new Map<NodeJS.Signals, () => void>();
+  const signalled = new Promise<Leave>((resolve) => {
+    for (const signal of LEAVING_SIGNALS) {
+      onSignal.set(signal, () => resolve({ code: 128 + osConstants.signals[signal], line: signal }));
+      process.once(signal, onSignal.get(signal)!);
+    }
   });
-  const code = await Promise.race([exit, detached, lost]);
-  if (process.stdin.isTTY) process.stdin.setRawMode(false);
+  process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
+  const lost = client.closed.then(() => ({ code: LOST, line: 'connection to the server lost' }));
+  const leave = await Promise.race([exit, detached, lost, signalled]);
+  for (const [signal, listener] of onSignal) process.off(signal, listener);
+  process.stdout.off('resize', resize);
+  restore();
+  process.stderr.write(`\r\n[aleph: ${leave.line}]\r\n`);
   process.stdin.pause();
-  return code;
+  return leave.code;
 }
 
 async function main(): Promise<number> {
