@@ -326,6 +326,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   };
   resize();
   process.stdout.on('resize', resize);
+  let typedAt = Date.now(); // attaching sized it
   const detached = new Promise<Leave>((resolve) => {
     if (process.stdin.isTTY) process.stdin.setRawMode(true);
     process.stdin.on('data', (data: Buffer) => {
@@ -335,6 +336,10 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
         resolve({ code: 0, line: 'detached' });
         return;
       }
+      // Typing after a pause makes this the latest viewer: the pty takes its size back (as the
+      // console does; tmux's window-size latest). Sent first, so the program reads the keys at it.
+      if (Date.now() - typedAt > 1000) resize();
+      typedAt = Date.now();
       void client
         .input(sessionId, data)
         .catch((error: Error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
