@@ -22,6 +22,7 @@ import { readBinaryFrame } from './internal/binary-frames.js';
 import { rawBuffer, rawText } from './internal/frames.js';
 import { staticFiles } from './internal/static-files.js';
 import { ModeTracker } from './internal/modes.js';
+import { SizeLog } from './internal/size-log.js';
 import { OutputPump, type FlowLimits } from './internal/output-pump.js';
 import { registerPtyMethods } from './pty-methods.js';
 import {
@@ -143,6 +144,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const handlers = new Map<string, { params: ZodType; handler: MethodHandler<unknown> }>();
   const pumps = new Map<string, OutputPump>();
   const modes = new Map<string, ModeTracker>();
+  const sizes = new Map<string, SizeLog>();
   let closing = false;
 
   const serveStatic = options.static === undefined ? undefined : staticFiles(options.static.root);
@@ -215,7 +217,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       const { offset, data } = session.replay(from);
       return Buffer.from(data.subarray(0, Math.max(0, to - offset)));
     };
-    session.onData((chunk) => tracker.feed(chunk, session.scrollback.start, read));
+    const sizeLog = new SizeLog(session.cols, session.rows, session.scrollback.end);
+    sizes.set(session.id, sizeLog);
+    session.onData((chunk, offset) => {
+      sizeLog.observe(session.cols, session.rows, offset, session.scrollback.start);
+      tracker.feed(chunk, session.scrollback.start, read);
+    });
     session.onExit((info) => {
       pump.ended(); // the last output goes out before the exit event
       gateway.publish('pty.exit', { sessionId: session.id, ...info });
@@ -228,6 +235,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     pumps.get(sessionId)?.dispose();
     pumps.delete(sessionId);
     modes.delete(sessionId);
+    sizes.delete(sessionId);
     dropScreens(sessionId);
   };
   ptyManager.on('spawn', attach);
@@ -466,6 +474,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     inputQueueBytes: options.inputQueueBytes ?? 256 * 1024,
     pumpFor: (sessionId) => pumps.get(sessionId),
     modesFor: (sessionId) => modes.get(sessionId),
+    sizesFor: (sessionId) => sizes.get(sessionId),
   }));
 
   await new Promise<void>((resolve, reject) => {

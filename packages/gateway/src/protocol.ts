@@ -10,6 +10,11 @@ export const WEBSOCKET_PATH = '/ws';
 export const MAX_INPUT_BYTES = 64 * 1024;
 /** Most output bytes one `pty.replay` answer carries: ask again from where it ended for more. */
 export const MAX_REPLAY_BYTES = 64 * 1024;
+/**
+ * Most cells (cols × rows) of a session `pty.snapshot` serves (e.g. 1000 × 500): its terminal costs
+ * ~12 bytes a cell, and a 10000 × 10000 one over a gigabyte. A bigger session answers `screen_too_large`.
+ */
+export const MAX_SNAPSHOT_CELLS = 500_000;
 
 /** Stable error codes: the number is JSON-RPC's, `data.code` the name clients match on. */
 export const ErrorCodes = {
@@ -24,6 +29,7 @@ export const ErrorCodes = {
   session_limit: -32004,
   spawn_failed: -32005,
   session_closed: -32006,
+  screen_too_large: -32008,
   unknown_run: -32007,
   no_provider: -32010,
 } as const;

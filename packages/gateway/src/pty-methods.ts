@@ -6,13 +6,21 @@ import type { Gateway } from './gateway.js';
 import type { ModeTracker } from './internal/modes.js';
 import type { OutputPump } from './internal/output-pump.js';
 import type { SessionScreen } from './internal/screen.js';
-import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
+import type { SizeLog } from './internal/size-log.js';
+import {
+  MAX_INPUT_BYTES,
+  MAX_REPLAY_BYTES,
+  MAX_SNAPSHOT_CELLS,
+  methods,
+  type MethodResult,
+} from './protocol.js';
 
 export interface PtyMethodsOptions {
   readonly ptyManager: PtyManager;
   readonly inputQueueBytes: number;
   readonly pumpFor: (sessionId: string) => OutputPump | undefined;
   readonly modesFor: (sessionId: string) => ModeTracker | undefined;
+  readonly sizesFor: (sessionId: string) => SizeLog | undefined;
 }
 
 /**
@@ -103,12 +111,25 @@ export function registerPtyMethods(
     const session = ptyManager.require(params.sessionId);
     for (let attempt = 0; ; attempt += 1) {
       // xterm.js is loaded with the first snapshot: a gateway that serves none does not carry it.
-      const { SessionScreen } = await import('./internal/screen.js');
+      const { SessionScreen, screenFits } = await import('./internal/screen.js');
+      const { cols, rows } = session;
+      if (!screenFits(cols, rows)) {
+        throw new GatewayError(
+          'screen_too_large',
+          `session ${session.id} is ${cols}×${rows}: a snapshot covers at most ${MAX_SNAPSHOT_CELLS} cells (cols × rows); resize it smaller, or replay its output`,
+          { data: { cols, rows, maxCells: MAX_SNAPSHOT_CELLS } },
+        );
+      }
       let screen = screens.get(session.id);
       if (screen === undefined) {
-        const origin = options.modesFor(session.id)?.origin(session.scrollback.start);
-        const created: SessionScreen = new SessionScreen(session, origin, () => {
-          if (screens.get(session.id) === created) screens.delete(session.id);
+        const modes = options.modesFor(session.id);
+        const created: SessionScreen = new SessionScreen(session, {
+          origin: modes?.origin(session.scrollback.start),
+          sizes: options.sizesFor(session.id),
+          modes: modes && (() => modes.state),
+          onDrop: () => {
+            if (screens.get(session.id) === created) screens.delete(session.id);
+          },
         });
         screens.set(session.id, (screen = created));
       }

@@ -103,6 +103,16 @@ export function modesToSequences(state: number, from = DEFAULT): string {
   return out;
 }
 
+/**
+ * The modes in `state` that xterm.js's SerializeAddon (0.14) leaves out of a snapshot, as the
+ * sequences that set them: the mouse encoding (`?1005`/`?1006`/`?1015`/`?1016`; without it a click
+ * after a reattach reaches the program in X10 encoding) and a hidden cursor (`?25l`).
+ */
+export function unserializedModes(state: number): string {
+  const encoding = code(state, ENCODING_SHIFT);
+  return (state & CURSOR_HIDDEN ? '\x1b[?25l' : '') + (encoding ? `\x1b[?${ENCODING[encoding]}h` : '');
+}
+
 /** Parser states between chunks. */
 const enum Scan {
   Ground,

@@ -2,20 +2,44 @@
 // shown exactly what one that watched from the start sees: buffers, cursor, modes, colours.
 // Created on the first snapshot asked of a session, from its scrollback, after the modes in force at
 // its start (kept by a ModeTracker for every session; other state set by output older than the
-// scrollback is not known: see PROTOCOL.md), then fed its output as it comes — while that is
-// cheap: a terminal that falls more than MAX_BEHIND_BYTES behind a flood is dropped, and built anew
-// at the next snapshot. Sessions nobody snapshots cost nothing.
+// scrollback is not known: see PROTOCOL.md), each stretch of it at the size it was written for (a
+// SizeLog), then fed its output as it comes — while that is cheap: a terminal that falls more than
+// MAX_BEHIND_BYTES behind a flood is dropped, and built anew at the next snapshot. Sessions nobody
+// snapshots cost nothing. Its memory is bounded whatever size a client asks for: at most
+// MAX_SNAPSHOT_CELLS on screen (a bigger session has no screen: pty.snapshot refuses it) and
+// BUFFER_CELLS in the normal buffer with its scrollback (fewer lines of scrollback for wide ones).
 import type { PtySession } from '@aleph/pty';
 import serializeModule from '@xterm/addon-serialize';
 import headless from '@xterm/headless';
+import { MAX_SNAPSHOT_CELLS } from '../protocol.js';
+import { unserializedModes } from './modes.js';
+import type { SizeLog } from './size-log.js';
 
-/** Lines of scrollback the server's terminal keeps, and a snapshot carries. */
+/** Lines of scrollback the server's terminal keeps, and a snapshot carries, at most. */
 export const SNAPSHOT_SCROLLBACK_LINES = 1000;
+/** Cells of the normal buffer (screen and scrollback) at most: ~12 bytes each in xterm.js. */
+const BUFFER_CELLS = 2 * MAX_SNAPSHOT_CELLS;
 /** Output written to the terminal and not parsed yet past which it is dropped (a flood). */
 const MAX_BEHIND_BYTES = 2 * 1024 * 1024;
 const EMPTY = new Uint8Array(0);
 /** How addon-serialize switches to the alternate buffer in a snapshot. */
 const ALTERNATE_SWITCH = '\x1b[?1049h\x1b[H';
+
+/** Whether a session of this size may have a screen (and a snapshot). */
+export const screenFits = (cols: number, rows: number): boolean => cols * rows <= MAX_SNAPSHOT_CELLS;
+
+/** Lines of scrollback for a terminal of this size: as many as BUFFER_CELLS leaves, up to the maximum. */
+const scrollbackFor = (cols: number, rows: number): number =>
+  Math.max(0, Math.min(SNAPSHOT_SCROLLBACK_LINES, Math.floor(BUFFER_CELLS / cols) - rows));
+
+/**
+ * A size the terminal may take: output written at a size past the budget (older, since the session
+ * fits now) is replayed with fewer rows — that stretch is then not exact, but memory stays bounded.
+ */
+const bounded = (cols: number, rows: number) => ({
+  cols,
+  rows: screenFits(cols, rows) ? rows : Math.max(1, Math.floor(MAX_SNAPSHOT_CELLS / cols)),
+});
 
 export interface Snapshot {
   readonly offset: number;
@@ -36,33 +60,48 @@ export class SessionScreen {
   #rows: number;
   #disposed = false;
   readonly #onDrop: () => void;
+  readonly #modes: () => number;
   readonly #waiting = new Set<(error: Error) => void>();
 
   /**
    * `origin`: where to start in the scrollback and the modes in force there (from the session's
-   * ModeTracker); without it, the scrollback's start in the default modes.
+   * ModeTracker); without it, the scrollback's start in the default modes. `sizes`: the sizes the
+   * output was written for (without it, all at the session's size now). `modes`: the session's
+   * mode word now (its ModeTracker's), for the modes addon-serialize does not write.
    */
   constructor(
     session: PtySession,
-    origin: { readonly offset: number; readonly sequences: string | Uint8Array } | undefined,
-    onDrop: () => void,
+    options: {
+      readonly origin?: { readonly offset: number; readonly sequences: string | Uint8Array } | undefined;
+      readonly sizes?: SizeLog | undefined;
+      readonly modes?: (() => number) | undefined;
+      readonly onDrop: () => void;
+    },
   ) {
     this.#session = session;
-    this.#onDrop = onDrop;
-    this.#cols = session.cols;
-    this.#rows = session.rows;
+    this.#onDrop = options.onDrop;
+    this.#modes = options.modes ?? (() => 0);
+    const { offset, data } = session.replay(options.origin?.offset ?? 0);
+    const sizes = options.sizes?.from(offset) ?? { cols: session.cols, rows: session.rows, changes: [] };
+    this.#cols = sizes.cols;
+    this.#rows = sizes.rows;
+    const start = bounded(sizes.cols, sizes.rows);
     this.#terminal = new headless.Terminal({
-      cols: session.cols,
-      rows: session.rows,
-      scrollback: SNAPSHOT_SCROLLBACK_LINES,
+      ...start,
+      scrollback: scrollbackFor(start.cols, start.rows),
       allowProposedApi: true,
     });
     this.#serializer = new serializeModule.SerializeAddon();
     this.#terminal.loadAddon(this.#serializer);
-    if (origin !== undefined && origin.sequences.length > 0) this.#terminal.write(origin.sequences);
-    const { offset, data } = session.replay(origin?.offset ?? 0);
+    const sequences = options.origin?.sequences ?? '';
+    if (sequences.length > 0) this.#terminal.write(sequences);
+    // Each stretch of the scrollback at the size it was written for, as a terminal that watched.
     this.#fed = offset;
-    this.#write(data);
+    for (const change of sizes.changes) {
+      if (change.offset > this.#fed) this.#feed(data.subarray(this.#fed - offset, change.offset - offset));
+      this.#resizeTo(change.cols, change.rows);
+    }
+    this.#write(data.subarray(this.#fed - offset));
     this.#listener = session.onData((chunk) => this.#write(chunk));
   }
 
@@ -71,20 +110,40 @@ export class SessionScreen {
     // A resize takes effect where it happened in the stream: before the output that follows it.
     const { cols, rows } = this.#session;
     if (cols !== this.#cols || rows !== this.#rows) {
-      this.#cols = cols;
-      this.#rows = rows;
-      this.#terminal.write(EMPTY, () => this.#terminal.resize(cols, rows));
+      // Grown past the budget: no screen (pty.snapshot refuses such a session until it shrinks).
+      if (!screenFits(cols, rows)) return this.dispose();
+      this.#resizeTo(cols, rows);
     }
+    this.#feed(chunk);
+  }
+
+  #feed(chunk: Uint8Array): void {
+    if (this.#disposed) return;
     this.#fed += chunk.length;
     this.#behind += chunk.length;
     if (this.#behind > MAX_BEHIND_BYTES) return this.dispose();
     this.#terminal.write(chunk, () => (this.#behind -= chunk.length));
   }
 
+  /** Resizes the terminal once the output written so far is parsed (within the cell budget). */
+  #resizeTo(cols: number, rows: number): void {
+    this.#cols = cols;
+    this.#rows = rows;
+    const size = bounded(cols, rows);
+    this.#terminal.write(EMPTY, () => {
+      if (this.#disposed) return;
+      // Fewer lines of scrollback first: the lines it drops never take the wider size's memory.
+      this.#terminal.options.scrollback = scrollbackFor(size.cols, size.rows);
+      this.#terminal.resize(size.cols, size.rows);
+    });
+  }
+
   /** The screen after every byte written so far: serialized once the terminal has parsed them. */
   snapshot(): Promise<Snapshot> {
     this.#write(EMPTY); // a resize not followed by output yet
     const offset = this.#fed;
+    // The modes at `offset` that addon-serialize does not write (mouse encoding, a hidden cursor).
+    const modes = unserializedModes(this.#modes());
     return new Promise((resolve, reject) => {
       if (this.#disposed) return reject(new Error('the screen was dropped'));
       this.#waiting.add(reject);
@@ -96,14 +155,14 @@ export class SessionScreen {
           offset,
           cols: this.#terminal.cols,
           rows: this.#terminal.rows,
-          data: this.#serialize(),
+          data: this.#serialize() + modes,
         });
       });
     });
   }
 
   #serialize(): string {
-    const data = this.#serializer.serialize({ scrollback: SNAPSHOT_SCROLLBACK_LINES });
+    const data = this.#serializer.serialize({ scrollback: this.#terminal.options.scrollback ?? 0 });
     // addon-serialize 0.14 ends the normal buffer with the cursor's attributes and then switches to
     // the alternate one without resetting them: they would leak into its first cells, and be saved
     // as the cursor state the program's exit from the alternate buffer restores. Reset them first.
