@@ -291,3 +291,23 @@ it('a session too large for a snapshot is refused with screen_too_large, and ser
   expect(screenOf(late).lines.join('\n')).toMatch(/^wide$/m);
   late.dispose();
 });
+
+// Outside tester, T-B: after vim shrank to 50×10, a snapshot lost the last column of every
+// full-width wrapped row and added `---` junk rows (addon-serialize read cells past the new width).
+it('a snapshot after a shrink keeps full-width wrapped rows whole', async () => {
+  const { watcher, type, resize, waitScreen, lateClient } = await watchedShell();
+  await type(
+    `for i in $(seq 1 40); do printf "%02d-%s\\n" $i $(printf 'abcdefgh%.0s' $(seq 1 $((i % 4 + 6)))); done > long.txt\r`,
+  );
+  await type("vim -u NONE -N -c 'set nu' long.txt\r");
+  await waitScreen(/^ {2}1 01-abcdefgh/m, 'vim at 80×24');
+  await lateClient(); // the server's terminal exists before the shrink, as in the tester's run
+  await resize(50, 10);
+  await waitScreen(/^ {2}1 01-abcdefghabcdefgh/m, 'vim redrawn at 50×10');
+  await new Promise((resolve) => setTimeout(resolve, 300)); // any redraw still coming is drawn by both
+  const { late } = await lateClient();
+  expect(screenOf(watcher).lines.filter((text) => text.length === 50).length).toBeGreaterThan(3);
+  expect(screenOf(late)).toEqual(screenOf(watcher));
+  watcher.dispose();
+  late.dispose();
+});

@@ -41,6 +41,73 @@ const bounded = (cols: number, rows: number) => ({
   rows: screenFits(cols, rows) ? rows : Math.max(1, Math.floor(MAX_SNAPSHOT_CELLS / cols)),
 });
 
+/** The modes addon-serialize 0.14 writes (its `_serializeModes`, from the public `modes`). */
+function serializedModes(modes: headless.IModes): string {
+  const tracking = {
+    none: '',
+    x10: '\x1b[?9h',
+    vt200: '\x1b[?1000h',
+    drag: '\x1b[?1002h',
+    any: '\x1b[?1003h',
+  };
+  return (
+    (modes.applicationCursorKeysMode ? '\x1b[?1h' : '') +
+    (modes.applicationKeypadMode ? '\x1b[?66h' : '') +
+    (modes.bracketedPasteMode ? '\x1b[?2004h' : '') +
+    (modes.insertMode ? '\x1b[4h' : '') +
+    (modes.originMode ? '\x1b[?6h' : '') +
+    (modes.reverseWraparoundMode ? '\x1b[?45h' : '') +
+    (modes.sendFocusMode ? '\x1b[?1004h' : '') +
+    (modes.wraparoundMode ? '' : '\x1b[?7l') +
+    tracking[modes.mouseTrackingMode]
+  );
+}
+
+type Line = NonNullable<ReturnType<headless.IBuffer['getLine']>>;
+const passThrough = <T extends object>(target: T, key: string | symbol): unknown => {
+  const value: unknown = Reflect.get(target, key, target);
+  return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+};
+
+/**
+ * The terminal as the serializer sees it: each line ends at the terminal's width. xterm.js keeps a
+ * line's cells past a shrink (`IBufferLine.length` > `cols`: documented) and addon-serialize 0.14
+ * reads them, so a full-width wrapped row lost its last column and gained `---` junk after a shrink
+ * (outside tester, T-B; fixed upstream only in 0.15 betas, which need a beta @xterm/xterm). The
+ * cells cut off are ones no client of this width can show.
+ */
+function widthBound(terminal: headless.Terminal): Parameters<serializeModule.SerializeAddon['activate']>[0] {
+  const line = (real: Line | undefined): Line | undefined =>
+    real && {
+      get isWrapped() {
+        return real.isWrapped;
+      },
+      length: Math.min(real.length, terminal.cols),
+      getCell: (x, cell) => (x < terminal.cols ? real.getCell(x, cell) : undefined),
+      translateToString: (trimRight, start, end) =>
+        real.translateToString(trimRight, start, Math.min(end ?? terminal.cols, terminal.cols)),
+    };
+  const buffer = (real: headless.IBuffer): headless.IBuffer =>
+    new Proxy(real, {
+      get: (target, key) =>
+        key === 'getLine' ? (y: number) => line(target.getLine(y)) : passThrough(target, key),
+    });
+  const buffers = {
+    get active() {
+      return buffer(terminal.buffer.active);
+    },
+    get normal() {
+      return buffer(terminal.buffer.normal);
+    },
+    get alternate() {
+      return buffer(terminal.buffer.alternate);
+    },
+  };
+  return new Proxy(terminal, {
+    get: (target, key) => (key === 'buffer' ? buffers : passThrough(target, key)),
+  }) as unknown as Parameters<serializeModule.SerializeAddon['activate']>[0];
+}
+
 export interface Snapshot {
   readonly offset: number;
   readonly cols: number;
@@ -92,7 +159,7 @@ export class SessionScreen {
       allowProposedApi: true,
     });
     this.#serializer = new serializeModule.SerializeAddon();
-    this.#terminal.loadAddon(this.#serializer);
+    this.#serializer.activate(widthBound(this.#terminal));
     const sequences = options.origin?.sequences ?? '';
     if (sequences.length > 0) this.#terminal.write(sequences);
     // Each stretch of the scrollback at the size it was written for, as a terminal that watched.
@@ -162,11 +229,22 @@ export class SessionScreen {
   }
 
   #serialize(): string {
-    const data = this.#serializer.serialize({ scrollback: this.#terminal.options.scrollback ?? 0 });
+    const terminal = this.#terminal;
+    const data = this.#serializer.serialize({
+      scrollback: terminal.options.scrollback ?? 0,
+      excludeModes: true,
+    });
     // addon-serialize 0.14 ends the normal buffer with the cursor's attributes and then switches to
     // the alternate one without resetting them: they would leak into its first cells, and be saved
     // as the cursor state the program's exit from the alternate buffer restores. Reset them first.
-    return data.replace(ALTERNATE_SWITCH, `\x1b[0m${ALTERNATE_SWITCH}`);
+    // It also moves the cursor back one column short after a last row that fills the width (from
+    // the pending-wrap column): place it absolutely, unless it is in that pending-wrap state itself.
+    // Then the modes (after the move: with origin mode on, CUP would be relative to the margins).
+    const { cursorX, cursorY } = terminal.buffer.active;
+    const cursor = cursorX < terminal.cols ? `\x1b[${cursorY + 1};${cursorX + 1}H` : '';
+    return (
+      data.replace(ALTERNATE_SWITCH, `\x1b[0m${ALTERNATE_SWITCH}`) + cursor + serializedModes(terminal.modes)
+    );
   }
 
   get disposed(): boolean {
@@ -177,6 +255,7 @@ export class SessionScreen {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#listener.dispose();
+    this.#serializer.dispose();
     this.#terminal.dispose();
     for (const reject of this.#waiting) reject(new Error('the screen was dropped (a flood)'));
     this.#waiting.clear();
