@@ -12,6 +12,7 @@ import { GatewayError } from './errors.js';
 import {
   hostAllowed,
   isLoopback,
+  offeredProtocols,
   originAllowed,
   presentedToken,
   selectProtocol,
@@ -28,6 +29,7 @@ import { registerPtyMethods } from './pty-methods.js';
 import {
   ErrorCodes,
   formatZodIssue,
+  PROTOCOL_VERSION,
   requestSchema,
   WEBSOCKET_PATH,
   type RpcErrorObject,
@@ -57,8 +59,9 @@ export interface GatewayOptions {
   /** Origins a browser may connect from. Default: same-origin only. */
   readonly allowedOrigins?: readonly string[];
   /**
-   * Host names (beside IP literals and `localhost`) a request may be addressed to, e.g. the
-   * machine's name when listening beyond loopback. Anything else is refused (DNS rebinding).
+   * Host names or IPs (beside `localhost`, loopback IPs and the bound address) a request may be
+   * addressed to, e.g. the machine's name when listening beyond loopback. Anything else is refused
+   * (DNS rebinding). Bound to a wildcard (`0.0.0.0`, `::`), every IP literal is this server.
    */
   readonly allowedHosts?: readonly string[];
   readonly ptyManager?: PtyManager;
@@ -149,7 +152,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
 
   const serveStatic = options.static === undefined ? undefined : staticFiles(options.static.root);
   const httpServer = createServer((request, response) => {
-    if (!hostAllowed(request, allowedHosts)) {
+    if (!hostAllowed(request, allowedHosts, host)) {
       response.writeHead(421, { 'content-type': 'text/plain' }).end('misdirected request: unknown host\n');
       return;
     }
@@ -190,7 +193,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     const path = (request.url ?? '').split('?')[0];
     if (closing) return refuse(socket, 503, 'Service Unavailable');
     if (path !== WEBSOCKET_PATH) return refuse(socket, 404, 'Not Found');
-    if (!hostAllowed(request, allowedHosts)) {
+    if (!hostAllowed(request, allowedHosts, host)) {
       logger.warn({ host: request.headers.host }, 'refused upgrade: host not allowed');
       return refuse(socket, 421, 'Misdirected Request');
     }
@@ -203,6 +206,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       logger.warn({ remote: request.socket.remoteAddress }, 'refused upgrade: missing or wrong token');
       return refuse(socket, 401, 'Unauthorized');
     }
+    // Without a subprotocol the client could not tell this is aleph.v1 (ws clients then fail
+    // "Server sent no subprotocol" after the upgrade): refuse it up front, saying what to offer.
+    if (!offeredProtocols(request).includes(PROTOCOL_VERSION))
+      return refuse(socket, 400, `Bad Request: offer the ${PROTOCOL_VERSION} subprotocol`);
     wss.handleUpgrade(request, socket, head, (ws) => accept(ws));
   });
 

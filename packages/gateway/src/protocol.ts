@@ -36,7 +36,15 @@ export const ErrorCodes = {
 export type ErrorCodeName = keyof typeof ErrorCodes;
 
 const sessionId = z.string().min(1, { error: 'must be a session id' });
-const dimension = z.int({ error: 'must be an integer' }).min(1).max(10_000);
+const DIMENSION = 'must be an integer from 1 to 10000';
+const dimension = z.int({ error: DIMENSION }).min(1, { error: DIMENSION }).max(10_000, { error: DIMENSION });
+/** Text that reaches the OS as a C string (argv, env, a path): a NUL would cut it short there. */
+const cString = z.string().refine((value) => !value.includes('\0'), {
+  error: 'must not contain a NUL byte (the OS would cut it there)',
+});
+const envName = z.string().regex(/^[^=\0]+$/, {
+  error: 'must be a non-empty name without "=" or a NUL byte (the OS would split or cut it there)',
+});
 const base64 = z.base64({ error: 'must be base64' });
 
 export const exitInfoSchema = z.object({
@@ -48,10 +56,10 @@ export const exitInfoSchema = z.object({
 export const methods = {
   'pty.spawn': {
     params: z.strictObject({
-      command: z.string().min(1).optional(),
-      args: z.array(z.string()).optional(),
-      cwd: z.string().min(1).optional(),
-      env: z.record(z.string(), z.string()).optional(),
+      command: cString.min(1).optional(),
+      args: z.array(cString).optional(),
+      cwd: cString.min(1).optional(),
+      env: z.record(envName, cString).optional(),
       cols: dimension,
       rows: dimension,
     }),
@@ -179,10 +187,17 @@ export function topicMatches(pattern: string, topic: string): boolean {
 }
 
 export function formatZodIssue(issue: z.core.$ZodIssue, root = 'params'): string {
-  const path = issue.path.reduce<string>(
-    (out, part) => (typeof part === 'number' ? `${out}[${part}]` : `${out}.${String(part)}`),
-    root,
-  );
+  const pathOf = (parts: readonly PropertyKey[]) =>
+    parts.reduce<string>(
+      (out, part) => (typeof part === 'number' ? `${out}[${part}]` : `${out}.${String(part)}`),
+      root,
+    );
+  const path = pathOf(issue.path);
   if (issue.code === 'unrecognized_keys') return `${path} has unknown key(s) ${issue.keys.join(', ')}`;
+  // A record's key: name it (JSON-quoted: it may hold a NUL) and say what is wrong with it.
+  if (issue.code === 'invalid_key') {
+    const key = JSON.stringify(String(issue.path.at(-1)));
+    return `${pathOf(issue.path.slice(0, -1))} key ${key}: ${issue.issues[0]?.message ?? issue.message}`;
+  }
   return `${path}: ${issue.message}`;
 }

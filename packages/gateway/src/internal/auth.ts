@@ -57,10 +57,15 @@ export function originAllowed(
 
 /**
  * DNS rebinding: a page on evil.example, once the name resolves to 127.0.0.1, is same-origin with
- * itself (Host and Origin both say evil.example). So the Host must name this server: an IP literal
- * (the bound address, loopback), `localhost`, or a name on `allowedHosts`.
+ * itself (Host and Origin both say evil.example). So the Host must name this server: `localhost`, a
+ * loopback IP, the bound address (any IP literal when bound to a wildcard: the server answers on all
+ * of its addresses), or a name or IP on `allowedHosts` (the bound host is one).
  */
-export function hostAllowed(request: IncomingMessage, allowedHosts: readonly string[] = []): boolean {
+export function hostAllowed(
+  request: IncomingMessage,
+  allowedHosts: readonly string[] = [],
+  boundHost = '127.0.0.1',
+): boolean {
   const host = request.headers.host;
   if (host === undefined) return false;
   let hostname: string;
@@ -70,15 +75,22 @@ export function hostAllowed(request: IncomingMessage, allowedHosts: readonly str
     return false;
   }
   const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  if (isIP(bare) !== 0 || bare === 'localhost' || bare.endsWith('.localhost')) return true;
-  return allowedHosts.some((allowed) => allowed.toLowerCase() === bare);
+  if (bare === 'localhost' || bare.endsWith('.localhost') || (isIP(bare) !== 0 && isLoopback(bare)))
+    return true;
+  if (isIP(bare) !== 0 && WILDCARDS.has(boundHost)) return true;
+  return allowedHosts.some((allowed) => {
+    const name = allowed.toLowerCase();
+    return (name.startsWith('[') ? name.slice(1, -1) : name) === bare;
+  });
 }
+
+const WILDCARDS = new Set(['0.0.0.0', '::', '']);
 
 export function selectProtocol(protocols: Set<string>): string | false {
   return protocols.has(PROTOCOL_VERSION) ? PROTOCOL_VERSION : false;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost', '::ffff:127.0.0.1']);
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost', '::ffff:127.0.0.1', '0:0:0:0:0:0:0:1']);
 export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith('127.');
+  return LOOPBACK.has(host) || host.startsWith('127.') || host.startsWith('::ffff:127.');
 }

@@ -1,0 +1,112 @@
+// Edges of the wire an outside tester found loose (tester2 "Small (LOW) protocol notes"): text the
+// OS would cut at a NUL or split at "=", a size error that named the wrong rule, a Host that is not
+// this server, an upgrade that offered no aleph.v1. Real gateway on loopback, real WebSocket.
+import { WebSocket } from 'ws';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { tokenSubprotocol } from './internal/auth.js';
+import { PROTOCOL_VERSION } from './protocol.js';
+import { startGateway, TOKEN, type Harness } from '../test/support.js';
+
+let h: Harness;
+beforeEach(async () => {
+  h = await startGateway();
+});
+afterEach(async () => {
+  await h.dispose();
+});
+
+const refusal = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error as { code?: string; message: string },
+  );
+
+describe('pty.spawn refuses text the OS would cut or split, naming the field', () => {
+  it.each([
+    ['a NUL in an argument', { args: ['a\0b'] }, /^params\.args\[0\]: must not contain a NUL byte/],
+    ['a NUL in an env value', { env: { A: 'x\0y' } }, /^params\.env\.A: must not contain a NUL byte/],
+    [
+      '"=" in an env name',
+      { env: { 'A=B': 'x' } },
+      /^params\.env key "A=B": must be a non-empty name without "="/,
+    ],
+    [
+      'a NUL in an env name',
+      { env: { 'C\0': 'x' } },
+      /^params\.env key "C\\u0000": must be a non-empty name/,
+    ],
+    ['an empty env name', { env: { '': 'x' } }, /^params\.env key "": must be a non-empty name/],
+    ['a NUL in the command', { command: '/bin/sh\0-x' }, /^params\.command: must not contain a NUL byte/],
+    ['a NUL in cwd', { cwd: '/tmp\0/x' }, /^params\.cwd: must not contain a NUL byte/],
+  ])('%s', async (_label, params, message) => {
+    const client = await h.connect();
+    const error = await refusal(client.call('pty.spawn', { ...params, cols: 80, rows: 24 }));
+    expect(error?.code).toBe('invalid_params');
+    expect(error?.message).toMatch(message);
+    expect(h.manager.size).toBe(0);
+    // The same client goes on.
+    const { sessionId } = await client.spawn({ command: '/bin/true', env: { A: 'x=y' }, cols: 80, rows: 24 });
+    expect(sessionId).toBeTruthy();
+  });
+
+  it('a size out of range says the range', async () => {
+    const client = await h.connect();
+    for (const cols of [0, 1e9, -3, 1.5]) {
+      const error = await refusal(client.call('pty.spawn', { cols, rows: 24 }));
+      expect(error).toMatchObject({
+        code: 'invalid_params',
+        message: 'params.cols: must be an integer from 1 to 10000',
+      });
+    }
+  });
+});
+
+describe('the upgrade', () => {
+  const attempt = (
+    headers: Record<string, string>,
+    protocols: string[] = [PROTOCOL_VERSION],
+    url = h.gateway.url,
+  ) =>
+    new Promise<{ status: number; protocol?: string }>((resolve) => {
+      const ws = new WebSocket(url, protocols, { headers });
+      ws.on('unexpected-response', (_request, response) => resolve({ status: response.statusCode ?? 0 }));
+      ws.on('open', () => {
+        resolve({ status: 101, protocol: ws.protocol });
+        ws.close();
+      });
+      ws.on('error', () => {});
+    });
+  const bearer = { authorization: `Bearer ${TOKEN}` };
+
+  it('a Host must name this server: the bound address, loopback, localhost or allowedHosts (PROTOCOL.md)', async () => {
+    const port = h.gateway.port;
+    expect((await attempt({ ...bearer, host: `10.0.0.1:${port}` })).status).toBe(421);
+    expect((await attempt({ ...bearer, host: `192.168.1.20:${port}` })).status).toBe(421);
+    expect((await attempt({ ...bearer, host: `[fe80::1]:${port}` })).status).toBe(421);
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `127.0.0.2:${port}`])
+      expect((await attempt({ ...bearer, host })).status).toBe(101);
+    const other = await startGateway({ allowedHosts: ['10.0.0.1', 'box.lan'] });
+    for (const host of ['10.0.0.1', 'box.lan', 'BOX.lan'])
+      expect(
+        (await attempt({ ...bearer, host: `${host}:${other.gateway.port}` }, undefined, other.gateway.url))
+          .status,
+      ).toBe(101);
+    await other.dispose();
+  });
+
+  it('refuses an upgrade that does not offer aleph.v1 with 400; the typed client and a browser-style offer get it', async () => {
+    expect((await attempt(bearer, [])).status).toBe(400);
+    expect((await attempt(bearer, ['something.else'])).status).toBe(400);
+    expect((await attempt({}, [tokenSubprotocol(TOKEN)])).status).toBe(400);
+    expect(await attempt({}, [PROTOCOL_VERSION, tokenSubprotocol(TOKEN)])).toEqual({
+      status: 101,
+      protocol: PROTOCOL_VERSION,
+    });
+    expect(await attempt(bearer)).toEqual({ status: 101, protocol: PROTOCOL_VERSION });
+    // Without the token the answer is still 401: nothing about the protocol before authentication.
+    expect((await attempt({}, [])).status).toBe(401);
+    const client = await h.connect();
+    expect(await client.call('pty.list', {})).toEqual([]);
+    expect(h.manager.size).toBe(0);
+  });
+});
