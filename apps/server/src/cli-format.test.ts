@@ -89,6 +89,15 @@ describe('aleph run prints words', () => {
       durationMs: 5,
     } as const;
     expect(hookLines({ ...block, event: 'Stop' })).toEqual([]); // the veto's verdict line says it
+    expect(
+      hookLines({
+        ...block,
+        event: 'PreToolUse',
+        kind: 'feedback',
+        tool: 'write_file',
+        message: 'innerHTML is XSS-prone\nuse textContent',
+      }),
+    ).toEqual(['  ↳ PreToolUse hook "tests" (write_file) told the model: innerHTML is XSS-prone']);
     expect(hookLines({ ...block, event: 'PreToolUse', kind: 'deny', tool: 'shell' })).toEqual([
       '  ⚑ PreToolUse hook "tests" (shell) denied the call (exit code 2): run the tests',
     ]);

@@ -138,8 +138,11 @@ export function hookLines(outcome: HookOutcome): string[] {
     case 'rewrite':
       lines.push(`  ✎ ${name} rewrote the arguments`);
       break;
-    case 'allow':
     case 'feedback':
+      // What the model reads next from a tool hook (additionalContext, a PostToolUse block).
+      lines.push(`  ↳ ${name} told the model: ${firstLine(outcome.message ?? '', 200)}`);
+      break;
+    case 'allow':
       break;
     default: {
       const unreachable: never = outcome.kind;

@@ -327,12 +327,18 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   resize();
   process.stdout.on('resize', resize);
   let typedAt = Date.now(); // attaching sized it
+  // Keys go without an answer each (binary frames); a refusal comes to onInputError. A key typed
+  // as the connection drops is lost with it: `lost` below ends the attach.
+  client.onInputError((error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
+  const send = (keys: Buffer): void => {
+    if (client.socket.readyState === client.socket.OPEN) client.type(sessionId, keys);
+  };
   const detached = new Promise<Leave>((resolve) => {
     if (process.stdin.isTTY) process.stdin.setRawMode(true);
     process.stdin.on('data', (data: Buffer) => {
       const at = data.indexOf(DETACH);
       if (at >= 0) {
-        if (at > 0) void client.input(sessionId, data.subarray(0, at));
+        if (at > 0) send(data.subarray(0, at));
         resolve({ code: 0, line: 'detached' });
         return;
       }
@@ -340,9 +346,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
       // console does; tmux's window-size latest). Sent first, so the program reads the keys at it.
       if (Date.now() - typedAt > 1000) resize();
       typedAt = Date.now();
-      void client
-        .input(sessionId, data)
-        .catch((error: Error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
+      send(data);
     });
   });
   const onSignal = new Map<NodeJS.Signals, () => void>();
