@@ -2,7 +2,7 @@
 // asserts nothing. The gateway runs in its own process, as a server would; the client is here.
 import headless from '@xterm/headless';
 import { spawn as spawnProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -145,6 +145,32 @@ async function gatewayEcho(client: GatewayClient, how: 'input' | 'type') {
   };
 }
 
+/** The bare relay (bench/relay.ts) in a process of its own, and a plain `ws` client of it here. */
+async function startRelay() {
+  const child = spawnProcess(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'relay.ts')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<string>((resolve) =>
+    child.stdout.once('data', (data: Buffer) => resolve(data.toString().trim())),
+  );
+  const socket = new WebSocket(`ws://127.0.0.1:${port}`, { perMessageDeflate: false });
+  await new Promise((resolve) => socket.once('open', resolve));
+  const key = Buffer.from('x');
+  const trips = roundTrips(() => socket.send(key, { binary: true }));
+  socket.on('message', trips.arrived);
+  return {
+    time: trips.time,
+    pid: child.pid!,
+    stop: () => (socket.close(), child.stdin.end()),
+  };
+}
+
+/** CPU time (µs) a process has used so far, all its threads, from /proc (Linux). */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // utime + stime, in clock ticks
+}
+
 const fmt = (n: number) => n.toFixed(3);
 /** A figure, its target, and whether it holds: `1.42 (target ≤ 1.6: holds)`. */
 const verdict = (value: number, relation: '≤' | '≥', target: number, unit = '') =>
@@ -192,25 +218,40 @@ try {
     // in. The echo path keeps getting faster for thousands of rounds as V8 optimizes it, and its
     // compiler threads share the 2 cores meanwhile. Measured here, per 1000 round trips of a fresh
     // gateway after the first 2000: p99 1.9–2.2 ms, then 0.4–1.2, then 0.2–0.3 from round 4000 on
-    // (p50 0.10–0.13 throughout); waiting 4 s instead changes nothing. Raw node-pty, same rounds.
+    // (p50 0.10–0.13 throughout); waiting 4 s instead changes nothing. Then rounds that alternate
+    // raw node-pty, the bare relay (the peer: the same pty behind a plain ws server), the gateway's
+    // keystrokes and its requests, so a change in the machine's state reaches all alike: on this VM
+    // raw alone moves from 0.015 to 0.08 ms between runs with how idle the cores are.
     const ROUNDS = 7;
     const TRIPS = 1000;
     const cpu = () => client.request<NodeJS.CpuUsage>('bench.cpu', {});
     const requests = await gatewayEcho(client, 'input');
     const keys = await gatewayEcho(client, 'type');
+    const relay = await startRelay();
     await rawEcho(5000, 0);
+    await relay.time(5000, 0);
     await requests.time(5000, 0);
     await keys.time(5000, 0);
-    const rounds = { raw: [] as number[][], requests: [] as number[][], keys: [] as number[][] };
-    let cpuMicros = 0;
+    const rounds = {
+      raw: [] as number[][],
+      relay: [] as number[][],
+      requests: [] as number[][],
+      keys: [] as number[][],
+    };
+    let cpuMicrosKeys = 0;
+    let relayCpu = 0;
     for (let round = 0; round < ROUNDS; round += 1) {
       rounds.raw.push(await rawEcho(0, TRIPS));
-      rounds.requests.push(await requests.time(0, TRIPS));
+      const relayBefore = cpuMicros(relay.pid);
+      rounds.relay.push(await relay.time(0, TRIPS));
+      relayCpu += cpuMicros(relay.pid) - relayBefore;
       const before = await cpu();
       rounds.keys.push(await keys.time(0, TRIPS));
       const after = await cpu();
-      cpuMicros += after.user + after.system - before.user - before.system;
+      cpuMicrosKeys += after.user + after.system - before.user - before.system;
+      rounds.requests.push(await requests.time(0, TRIPS));
     }
+    relay.stop();
     await requests.close();
     await keys.close();
     // Medians over the rounds of each round's p50 and p99, and the ratios of those medians.
@@ -218,12 +259,16 @@ try {
     const figure = (samples: number[][], p: number) => median(samples.map((round) => pct(round, p)));
     const raw50 = figure(rounds.raw, 0.5);
     const raw99 = figure(rounds.raw, 0.99);
-    const line = (name: string, samples: number[][]) =>
-      `${name} p50 ${fmt(figure(samples, 0.5))} ms p99 ${fmt(figure(samples, 0.99))} ms; p50 ratio ${verdict(figure(samples, 0.5) / raw50, '≤', 1.6)}, p99 ratio ${verdict(figure(samples, 0.99) / raw99, '≤', 1.3)}`;
+    const line = (samples: number[][]) =>
+      `p50 ${fmt(figure(samples, 0.5))} ms p99 ${fmt(figure(samples, 0.99))} ms; p50 ratio ${verdict(figure(samples, 0.5) / raw50, '≤', 1.6)}, p99 ratio ${verdict(figure(samples, 0.99) / raw99, '≤', 1.3)}`;
     console.log(
-      `echo RTT, ${ROUNDS} alternating rounds of ${TRIPS} (after 5000 to warm up each), medians of the rounds' p50 and p99: raw node-pty p50 ${fmt(raw50)} ms p99 ${fmt(raw99)} ms; gateway, keystrokes as client.type (what \`aleph attach\` sends): ${line('', rounds.keys)}; gateway CPU per keystroke round trip ${(cpuMicros / (ROUNDS * TRIPS)).toFixed(0)} µs`,
+      `echo RTT, ${ROUNDS} alternating rounds of ${TRIPS} (after 5000 to warm up each), medians of the rounds' p50 and p99: raw node-pty p50 ${fmt(raw50)} ms p99 ${fmt(raw99)} ms; gateway, keystrokes as client.type (binary frames, what \`aleph attach\` sends): ${line(rounds.keys)}; gateway CPU per keystroke round trip ${(cpuMicrosKeys / (ROUNDS * TRIPS)).toFixed(0)} µs`,
     );
-    console.log(`  keystrokes as requests (client.input, an answer per key):${line('', rounds.requests)}`);
+    console.log(`  keystrokes as requests (client.input, JSON, an answer per key): ${line(rounds.requests)}`);
+    const relay50 = figure(rounds.relay, 0.5);
+    console.log(
+      `  (peer) a bare ws relay (bench/relay.ts: ws + the same pty, binary frames, nothing else; a plain ws client): p50 ${fmt(relay50)} ms (${(relay50 / raw50).toFixed(2)}× raw) p99 ${fmt(figure(rounds.relay, 0.99))} ms, CPU per round trip ${(relayCpu / (ROUNDS * TRIPS)).toFixed(0)} µs; the gateway's keystrokes over the relay: p50 ${(figure(rounds.keys, 0.5) / relay50).toFixed(2)}×, p99 ${(figure(rounds.keys, 0.99) / figure(rounds.relay, 0.99)).toFixed(2)}×: the rest of the gap to raw is the two extra process hops (client → server → client) any web terminal has`,
+    );
   }
 
   // 3. Isolation: 63 sessions flood (watched by another connection), the 64th echoes, 1000 times
