@@ -1,7 +1,7 @@
 // One command hook run, as Claude Code runs it: in the project root, `CLAUDE_PROJECT_DIR` (and
-// `CLAUDE_PLUGIN_ROOT` for a plugin's hook) set, the event as JSON on stdin. `${CLAUDE_…}` is replaced
-// in the text (a plugin may single-quote it); then a `command` alone goes through `sh -c`, with `args`
-// it is executed directly. The server's secrets (`stripEnv`) never reach it; `wrap` sandboxes it.
+// `CLAUDE_PLUGIN_ROOT` for a plugin's hook) set, the event as JSON on stdin. `${CLAUDE_…}` reaches the
+// command even single-quoted (a plugin's habit), never as shell text; a `command` alone goes through
+// `sh -c`, with `args` it is executed directly. The server's secrets (`stripEnv`) never reach it; `wrap` sandboxes it.
 import { firstLines } from '../hook-outcome.js';
 import { runProcess, type CommandWrapper, type ProcessOutcome } from './run-process.js';
 
@@ -25,12 +25,42 @@ export interface CommandHookRun {
   readonly durationMs: number;
 }
 
-/** `${CLAUDE_…}` (and, with no shell to read the environment, a bare `$CLAUDE_…`) replaced. */
-function substitute(value: string, variables: Readonly<Record<string, string>>, bare: boolean): string {
+/** `${CLAUDE_…}` and `$CLAUDE_…` replaced by their values: the `args` form, where no shell reads them. */
+function substitute(value: string, variables: Readonly<Record<string, string>>): string {
   return value.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, braced?: string, plain?: string) => {
-    const name = braced ?? (bare ? plain : undefined) ?? '';
+    const name = braced ?? plain ?? '';
     return name.startsWith('CLAUDE_') && variables[name] !== undefined ? variables[name] : whole;
   });
+}
+
+/**
+ * The shell form: `${CLAUDE_…}` reaches the script whatever quotes it sits in (a plugin writes
+ * `'${CLAUDE_PLUGIN_ROOT}/x.py'`), and the value is never parsed as shell text (a project dir named
+ * `it's $(…)` stays a name). The shell expands it from the environment outside single quotes; inside
+ * them it becomes `'"${CLAUDE_…}"'`: close the quote, expand, reopen.
+ */
+function substituteInShell(command: string, variables: Readonly<Record<string, string>>): string {
+  let out = '';
+  let quote: "'" | '"' | undefined;
+  for (let index = 0; index < command.length; index += 1) {
+    const char = command[index]!;
+    if (quote === "'") {
+      const placeholder = /^\$\{(CLAUDE_\w+)\}/.exec(command.slice(index, index + 64));
+      if (placeholder !== null && variables[placeholder[1]!] !== undefined) {
+        out += `'"\${${placeholder[1]}}"'`;
+        index += placeholder[0].length - 1;
+        continue;
+      }
+      if (char === "'") quote = undefined;
+    } else if (char === '\\') {
+      out += char + (command[index + 1] ?? '');
+      index += 1;
+      continue;
+    } else if (char === quote) quote = undefined;
+    else if (quote === undefined && (char === "'" || char === '"')) quote = char;
+    out += char;
+  }
+  return out;
 }
 
 export async function runCommandHook(
@@ -53,10 +83,10 @@ export async function runCommandHook(
   const outcome = await runProcess({
     command:
       spec.args === undefined
-        ? { file: 'sh', args: ['-c', substitute(spec.command, claude, false)], cwd, env, readable }
+        ? { file: 'sh', args: ['-c', substituteInShell(spec.command, claude)], cwd, env, readable }
         : {
-            file: substitute(spec.command, claude, true),
-            args: spec.args.map((arg) => substitute(arg, claude, true)),
+            file: substitute(spec.command, claude),
+            args: spec.args.map((arg) => substitute(arg, claude)),
             cwd,
             env,
             readable,
