@@ -162,6 +162,9 @@ describe('over a real gateway', () => {
     client.onInputError((error) => refused.push(error));
     client.type('no-such-session', 'x');
     await until(() => refused.length === 1, 'the unknown session');
+    client.type('n'.repeat(300), 'x'); // longer than a binary frame's id: sent as JSON, refused alike
+    await until(() => refused.length === 2, 'the long id');
+    expect(refused.pop()!.data).toMatchObject({ code: 'unknown_session', sessionId: 'n'.repeat(300) });
     expect(refused[0]!.code).toBe('unknown_session');
     expect(refused[0]!.data).toMatchObject({ sessionId: 'no-such-session' });
 

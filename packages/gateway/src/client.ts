@@ -127,7 +127,10 @@ export class GatewayClient {
     if (this.socket.readyState !== WebSocket.OPEN)
       throw new GatewayError('internal_error', 'connection is not open');
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
-    if (this.#binary) return this.socket.send(binaryInputFrame(sessionId, bytes));
+    // An id a binary frame cannot carry (empty, over 255 bytes) goes as JSON, refused alike.
+    const idLength = Buffer.byteLength(sessionId);
+    if (this.#binary && idLength > 0 && idLength <= 255)
+      return this.socket.send(binaryInputFrame(sessionId, bytes));
     this.socket.send(
       JSON.stringify({
         jsonrpc: '2.0',
