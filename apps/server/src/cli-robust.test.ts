@@ -11,6 +11,7 @@ import { PtySession } from '@aleph/pty';
 import { afterEach, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { restoreSequence } from './terminal-restore.js';
 import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 let server: ServerProcess | undefined;
@@ -319,4 +320,32 @@ it('`aleph attach` to a server without pty.snapshot follows the scrollback from 
     await proxy.close();
     await client.close();
   }
+});
+
+it('`aleph attach` to a session that already ended shows its tail and leaves with its exit code, terminal restored', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  const { sessionId } = await client.spawn({
+    command: '/bin/bash',
+    args: ['--norc', '--noprofile', '-c', 'echo bye-$((2+2)); exit 4'],
+    cols: 100,
+    rows: 30,
+  });
+  // Listed as ended (for 60 s): no pty.exit event will come again for it.
+  await expect
+    .poll(async () => (await client.list()).find((s) => s.sessionId === sessionId)?.exit?.exitCode, {
+      timeout: 20_000,
+    })
+    .toBe(4);
+  await client.close();
+  const attached = inTerminal(['attach', sessionId], { ALEPH_URL: server.url, ALEPH_TOKEN: server.token });
+  const line = '[aleph: terminal ended: exited, exit code 4]';
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain(line); // not "attached" forever
+  expect(await attached.session.exited).toMatchObject({ exitCode: 4 });
+  const screen = attached.screen();
+  expect(screen.indexOf('bye-4')).toBeGreaterThanOrEqual(0);
+  // The tail, then the terminal given back in its own modes, then the usual line.
+  const restoredAt = screen.lastIndexOf(restoreSequence(undefined));
+  expect(restoredAt).toBeGreaterThan(screen.indexOf('bye-4'));
+  expect(restoredAt).toBeLessThan(screen.indexOf(line));
 });

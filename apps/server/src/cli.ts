@@ -280,14 +280,17 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   await client.subscribe(['pty.*'], [sessionId]);
   /** How attach ended: its exit code and the line that says why (written after the restore). */
   type Leave = { code: number; line: string };
-  const exit = new Promise<Leave>((resolve) => {
-    client.onExit((event) => {
-      if (event.sessionId === sessionId)
-        resolve({
-          code: event.exitCode ?? 1,
-          line: `terminal ended: ${event.reason}${event.exitCode !== null ? `, exit code ${event.exitCode}` : ''}`,
-        });
-    });
+  type End = { exitCode: number | null; reason: string };
+  const endLeave = (end: End): Leave => ({
+    code: end.exitCode ?? 1,
+    line: `terminal ended: ${end.reason}${end.exitCode !== null ? `, exit code ${end.exitCode}` : ''}`,
+  });
+  // The end comes as a `pty.exit` event, or, for a session that ended before this subscription
+  // (already ended, or between list() and subscribe), in pty.follow's answer: then after its tail.
+  let ended!: (leave: Leave) => void;
+  const exit = new Promise<Leave>((resolve) => (ended = resolve));
+  client.onExit((event) => {
+    if (event.sessionId === sessionId) ended(endLeave(event));
   });
   // Every byte written to the user's terminal goes through `screen`: at the end, it says whether
   // the program left the terminal in its alternate screen.
@@ -319,7 +322,17 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   const ignore = (): void => {};
   process.stdout.on('error', ignore);
   process.stderr.on('error', ignore);
-  await client.follow(sessionId, from, (data) => show(data));
+  let shownTo = from;
+  let endAt: { offset: number; leave: Leave } | undefined;
+  const followed = await client.follow(sessionId, from, (data, offset) => {
+    show(data);
+    shownTo = offset + data.length;
+    if (endAt !== undefined && shownTo >= endAt.offset) ended(endAt.leave);
+  });
+  if (followed.exit !== null) {
+    endAt = { offset: followed.end, leave: endLeave(followed.exit) };
+    if (Math.max(shownTo, followed.offset) >= followed.end) ended(endAt.leave);
+  }
   const resize = (): void => {
     if (process.stdout.columns && process.stdout.rows)
       void client.resize(sessionId, process.stdout.columns, process.stdout.rows).catch(() => {});
