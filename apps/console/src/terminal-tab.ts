@@ -97,22 +97,48 @@ export class TerminalTab {
 
   /**
    * Draws the session's screen from its snapshot (at the size it was taken), then follows it from
-   * the offset the snapshot covers: what a client that watched from the start would show.
+   * the offset the snapshot covers: what a client that watched from the start would show. With no
+   * snapshot to be had, it follows from the oldest byte of the scrollback, as `aleph attach` does.
    */
   async attach(): Promise<void> {
     this.#following = false; // frames before pty.follow's answer belong to the stream before it
-    const snapshot = await this.#snapshot();
+    const snapshot = await this.#screen();
     this.terminal.reset();
-    this.terminal.resize(snapshot.cols, snapshot.rows);
-    this.terminal.write(snapshot.data);
+    if (snapshot !== undefined) {
+      this.terminal.resize(snapshot.cols, snapshot.rows);
+      this.terminal.write(snapshot.data);
+    }
     const follow = await this.#connection.call('pty.follow', {
       sessionId: this.sessionId,
-      fromOffset: snapshot.offset,
+      fromOffset: snapshot?.offset ?? 0,
     });
     this.#next = follow.offset;
     this.#following = true;
     if (follow.exit !== null) this.ended(follow.exit);
     this.fit();
+  }
+
+  /**
+   * The session's screen, or undefined: follow its scrollback instead. A session over the server's
+   * snapshot cap (`screen_too_large`: sized by another viewer) is given this view's size, as the
+   * viewer used last, and asked once more. `unknown_session` is the caller's to handle.
+   */
+  async #screen(): Promise<MethodResult<'pty.snapshot'> | undefined> {
+    try {
+      return await this.#snapshot();
+    } catch (error) {
+      if (error instanceof RpcError && error.code === 'unknown_session') throw error;
+      if (!(error instanceof RpcError && error.code === 'screen_too_large')) return undefined;
+    }
+    const proposed = this.#fit.proposeDimensions();
+    const fits = proposed !== undefined && Number.isFinite(proposed.cols) && Number.isFinite(proposed.rows);
+    const { cols, rows } = fits ? proposed : this.terminal;
+    this.terminal.resize(cols, rows); // not sent: not following yet
+    this.#sizedAt = performance.now();
+    this.#sized = true;
+    // An ended session refuses (session_closed): its snapshot stays too large, the scrollback serves.
+    await this.#connection.call('pty.resize', { sessionId: this.sessionId, cols, rows }).catch(() => {});
+    return this.#snapshot().catch(() => undefined);
   }
 
   /** A snapshot, retried while the server answers `busy` (its terminal is catching up a flood). */
@@ -132,7 +158,7 @@ export class TerminalTab {
     if (!this.#following) return;
     if (output.offset > this.#next) {
       // This view fell behind past the scrollback: output was lost for it. Start again from a snapshot.
-      void this.attach().catch(() => {});
+      void this.attach().catch((error: unknown) => this.failed(error));
       return;
     }
     const end = output.offset + output.data.length;
@@ -149,6 +175,14 @@ export class TerminalTab {
     this.#notice.hidden = false;
     this.terminal.options.disableStdin = true;
     this.onChange();
+  }
+
+  /** Says in the tab that it cannot show the session (never a blank tab taking keys unseen). */
+  failed(error: unknown): void {
+    if (this.#exit !== undefined) return;
+    this.#notice.textContent = `Cannot show this session: ${error instanceof Error ? error.message : String(error)}`;
+    this.#notice.hidden = false;
+    this.terminal.options.disableStdin = true;
   }
 
   /** Fits the terminal to its box (once per frame); the resize goes to the pty. */

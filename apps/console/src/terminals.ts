@@ -92,8 +92,10 @@ export class Terminals {
     try {
       await tab.attach();
     } catch (error) {
-      if (!(error instanceof RpcError && error.code === 'unknown_session')) throw error;
-      tab.ended({ exitCode: null, signal: null, reason: 'exited' });
+      // Gone (past its grace period): ended. Anything else is said in the tab, not thrown.
+      if (error instanceof RpcError && error.code === 'unknown_session')
+        tab.ended({ exitCode: null, signal: null, reason: 'exited' });
+      else tab.failed(error);
     }
     const ended = endOf(info);
     if (ended !== undefined) tab.ended(ended);

@@ -227,4 +227,53 @@ inhibit_sleep = false
       await other.close();
     }
   });
+
+  it('a session sized past the snapshot cap by another client opens: the tab takes its size back, or follows the scrollback', async () => {
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(error.message));
+    const request = (method: string, params: unknown) =>
+      page.evaluate(([m, p]) => (window as any).alephConsole.request(m, p), [method, params] as const);
+    const spawned = async (args: string[]): Promise<string> => {
+      const { sessionId } = (await request('pty.spawn', {
+        command: '/bin/bash',
+        args,
+        cols: 80,
+        rows: 24,
+        env: { PS1: 'PROMPT$ ' },
+      })) as { sessionId: string };
+      await request('pty.resize', { sessionId, cols: 10000, rows: 60 }); // 600 000 cells: no snapshot
+      await expect
+        .poll(() => page.locator(`.session-list li[data-session="${sessionId}"]`).count(), {
+          timeout: 15_000,
+        })
+        .toBe(1);
+      return sessionId;
+    };
+    // A live one: the tab gives it its own size, then shows its screen and what is typed.
+    const live = await spawned(['--norc', '-i']);
+    await openFromSessions(page, live);
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await type(page, 'echo VISIBLE-$((6*7))');
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('VISIBLE-42');
+    const fitted = await size(page);
+    expect(fitted.cols).toBeLessThan(10000);
+    const listed = (await list()).find((session) => session.sessionId === live)!;
+    expect({ cols: listed.cols, rows: listed.rows }).toEqual(fitted);
+    // One that ended at that size (it can no longer be resized): its scrollback, and its end.
+    const ended = await spawned(['--norc', '-c', 'read line; echo TAIL-$((6*7)); exit 3']);
+    await request('pty.input', { sessionId: ended, data: btoa('\r') });
+    await expect.poll(async () => (await list()).find((s) => s.sessionId === ended)?.exit).not.toBeNull();
+    await expect
+      .poll(() => page.locator(`.session-list li[data-session="${ended}"] button`).count(), {
+        timeout: 15_000,
+      })
+      .toBe(1);
+    await openFromSessions(page, ended);
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('TAIL-42');
+    await expect
+      .poll(() => page.locator('.term-tab:not([hidden]) .notice').innerText())
+      .toContain('Session ended');
+    expect(errors).toEqual([]);
+    await screenshot(page, 'viewers-4-too-large');
+  });
 });

@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 2693, files: 15 },
   sandbox: { lines: 728, files: 7 },
   server: { lines: 2673, files: 15 },
-  console: { lines: 1240, files: 7 },
+  console: { lines: 1270, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {
