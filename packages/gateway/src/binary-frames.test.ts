@@ -6,7 +6,7 @@ import type { GatewayClient } from './client.js';
 import type { GatewayError } from './errors.js';
 import { binaryInputFrame, binaryOutputFramer, readBinaryFrame } from './internal/binary-frames.js';
 import { MAX_INPUT_BYTES } from './protocol.js';
-import { outputOf, startGateway, until, type Harness } from '../test/support.js';
+import { KEYS, keystrokeDump, outputOf, startGateway, until, type Harness } from '../test/support.js';
 
 describe('the layout', () => {
   it('an output frame reads back as its session, offset and bytes', () => {
@@ -97,23 +97,8 @@ describe('over a real gateway', () => {
   it('keystrokes in binary frames reach the program as the JSON requests do, byte for byte', async () => {
     const client = await h.connect();
     await client.subscribe(['pty.*']);
-    const keys = [...'héllo ✓ 😀 \t', '\x1b[A', '\x7f', 'x'.repeat(3000), ...'end'];
-    const total = Buffer.byteLength(keys.join(''));
-    const dumpOf = async (send: (sessionId: string, key: string) => Promise<unknown> | void) => {
-      const { sessionId } = await client.spawn({
-        command: '/bin/sh',
-        args: ['-c', `stty raw -echo; printf READY; head -c ${total} | od -An -tx1 -v; printf DONE`],
-        cols: 80,
-        rows: 24,
-      });
-      const output = outputOf(client, sessionId);
-      await output.waitFor(/READY/);
-      for (const key of keys) await send(sessionId, key);
-      await output.waitFor(/DONE/);
-      return output.text().replace(/\s+/g, ' ');
-    };
-    const byRequest = await dumpOf((sessionId, key) => client.input(sessionId, key));
-    const byBinary = await dumpOf((sessionId, key) => client.type(sessionId, key));
+    const byRequest = await keystrokeDump(client, KEYS, (sessionId, key) => client.input(sessionId, key));
+    const byBinary = await keystrokeDump(client, KEYS, (sessionId, key) => client.type(sessionId, key));
     expect(byRequest).toMatch(/68 c3 a9 6c 6c 6f/);
     expect(byBinary).toBe(byRequest);
   });

@@ -155,3 +155,29 @@ export async function silentClient(
     destroy: () => socket.destroy(),
   };
 }
+
+/** Keystrokes that exercise a terminal's input path: UTF-8, an escape sequence, DEL, a long run. */
+export const KEYS = [...'héllo ✓ 😀 \t', '\x1b[A', '\x7f', 'x'.repeat(3000), ...'end'];
+
+/**
+ * What a program in raw mode reads of `keys` sent one by one with `send`, as an `od` hex dump: the
+ * bytes themselves, whatever way they were sent.
+ */
+export async function keystrokeDump(
+  client: GatewayClient,
+  keys: readonly string[],
+  send: (sessionId: string, key: string) => Promise<unknown> | void,
+): Promise<string> {
+  const total = Buffer.byteLength(keys.join(''));
+  const { sessionId } = await client.spawn({
+    command: '/bin/sh',
+    args: ['-c', `stty raw -echo; printf READY; head -c ${total} | od -An -tx1 -v; printf DONE`],
+    cols: 80,
+    rows: 24,
+  });
+  const output = outputOf(client, sessionId);
+  await output.waitFor(/READY/); // raw mode is on
+  for (const key of keys) await send(sessionId, key);
+  await output.waitFor(/DONE/);
+  return output.text().replace(/\s+/g, ' ');
+}
