@@ -207,8 +207,13 @@ inhibit_sleep = false
     const other = await secondViewer(900, 500);
     try {
       await openFromSessions(other, sessionId);
-      // Fitted to its smaller window once drawn (the snapshot came at the pty's size).
-      await expect.poll(() => size(other).then((other) => other.cols)).toBeLessThan(big.cols);
+      // Fitted to its smaller window once drawn (the snapshot came at the pty's size): smaller both
+      // ways (a fit can land in two steps, the width before the height, as the layout settles).
+      await expect
+        .poll(() => size(other).then((other) => other.cols < big.cols && other.rows < big.rows))
+        .toBe(true);
+      // Typed into the terminal itself (focused by a click), at its size from then on.
+      await other.locator('.term-tab:not([hidden]) .xterm').click();
       const small = await size(other);
       await type(other, 'stty size');
       await expect
