@@ -281,6 +281,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       error: { code: ErrorCodes[code], message, data: { code } },
     });
 
+  /** Keystrokes sent without an id (a notification, a binary frame) hear of a failure: id null, the session named. */
+  const keystrokesRefused = (connection: Connection, error: RpcErrorObject, sessionId: string): void =>
+    reply(connection, null, { error: { ...error, data: { ...error.data!, sessionId } } });
+
   /** Keystrokes in a binary frame: a `pty.input` notification (PROTOCOL.md, "Binary frames"). */
   function binaryInput(connection: Connection, raw: RawData): void {
     if (!connection.binary)
@@ -299,9 +303,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     } catch (error) {
       const rpcError = rpcErrorFor(error);
       if (rpcError === undefined) throw error;
-      reply(connection, null, {
-        error: { ...rpcError, data: { ...rpcError.data!, sessionId: frame.sessionId } },
-      });
+      keystrokesRefused(connection, rpcError, frame.sessionId);
     }
   }
 
@@ -362,12 +364,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     } catch (error) {
       const rpcError = rpcErrorFor(error);
       if (rpcError !== undefined) {
-        // A keystroke sent as a notification (no answer when it works) still hears of a failure:
-        // an error with id null that names its session.
-        if (request.data.id === undefined && method === 'pty.input') {
-          const sessionId = (params.data as { sessionId: string }).sessionId;
-          return reply(connection, null, { error: { ...rpcError, data: { ...rpcError.data!, sessionId } } });
-        }
+        if (request.data.id === undefined && method === 'pty.input')
+          return keystrokesRefused(connection, rpcError, (params.data as { sessionId: string }).sessionId);
         return reply(connection, request.data.id, { error: rpcError });
       }
       logger.error({ err: error, method }, 'handler failed');

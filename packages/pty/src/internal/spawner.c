@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "proc-stat.h"
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -201,18 +202,9 @@ static size_t signal_descendants(int sig) {
   if (proc == NULL) return 0;
   for (struct dirent *item; (item = readdir(proc)) != NULL;) {
     if (item->d_name[0] < '0' || item->d_name[0] > '9') continue;
-    char path[300], stat[1024];
-    snprintf(path, sizeof path, "/proc/%s/stat", item->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue; // gone meanwhile
-    ssize_t length = read(fd, stat, sizeof stat - 1);
-    close(fd);
-    if (length <= 0) continue;
-    stat[length] = '\0';
-    char *after = strrchr(stat, ')'); // pid (comm) state ppid pgrp ...: comm may hold ')'
     struct entry read_entry = {(pid_t)atoi(item->d_name), 0, 0, 0, 0};
-    int parent, group;
-    if (after == NULL || sscanf(after + 1, " %c %d %d", &read_entry.state, &parent, &group) != 3) continue;
+    int parent, group, session;
+    if (!read_proc_stat(item->d_name, &read_entry.state, &parent, &group, &session)) continue;
     read_entry.parent = (pid_t)parent;
     read_entry.group = (pid_t)group;
     if (count == capacity) {

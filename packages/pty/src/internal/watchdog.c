@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "proc-stat.h"
 
 enum { GRACE_MS = 500, KILL_ROUNDS = 100, NAP_MS = 10 };
 
@@ -61,19 +62,9 @@ static size_t signal_members(int sig) {
   if (proc == NULL) return 0;
   for (struct dirent *entry; (entry = readdir(proc)) != NULL;) {
     if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
-    char path[300], stat[1024];
-    snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue; // gone meanwhile
-    ssize_t length = read(fd, stat, sizeof stat - 1);
-    close(fd);
-    if (length <= 0) continue;
-    stat[length] = '\0';
-    // pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
-    char *after = strrchr(stat, ')');
     char state;
     int ppid, group, session;
-    if (after == NULL || sscanf(after + 1, " %c %d %d %d", &state, &ppid, &group, &session) != 4) continue;
+    if (!read_proc_stat(entry->d_name, &state, &ppid, &group, &session)) continue;
     if (state == 'Z' || state == 'X' || !registered(session)) continue;
     found++;
     if (sig != 0) kill((pid_t)atoi(entry->d_name), sig);
