@@ -1,7 +1,7 @@
 // pnpm bench: the gateway against raw node-pty, measured in the same run. Prints figures and ratios;
 // asserts nothing. The gateway runs in its own process, as a server would; the client is here.
 import headless from '@xterm/headless';
-import { spawn as spawnProcess } from 'node:child_process';
+import { spawn as spawnProcess, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,14 +145,16 @@ async function gatewayEcho(client: GatewayClient, how: 'input' | 'type') {
   };
 }
 
-/** The bare relay (bench/relay.ts) in a process of its own, and a plain `ws` client of it here. */
-async function startRelay() {
-  const child = spawnProcess(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'relay.ts')], {
-    stdio: ['pipe', 'pipe', 'inherit'],
+/**
+ * A relay peer in a process of its own — the bare Node relay (bench/relay.ts), or the C one
+ * (bench/c-relay.c, compiled here) — and a plain `ws` client of it here.
+ */
+async function startRelay(command: string, args: string[]) {
+  const child = spawnProcess(command, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const port = await new Promise<string>((resolve, reject) => {
+    child.once('error', reject);
+    child.stdout.once('data', (data: Buffer) => resolve(data.toString().trim()));
   });
-  const port = await new Promise<string>((resolve) =>
-    child.stdout.once('data', (data: Buffer) => resolve(data.toString().trim())),
-  );
   const socket = new WebSocket(`ws://127.0.0.1:${port}`, { perMessageDeflate: false });
   await new Promise((resolve) => socket.once('open', resolve));
   const key = Buffer.from('x');
@@ -163,6 +165,20 @@ async function startRelay() {
     pid: child.pid!,
     stop: () => (socket.close(), child.stdin.end()),
   };
+}
+
+/** The C peer, built with the C compiler the spawn helper needs; undefined (and why) without one. */
+function buildCRelay(): string | { skipped: string } {
+  const binary = join(dir, 'c-relay');
+  const built = spawnSync(
+    process.env['CC'] ?? 'cc',
+    ['-O2', '-o', binary, join(import.meta.dirname, 'c-relay.c'), '-lutil'],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (built.status === 0) return binary;
+  return { skipped: (built.error?.message ?? built.stderr).trim().split('\n')[0] ?? 'no C compiler' };
 }
 
 /** CPU time (µs) a process has used so far, all its threads, from /proc (Linux). */
@@ -227,24 +243,38 @@ try {
     const cpu = () => client.request<NodeJS.CpuUsage>('bench.cpu', {});
     const requests = await gatewayEcho(client, 'input');
     const keys = await gatewayEcho(client, 'type');
-    const relay = await startRelay();
+    const relay = await startRelay(process.execPath, [
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'relay.ts'),
+    ]);
+    const cBinary = buildCRelay();
+    const cRelay = typeof cBinary === 'string' ? await startRelay(cBinary, []) : undefined;
     await rawEcho(5000, 0);
     await relay.time(5000, 0);
+    await cRelay?.time(5000, 0);
     await requests.time(5000, 0);
     await keys.time(5000, 0);
     const rounds = {
       raw: [] as number[][],
       relay: [] as number[][],
+      cRelay: [] as number[][],
       requests: [] as number[][],
       keys: [] as number[][],
     };
     let cpuMicrosKeys = 0;
     let relayCpu = 0;
+    let cRelayCpu = 0;
     for (let round = 0; round < ROUNDS; round += 1) {
       rounds.raw.push(await rawEcho(0, TRIPS));
       const relayBefore = cpuMicros(relay.pid);
       rounds.relay.push(await relay.time(0, TRIPS));
       relayCpu += cpuMicros(relay.pid) - relayBefore;
+      if (cRelay !== undefined) {
+        const cBefore = cpuMicros(cRelay.pid);
+        rounds.cRelay.push(await cRelay.time(0, TRIPS));
+        cRelayCpu += cpuMicros(cRelay.pid) - cBefore;
+      }
       const before = await cpu();
       rounds.keys.push(await keys.time(0, TRIPS));
       const after = await cpu();
@@ -252,6 +282,7 @@ try {
       rounds.requests.push(await requests.time(0, TRIPS));
     }
     relay.stop();
+    cRelay?.stop();
     await requests.close();
     await keys.close();
     // Medians over the rounds of each round's p50 and p99, and the ratios of those medians.
@@ -267,7 +298,14 @@ try {
     console.log(`  keystrokes as requests (client.input, JSON, an answer per key): ${line(rounds.requests)}`);
     const relay50 = figure(rounds.relay, 0.5);
     console.log(
-      `  (peer) a bare ws relay (bench/relay.ts: ws + the same pty, binary frames, nothing else; a plain ws client): p50 ${fmt(relay50)} ms (${(relay50 / raw50).toFixed(2)}× raw) p99 ${fmt(figure(rounds.relay, 0.99))} ms, CPU per round trip ${(relayCpu / (ROUNDS * TRIPS)).toFixed(0)} µs; the gateway's keystrokes over the relay: p50 ${(figure(rounds.keys, 0.5) / relay50).toFixed(2)}×, p99 ${(figure(rounds.keys, 0.99) / figure(rounds.relay, 0.99)).toFixed(2)}×: the rest of the gap to raw is the two extra process hops (client → server → client) any web terminal has`,
+      `  (peer) a bare ws relay (bench/relay.ts: ws + the same pty, binary frames, nothing else; a plain ws client): p50 ${fmt(relay50)} ms (${(relay50 / raw50).toFixed(2)}× raw) p99 ${fmt(figure(rounds.relay, 0.99))} ms, CPU per round trip ${(relayCpu / (ROUNDS * TRIPS)).toFixed(0)} µs; the gateway's keystrokes over the relay: p50 ${(figure(rounds.keys, 0.5) / relay50).toFixed(2)}×, p99 ${(figure(rounds.keys, 0.99) / figure(rounds.relay, 0.99)).toFixed(2)}×`,
+    );
+    const c50 = figure(rounds.cRelay, 0.5);
+    const c99 = figure(rounds.cRelay, 0.99);
+    console.log(
+      typeof cBinary === 'string'
+        ? `  (peer) a C relay (bench/c-relay.c: a minimal C WebSocket server on one epoll loop, as ttyd's, + the same cat in a pty; the same plain ws client): p50 ${fmt(c50)} ms (${(c50 / raw50).toFixed(2)}× raw) p99 ${fmt(c99)} ms (${(c99 / raw99).toFixed(2)}× raw), CPU per round trip ${(cRelayCpu / (ROUNDS * TRIPS)).toFixed(0)} µs; the gateway's keystrokes over it: p50 ${(figure(rounds.keys, 0.5) / c50).toFixed(2)}×, p99 ${(figure(rounds.keys, 0.99) / c99).toFixed(2)}×: the C peer is what the two process hops (client → server → client) of any web terminal cost here; the rest of the gateway's gap is Node's own work per event (the bare Node relay above has it too)`
+        : `  (peer) the C relay was skipped: ${cBinary.skipped}`,
     );
   }
 
