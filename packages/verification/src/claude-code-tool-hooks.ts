@@ -2,6 +2,7 @@
 // harness's hook point (allow | deny{reason} | rewrite{args}; after → optional feedback). The same
 // runner and contract as Stop: exit 2 → stderr; exit 0 → JSON; other codes → a non-blocking error,
 // reported and ignored. There is no human in the loop, so `"ask"` is a deny that says so.
+// `"continue": false` stops the run (over any `decision`), its `stopReason` meant for the user.
 // PreToolUse `additionalContext` reaches the model too: with the deny reason, or kept per call id
 // and given back by `after` as feedback (the harness's one path to the model's next Think).
 import { matcherMatches, type ClaudeCodeCommandHook, type ClaudeCodeHooks } from './claude-code-settings.js';
@@ -31,11 +32,21 @@ export interface ToolHookRunContext {
   readonly permissionMode?: string;
 }
 
-/** deny: not run, `reason` is its result; rewrite: run with `args`, the batch serially (harness). */
+/**
+ * deny: not run, `reason` is its result; rewrite: run with `args`, the batch serially (harness);
+ * stop: not run, and the run ends once the hooks are done, `reason` shown to the user (not the model).
+ */
 export type ToolHookDecision =
   | { readonly kind: 'allow' }
   | { readonly kind: 'deny'; readonly reason: string }
-  | { readonly kind: 'rewrite'; readonly args: unknown };
+  | { readonly kind: 'rewrite'; readonly args: unknown }
+  | { readonly kind: 'stop'; readonly reason: string };
+
+/** `feedback`: for the model's next Think; `stop`: end the run, the reason shown to the user. */
+export interface ToolHookAfter {
+  readonly feedback?: string;
+  readonly stop?: string;
+}
 
 export interface ClaudeCodeToolHooksOptions {
   /** The run's project root: hooks run there; `tool_input` paths are absolute from it. */
@@ -51,6 +62,7 @@ type Event = 'PreToolUse' | 'PostToolUse';
 type Answer =
   | { kind: 'allow' }
   | { kind: 'deny'; reason: string }
+  | { kind: 'stop'; reason: string }
   | { kind: 'rewrite'; input: Record<string, unknown> }
   | { kind: 'error'; message: string };
 
@@ -71,11 +83,10 @@ function preToolAnswer(
   };
   const decision = specific?.permissionDecision ?? (output?.decision === 'block' ? 'deny' : undefined);
   const reason = specific?.permissionDecisionReason ?? output?.reason ?? '';
-  // Claude Code would end the whole turn here; the harness's hook point can only refuse the call.
   if (output?.continue === false)
     return {
-      kind: 'deny',
-      reason: output.stopReason ?? `PreToolUse hook "${name}" stopped the agent`,
+      kind: 'stop',
+      reason: output.stopReason || `PreToolUse hook "${name}" stopped the run`,
       ...message,
     };
   if (decision === 'deny')
@@ -91,16 +102,22 @@ function preToolAnswer(
   return { kind: 'allow', ...message };
 }
 
-function postToolFeedback(outcome: ProcessOutcome): string | undefined {
-  if (outcome.kind === 'exited' && outcome.code === 2) return outcome.stderr.trim() || undefined;
-  if (outcome.kind !== 'exited' || outcome.code !== 0) return undefined;
+/** What one PostToolUse hook says: feedback for the model, and a stop (`continue: false`) for the user. */
+function postToolAnswer(name: string, outcome: ProcessOutcome): { feedback?: string; stop?: string } {
+  if (outcome.kind === 'exited' && outcome.code === 2)
+    return outcome.stderr.trim() ? { feedback: outcome.stderr.trim() } : {};
+  if (outcome.kind !== 'exited' || outcome.code !== 0) return {};
   const output = parseHookJson(outcome.stdout);
   const parts = [
-    output?.continue === false ? output.stopReason : undefined,
     output?.decision === 'block' ? output.reason : undefined,
     output?.hookSpecificOutput?.additionalContext,
   ].filter((part): part is string => part !== undefined && part !== '');
-  return parts.length === 0 ? undefined : parts.join('\n');
+  return {
+    ...(parts.length === 0 ? {} : { feedback: parts.join('\n') }),
+    ...(output?.continue === false
+      ? { stop: output.stopReason || `PostToolUse hook "${name}" stopped the run` }
+      : {}),
+  };
 }
 
 export class ClaudeCodeToolHooks {
@@ -128,6 +145,7 @@ export class ClaudeCodeToolHooks {
     const claudeInput = toClaudeInput(call.name, call.args, projectDir);
     const runs = await this.#run('PreToolUse', call, ctx, { tool_input: claudeInput });
     const denials: string[] = [];
+    const stops: string[] = [];
     const contexts: string[] = [];
     let rewritten: Record<string, unknown> | undefined;
     for (const { hook, outcome, durationMs } of runs) {
@@ -135,22 +153,32 @@ export class ClaudeCodeToolHooks {
       const context = answer.kind === 'error' ? undefined : answer.context;
       if (context !== undefined) contexts.push(context);
       if (answer.kind === 'deny') denials.push(answer.reason);
+      if (answer.kind === 'stop') stops.push(answer.reason);
       // Several rewrites apply in configuration order, each merged over the input so far.
       if (answer.kind === 'rewrite')
         rewritten = { ...(rewritten ?? (claudeInput as Record<string, unknown>)), ...answer.input };
       const said =
-        answer.kind === 'deny' ? answer.reason : answer.kind === 'error' ? answer.message : (context ?? '');
+        answer.kind === 'deny' || answer.kind === 'stop'
+          ? answer.reason
+          : answer.kind === 'error'
+            ? answer.message
+            : (context ?? '');
       this.#report(
         hook,
         call,
         ctx,
         outcome,
         durationMs,
-        answer.kind === 'allow' && context !== undefined ? 'feedback' : answer.kind,
+        answer.kind === 'stop'
+          ? 'halt'
+          : answer.kind === 'allow' && context !== undefined
+            ? 'feedback'
+            : answer.kind,
         said,
         answer.kind === 'error' ? undefined : answer.systemMessage,
       );
     }
+    if (stops.length > 0) return { kind: 'stop', reason: stops.join('\n') };
     if (denials.length > 0)
       return { kind: 'deny', reason: capForModel([...denials, ...contexts].join('\n\n')) };
     if (contexts.length > 0) this.#context.set(call.id, contexts.join('\n\n'));
@@ -159,11 +187,15 @@ export class ClaudeCodeToolHooks {
     return { kind: 'allow' };
   }
 
+  /**
+   * `feedback` is always there ('' for none) while the harness's hook point still types it as
+   * required; once that takes ToolHookAfter, an empty one is left out.
+   */
   async after(
     call: ToolHookCall,
     result: ToolHookResult,
     ctx: ToolHookRunContext = {},
-  ): Promise<void | { feedback: string }> {
+  ): Promise<void | (ToolHookAfter & { readonly feedback: string })> {
     const runs = await this.#run('PostToolUse', call, ctx, {
       tool_input: toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir),
       tool_response: { output: result.output, is_error: result.isError ?? false },
@@ -171,9 +203,11 @@ export class ClaudeCodeToolHooks {
     const before = this.#context.get(call.id);
     this.#context.delete(call.id);
     const feedback: string[] = before === undefined ? [] : [before];
+    const stops: string[] = [];
     for (const { hook, outcome, durationMs } of runs) {
-      const said = postToolFeedback(outcome);
-      if (said !== undefined) feedback.push(said);
+      const said = postToolAnswer(hook.name, outcome);
+      if (said.feedback !== undefined) feedback.push(said.feedback);
+      if (said.stop !== undefined) stops.push(said.stop);
       const failed = !(outcome.kind === 'exited' && (outcome.code === 0 || outcome.code === 2));
       const json =
         outcome.kind === 'exited' && outcome.code === 0 ? parseHookJson(outcome.stdout) : undefined;
@@ -183,12 +217,22 @@ export class ClaudeCodeToolHooks {
         ctx,
         outcome,
         durationMs,
-        failed ? 'error' : said === undefined ? 'allow' : 'feedback',
-        failed ? describeFailure(outcome, hook.timeoutMs) : (said ?? ''),
+        failed
+          ? 'error'
+          : said.stop !== undefined
+            ? 'halt'
+            : said.feedback === undefined
+              ? 'allow'
+              : 'feedback',
+        failed ? describeFailure(outcome, hook.timeoutMs) : (said.stop ?? said.feedback ?? ''),
         json?.systemMessage,
       );
     }
-    return feedback.length === 0 ? undefined : { feedback: capForModel(feedback.join('\n\n')) };
+    if (feedback.length === 0 && stops.length === 0) return undefined;
+    return {
+      feedback: feedback.length === 0 ? '' : capForModel(feedback.join('\n\n')),
+      ...(stops.length === 0 ? {} : { stop: stops.join('\n') }),
+    };
   }
 
   async #run(event: Event, call: ToolHookCall, ctx: ToolHookRunContext, fields: Record<string, unknown>) {

@@ -11,7 +11,10 @@ export interface HookOutcome {
   readonly hook: string;
   readonly route: HookRoute;
   readonly event: HookEventName;
-  /** allow/block/halt/error for stop hooks; allow/deny/rewrite/feedback/error for tool hooks. */
+  /**
+   * allow/block/halt/error for stop hooks; allow/deny/rewrite/feedback/error for tool hooks, and
+   * halt for a tool hook's `"continue": false` (the run stops; `message` is its `stopReason`).
+   */
   readonly kind: 'allow' | 'block' | 'halt' | 'error' | 'deny' | 'rewrite' | 'feedback';
   readonly exitCode?: number;
   readonly signal?: string;

@@ -19,6 +19,7 @@ export {
 export {
   ClaudeCodeToolHooks,
   type ClaudeCodeToolHooksOptions,
+  type ToolHookAfter,
   type ToolHookCall,
   type ToolHookDecision,
   type ToolHookResult,
