@@ -12,6 +12,7 @@ import { CLAUDE_CODE_HOOK_TIMEOUT_MS } from './stop-hooks.js';
 
 export const CLAUDE_CODE_EVENTS = ['Stop', 'SubagentStop', 'PreToolUse', 'PostToolUse'] as const;
 export type ClaudeCodeEvent = (typeof CLAUDE_CODE_EVENTS)[number];
+const TOOL_EVENTS: readonly string[] = ['PreToolUse', 'PostToolUse'];
 
 export interface ClaudeCodeCommandHook {
   /** `<file>#<Event>[group].hooks[index]`, the file relative to the project (or `~/…`). */
@@ -19,6 +20,8 @@ export interface ClaudeCodeCommandHook {
   readonly event: ClaudeCodeEvent;
   /** PreToolUse/PostToolUse only: a tool name, `A|B`, a regex, or `*`/empty for every tool. */
   readonly matcher?: string;
+  /** PreToolUse/PostToolUse: a permission rule (`Bash(git *)`) the call must match, or the hook does not run. */
+  readonly if?: string;
   readonly command: string;
   readonly args?: readonly string[];
   readonly timeoutMs: number;
@@ -52,6 +55,7 @@ const hookEntrySchema = z.looseObject({
   command: z.string().min(1).optional(),
   args: z.array(z.string()).optional(),
   timeout: z.number().positive().optional(),
+  if: z.string().optional(),
 });
 const hooksFileSchema = z.looseObject({
   hooks: z
@@ -111,6 +115,12 @@ export function parseClaudeCodeHooksFile(
           warnings.push(`${name}: a command hook without "command"; skipped`);
           continue;
         }
+        if (entry.if !== undefined && !TOOL_EVENTS.includes(event)) {
+          warnings.push(`${name}: "if" is only read on tool events; as in Claude Code, this hook never runs`);
+          continue;
+        }
+        if ('onFailure' in entry)
+          warnings.push(`${name}: "onFailure" is not read by Aleph; a failing hook is reported and ignored`);
         if (group.matcher !== undefined && matcherProblem(group.matcher) !== undefined)
           warnings.push(
             `${name}: matcher ${JSON.stringify(group.matcher)} ${matcherProblem(group.matcher)}; it matches nothing`,
@@ -119,6 +129,7 @@ export function parseClaudeCodeHooksFile(
           name,
           event: event as ClaudeCodeEvent,
           ...(group.matcher === undefined ? {} : { matcher: group.matcher }),
+          ...(entry.if === undefined ? {} : { if: entry.if }),
           command: entry.command,
           ...(entry.args === undefined ? {} : { args: entry.args }),
           timeoutMs: entry.timeout === undefined ? CLAUDE_CODE_HOOK_TIMEOUT_MS : entry.timeout * 1000,
@@ -181,6 +192,7 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
       const key = JSON.stringify([
         hook.event,
         hook.matcher ?? '',
+        hook.if ?? '',
         hook.command,
         hook.args ?? null,
         hook.pluginRoot ?? null,

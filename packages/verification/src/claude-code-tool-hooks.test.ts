@@ -1,7 +1,15 @@
 // ClaudeCodeToolHooks against Claude Code's documented PreToolUse/PostToolUse contract, with real
 // hook scripts (sh, python3) in a temp project's `.claude/settings.json`: `continue: false` stops
 // the run (https://code.claude.com/docs/en/hooks#json-output).
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -120,6 +128,115 @@ describe('"continue": false stops the run, over decision and permissionDecision'
         'halt',
         'PostToolUse hook ".claude/settings.json#PostToolUse[1].hooks[0]" stopped the run',
       ],
+    ]);
+  });
+});
+
+describe('the handler-level "if": a permission rule the call must match', () => {
+  /** A PreToolUse hook that logs each run to runs.log and then denies, so the test sees which ran. */
+  function guard(ifRule: string, matcher = ''): void {
+    const command = script(
+      'guard.sh',
+      '#!/bin/sh\njq -r \'.tool_name + " " + (.tool_input.command // .tool_input.file_path)\' >> "$CLAUDE_PROJECT_DIR/runs.log"\necho "blocked by $1" >&2\nexit 2\n',
+    );
+    settings({
+      PreToolUse: [{ matcher, hooks: [{ type: 'command', command: `${command} '${ifRule}'`, if: ifRule }] }],
+    });
+  }
+  const ran = (): string[] => {
+    try {
+      return readFileSync(join(project, 'runs.log'), 'utf8').split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  };
+
+  it('Bash(git push *): only git push runs the hook, also inside a compound command or after VAR=value', async () => {
+    guard('Bash(git push *)', 'Bash');
+    const outcomes: HookOutcome[] = [];
+    const hooks = toolHooks(outcomes);
+    expect(await hooks.before(shell('echo harmless'))).toEqual({ kind: 'allow' });
+    expect(await hooks.before(shell('git status'))).toEqual({ kind: 'allow' });
+    const denied = { kind: 'deny', reason: 'blocked by Bash(git push *)' };
+    expect(await hooks.before(shell('git push origin main'))).toEqual(denied);
+    expect(await hooks.before(shell('ls && git   push'))).toEqual(denied);
+    expect(await hooks.before(shell('FOO=bar BAZ="a b" git push --force'))).toEqual(denied);
+    expect(await hooks.before(shell("echo 'git push' | cat"))).toEqual({ kind: 'allow' });
+    expect(ran()).toEqual([
+      'Bash git push origin main',
+      'Bash ls && git   push',
+      'Bash FOO=bar BAZ="a b" git push --force',
+    ]);
+    expect(outcomes.map((outcome) => outcome.kind)).toEqual(['deny', 'deny', 'deny']);
+  });
+
+  it('Bash(npm run test:*) is a prefix on a word boundary; a lone trailing " *" is optional', async () => {
+    guard('Bash(npm run test:*)');
+    const hooks = toolHooks();
+    expect(await hooks.before(shell('npm run test'))).toMatchObject({ kind: 'deny' });
+    expect(await hooks.before(shell('npm run test -- --watch'))).toMatchObject({ kind: 'deny' });
+    expect(await hooks.before(shell('npm run build'))).toEqual({ kind: 'allow' });
+    expect(await hooks.before(shell('npm run tests'))).toEqual({ kind: 'allow' });
+    guard('Bash(make *)');
+    expect(await toolHooks().before(shell('make'))).toMatchObject({ kind: 'deny' });
+    expect(await toolHooks().before(shell('makeself x'))).toEqual({ kind: 'allow' });
+  });
+
+  it('file rules: Edit(src/**) covers Write; Read(*.env) at any depth, Read(./.env) at the root; //absolute', async () => {
+    const write = (path: string) => ({ id: 'w', name: 'write_file', args: { path, content: 'x' } });
+    const read = (path: string) => ({ id: 'r', name: 'read_file', args: { path } });
+    guard('Edit(src/**)');
+    expect(await toolHooks().before(write('src/deep/a.ts'))).toMatchObject({ kind: 'deny' });
+    expect(await toolHooks().before(write('docs/a.md'))).toEqual({ kind: 'allow' });
+    expect(await toolHooks().before(read('src/a.ts'))).toEqual({ kind: 'allow' }); // not an edit
+    guard('Read(*.env)');
+    expect(await toolHooks().before(read('config/prod.env'))).toMatchObject({ kind: 'deny' });
+    guard('Read(./.env)');
+    expect(await toolHooks().before(read('.env'))).toMatchObject({ kind: 'deny' });
+    expect(await toolHooks().before(read('sub/.env'))).toEqual({ kind: 'allow' });
+    guard(`Read(/${join(project, 'secret')}/**)`);
+    expect(await toolHooks().before(read('secret/key.pem'))).toMatchObject({ kind: 'deny' });
+    expect(await toolHooks().before(read('public/key.pem'))).toEqual({ kind: 'allow' });
+    expect(ran()).toEqual([
+      `Write ${join(project, 'src/deep/a.ts')}`,
+      `Read ${join(project, 'config/prod.env')}`,
+      `Read ${join(project, '.env')}`,
+      `Read ${join(project, 'secret/key.pem')}`,
+    ]);
+  });
+
+  it('what Aleph cannot read runs the hook and says so; a rule for another tool, or an MCP name, is matched by name', async () => {
+    guard('Bash(git *)');
+    const outcomes: HookOutcome[] = [];
+    expect(await toolHooks(outcomes).before(shell('echo $(git rev-parse HEAD)'))).toMatchObject({
+      kind: 'deny',
+    });
+    expect(outcomes[0]).toMatchObject({
+      kind: 'error',
+      tool: 'shell',
+      message: expect.stringMatching(
+        /^"if" could not be applied \(the command is too complex.*ran as if it had none$/,
+      ),
+    });
+    guard('Bash(git *');
+    expect(await toolHooks().before(shell('ls'))).toMatchObject({ kind: 'deny' });
+    guard('mcp__github__*');
+    expect(await toolHooks().before({ id: 'm', name: 'mcp__github__create_issue', args: {} })).toMatchObject({
+      kind: 'deny',
+    });
+    expect(await toolHooks().before(shell('ls'))).toEqual({ kind: 'allow' });
+  });
+
+  it('"if" on a Stop hook: never runs, as in Claude Code, with a warning; "onFailure" is named as not read', () => {
+    settings({
+      Stop: [{ hooks: [{ type: 'command', command: 'exit 2', if: 'Bash(git *)' }] }],
+      PreToolUse: [{ hooks: [{ type: 'command', command: 'true', onFailure: 'block' }] }],
+    });
+    const found = discoverClaudeCodeHooks({ projectDir: project, home: null });
+    expect(found.hooks.map((hook) => hook.event)).toEqual(['PreToolUse']);
+    expect(found.warnings).toEqual([
+      '.claude/settings.json#Stop[0].hooks[0]: "if" is only read on tool events; as in Claude Code, this hook never runs',
+      '.claude/settings.json#PreToolUse[0].hooks[0]: "onFailure" is not read by Aleph; a failing hook is reported and ignored',
     ]);
   });
 });

@@ -10,6 +10,7 @@ import { firstLines, type HookOutcome, type HookOutcomeListener } from './hook-o
 import { describeFailure, processFacts, runCommandHook } from './internal/command-hook.js';
 import { capForModel, parseHookJson } from './internal/hook-output.js';
 import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
+import { matchPermissionRule } from './internal/permission-rule.js';
 import { claudeToolName, fromClaudeInput, toClaudeInput } from './internal/tool-names.js';
 
 export interface ToolHookCall {
@@ -237,15 +238,30 @@ export class ClaudeCodeToolHooks {
 
   async #run(event: Event, call: ToolHookCall, ctx: ToolHookRunContext, fields: Record<string, unknown>) {
     const tool = claudeToolName(call.name);
-    const matched = this.#hooks.filter(
-      (hook) => hook.event === event && matcherMatches(hook.matcher, [tool, call.name]),
-    );
+    const projectDir = ctx.projectDir ?? this.#options.projectDir;
+    const matched = this.#hooks.filter((hook) => {
+      if (hook.event !== event || !matcherMatches(hook.matcher, [tool, call.name])) return false;
+      if (hook.if === undefined) return true;
+      const match = matchPermissionRule(hook.if, tool, call.name, fields['tool_input'], projectDir);
+      if (typeof match === 'string') return match === 'match';
+      // Neither narrowed nor widened in silence: it runs, and the user is told why.
+      this.#options.onHookOutcome?.({
+        hook: hook.name,
+        route: 'claude_code',
+        event,
+        kind: 'error',
+        message: `"if" could not be applied (${match.unknown}); the hook ran as if it had none`,
+        ...(ctx.sessionId === undefined ? {} : { sessionId: ctx.sessionId }),
+        tool: call.name,
+        durationMs: 0,
+      });
+      return true;
+    });
     const seen = new Set<string>();
     const unique = matched.filter((hook) => {
       const key = JSON.stringify([hook.command, hook.args ?? null]);
       return seen.has(key) ? false : (seen.add(key), true);
     });
-    const projectDir = ctx.projectDir ?? this.#options.projectDir;
     const input = {
       session_id: ctx.sessionId ?? '',
       ...(ctx.transcriptPath === undefined ? {} : { transcript_path: ctx.transcriptPath }),
