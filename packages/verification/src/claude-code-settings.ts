@@ -58,6 +58,7 @@ const hookEntrySchema = z.looseObject({
   if: z.string().optional(),
 });
 const hooksFileSchema = z.looseObject({
+  disableAllHooks: z.boolean().optional(),
   hooks: z
     .record(
       z.string(),
@@ -78,7 +79,7 @@ export function parseClaudeCodeHooksFile(
   path: string,
   displayName: string = path,
   pluginRoot?: string,
-): { hooks: ClaudeCodeCommandHook[]; warnings: string[] } {
+): { hooks: ClaudeCodeCommandHook[]; warnings: string[]; disableAllHooks: boolean } {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
@@ -138,7 +139,7 @@ export function parseClaudeCodeHooksFile(
       }
     }
   }
-  return { hooks, warnings };
+  return { hooks, warnings, disableAllHooks: parsed.data.disableAllHooks === true };
 }
 
 /** A `hooks/hooks.json` inside a folder with `.claude-plugin/plugin.json` is a plugin's. */
@@ -177,6 +178,7 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
   const warnings: string[] = [];
   const files: string[] = [];
   const seen = new Set<string>();
+  let disabledBy: string | undefined;
   for (const source of sources) {
     if (files.includes(source.path)) continue;
     if (!source.required && !existsSync(source.path)) continue;
@@ -187,6 +189,7 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
     );
     files.push(source.path);
     warnings.push(...loaded.warnings);
+    if (loaded.disableAllHooks) disabledBy ??= displayPath(source.path, projectDir, home);
     for (const hook of loaded.hooks) {
       // Claude Code runs identical hook commands once.
       const key = JSON.stringify([
@@ -202,6 +205,13 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
       hooks.push(hook);
     }
   }
+  // Claude Code: `"disableAllHooks": true` in any settings file turns every hook off.
+  if (disabledBy !== undefined)
+    return {
+      hooks: [],
+      warnings: [...warnings, `${disabledBy}: "disableAllHooks": true; no Claude Code hook runs`],
+      files,
+    };
   return { hooks, warnings, files };
 }
 

@@ -240,3 +240,42 @@ describe('the handler-level "if": a permission rule the call must match', () => 
     ]);
   });
 });
+
+describe('"disableAllHooks": true', () => {
+  it('in settings.local.json, turns off the hooks of every merged file (user, project, local)', async () => {
+    const home = join(project, 'home');
+    mkdirSync(join(home, '.claude'), { recursive: true });
+    const logger = (who: string) => ({
+      matcher: 'Bash',
+      hooks: [{ type: 'command', command: `echo ${who} >> "$CLAUDE_PROJECT_DIR/order.log"` }],
+    });
+    writeFileSync(
+      join(home, '.claude', 'settings.json'),
+      JSON.stringify({ hooks: { PreToolUse: [logger('user')] } }),
+    );
+    settings({ PreToolUse: [logger('project')] });
+    const local = { disableAllHooks: true, hooks: { PreToolUse: [logger('local')], Stop: [logger('stop')] } };
+    writeFileSync(join(project, '.claude', 'settings.local.json'), JSON.stringify(local));
+    const found = discoverClaudeCodeHooks({ projectDir: project, home });
+    expect(found.hooks).toEqual([]);
+    expect(found.warnings).toContain(
+      '.claude/settings.local.json: "disableAllHooks": true; no Claude Code hook runs',
+    );
+    const hooks = new ClaudeCodeToolHooks(found, { projectDir: project });
+    expect(hooks.active).toBe(false);
+    expect(await hooks.before(shell('echo hi'))).toEqual({ kind: 'allow' });
+    expect(() => readFileSync(join(project, 'order.log'))).toThrow(/ENOENT/);
+    writeFileSync(
+      join(project, '.claude', 'settings.local.json'),
+      JSON.stringify({ ...local, disableAllHooks: false }),
+    );
+    await new ClaudeCodeToolHooks(discoverClaudeCodeHooks({ projectDir: project, home }), {
+      projectDir: project,
+    }).before(shell('echo hi'));
+    expect(readFileSync(join(project, 'order.log'), 'utf8').split('\n').filter(Boolean).sort()).toEqual([
+      'local',
+      'project',
+      'user',
+    ]);
+  });
+});

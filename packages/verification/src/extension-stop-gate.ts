@@ -56,7 +56,8 @@ export function claudeCodeStopHooks(
 
 /** The Stop command hooks of one Claude Code hooks or settings file. They run in the project root. */
 export function loadHooksFile(path: string, options: ClaudeCodeHookRunOptions = {}): ShellStopHook[] {
-  return claudeCodeStopHooks(parseClaudeCodeHooksFile(path).hooks, 'Stop', options);
+  const file = parseClaudeCodeHooksFile(path);
+  return file.disableAllHooks ? [] : claudeCodeStopHooks(file.hooks, 'Stop', options);
 }
 
 export interface ExtensionStopHookVerifierOptions extends HookRunnerOptions, ClaudeCodeHookRunOptions {
