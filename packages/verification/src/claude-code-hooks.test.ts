@@ -292,7 +292,7 @@ describe('settings discovery like Claude Code', () => {
     ]);
     expect(found.warnings).toEqual([
       '.claude/settings.json#Stop[0].hooks[3]: type "prompt" hooks are not run by Aleph (only "command"); skipped',
-      '.claude/settings.json: UserPromptSubmit hooks are not run by Aleph (it runs Stop, SubagentStop, PreToolUse, PostToolUse)',
+      '.claude/settings.json: UserPromptSubmit hooks are not run by Aleph (it runs Stop, SubagentStop, PreToolUse, PostToolUse, PostToolUseFailure)',
     ]);
   });
 

@@ -10,9 +10,15 @@ import { z } from 'zod';
 import { VerificationError } from './errors.js';
 import { CLAUDE_CODE_HOOK_TIMEOUT_MS } from './stop-hooks.js';
 
-export const CLAUDE_CODE_EVENTS = ['Stop', 'SubagentStop', 'PreToolUse', 'PostToolUse'] as const;
+export const CLAUDE_CODE_EVENTS = [
+  'Stop',
+  'SubagentStop',
+  'PreToolUse',
+  'PostToolUse',
+  'PostToolUseFailure',
+] as const;
 export type ClaudeCodeEvent = (typeof CLAUDE_CODE_EVENTS)[number];
-const TOOL_EVENTS: readonly string[] = ['PreToolUse', 'PostToolUse'];
+const TOOL_EVENTS: readonly string[] = ['PreToolUse', 'PostToolUse', 'PostToolUseFailure'];
 
 export interface ClaudeCodeCommandHook {
   /** `<file>#<Event>[group].hooks[index]`, the file relative to the project (or `~/…`). */

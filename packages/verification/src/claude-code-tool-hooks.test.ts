@@ -279,3 +279,38 @@ describe('"disableAllHooks": true', () => {
     ]);
   });
 });
+
+describe('PostToolUse after a success only; PostToolUseFailure after a failed call', () => {
+  it('a failed call runs PostToolUseFailure (told error), not PostToolUse; matcher and "if" apply to both', async () => {
+    const log = (event: string) =>
+      script(
+        `${event}.sh`,
+        `#!/bin/sh\njq -c '{e: .hook_event_name, c: .tool_input.command, error, ok: .tool_response.output}' >> "$CLAUDE_PROJECT_DIR/post.log"\n` +
+          (event === 'failure'
+            ? 'echo \'{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"try make -k"}}\'\n'
+            : ''),
+      );
+    settings({
+      PostToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: log('success') }] }],
+      PostToolUseFailure: [
+        { matcher: 'Bash', hooks: [{ type: 'command', command: log('failure'), if: 'Bash(make *)' }] },
+      ],
+    });
+    const outcomes: HookOutcome[] = [];
+    const hooks = toolHooks(outcomes);
+    expect(await hooks.after(shell('make'), { output: 'make: *** [all] Error 2', isError: true })).toEqual({
+      feedback: 'try make -k',
+    });
+    expect(await hooks.after(shell('false'), { output: 'exit 1', isError: true })).toBeUndefined(); // "if" says no
+    expect(await hooks.after(shell('make'), { output: 'built' })).toBeUndefined();
+    const lines = readFileSync(join(project, 'post.log'), 'utf8').split('\n').filter(Boolean);
+    expect(lines.map((line) => JSON.parse(line) as unknown)).toEqual([
+      { e: 'PostToolUseFailure', c: 'make', error: 'make: *** [all] Error 2', ok: null },
+      { e: 'PostToolUse', c: 'make', error: null, ok: 'built' },
+    ]);
+    expect(outcomes.map((outcome) => [outcome.event, outcome.kind])).toEqual([
+      ['PostToolUseFailure', 'feedback'],
+      ['PostToolUse', 'allow'],
+    ]);
+  });
+});

@@ -57,7 +57,7 @@ export interface ClaudeCodeToolHooksOptions {
   readonly onHookOutcome?: HookOutcomeListener;
 }
 
-type Event = 'PreToolUse' | 'PostToolUse';
+type Event = 'PreToolUse' | 'PostToolUse' | 'PostToolUseFailure';
 
 /** One hook's answer before a call. */
 type Answer =
@@ -132,7 +132,7 @@ export class ClaudeCodeToolHooks {
     options: ClaudeCodeToolHooksOptions,
   ) {
     const list = 'hooks' in hooks ? hooks.hooks : hooks;
-    this.#hooks = list.filter((hook) => hook.event === 'PreToolUse' || hook.event === 'PostToolUse');
+    this.#hooks = list.filter((hook) => hook.event !== 'Stop' && hook.event !== 'SubagentStop');
     this.#options = options;
   }
 
@@ -197,10 +197,19 @@ export class ClaudeCodeToolHooks {
     result: ToolHookResult,
     ctx: ToolHookRunContext = {},
   ): Promise<void | (ToolHookAfter & { readonly feedback: string })> {
-    const runs = await this.#run('PostToolUse', call, ctx, {
-      tool_input: toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir),
-      tool_response: { output: result.output, is_error: result.isError ?? false },
-    });
+    // Claude Code: PostToolUse after a success only; a failed call is PostToolUseFailure, told `error`.
+    const toolInput = toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir);
+    const runs =
+      result.isError === true
+        ? await this.#run('PostToolUseFailure', call, ctx, {
+            tool_input: toolInput,
+            error: result.output,
+            is_interrupt: false,
+          })
+        : await this.#run('PostToolUse', call, ctx, {
+            tool_input: toolInput,
+            tool_response: { output: result.output, is_error: false },
+          });
     const before = this.#context.get(call.id);
     this.#context.delete(call.id);
     const feedback: string[] = before === undefined ? [] : [before];
@@ -299,7 +308,7 @@ export class ClaudeCodeToolHooks {
     this.#options.onHookOutcome?.({
       hook: hook.name,
       route: 'claude_code',
-      event: hook.event === 'PreToolUse' ? 'PreToolUse' : 'PostToolUse',
+      event: hook.event === 'Stop' || hook.event === 'SubagentStop' ? 'PostToolUse' : hook.event,
       kind,
       ...processFacts(outcome),
       ...(said === '' ? {} : { message: firstLines(said) }),
