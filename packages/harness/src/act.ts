@@ -16,6 +16,8 @@ export interface ActOutcome {
   readonly kind: 'mutation' | 'evidence' | 'other';
   readonly argsHash: string;
   readonly invocation: ToolInvocation;
+  /** The call could not be run at all: an unknown tool or arguments its schema refuses (not a hook's deny). */
+  readonly invalid?: boolean;
 }
 
 export interface ActOptions {
@@ -188,8 +190,10 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
     const startedAt = Date.now();
     let result: ToolResult;
     let kind: ActOutcome['kind'] = 'other';
+    let invalid = false;
     if (entry === undefined || !entry.ok) {
       result = { output: entry?.ok === false ? entry.error : 'invalid call', isError: true };
+      invalid = options.denied?.has(call.id) !== true;
     } else {
       kind = entry.tool.kind ?? 'other';
       result = await runOne(call, options, entry.args, entry.tool.name);
@@ -202,6 +206,7 @@ export async function act(calls: readonly ToolCall[], options: ActOptions): Prom
       kind,
       argsHash: hashes[index] ?? '',
       invocation: { callId: call.id, name: call.name, startedAt, endedAt: Date.now(), ok },
+      ...(invalid ? { invalid } : {}),
     };
   };
 

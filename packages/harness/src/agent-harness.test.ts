@@ -139,21 +139,106 @@ describe('ends', () => {
     ]);
   });
 
-  it('3 consecutive turns whose calls all failed → consecutive_failures', async () => {
-    const failing: Tool<object> = {
-      name: 'fail',
-      description: 'always fails',
-      input: z.object({}),
-      execute: () => Promise.reject(new Error('boom')),
+  it('error results are answers, not failures: a failing command 3+ turns in a row, then a stop → model_stop', async () => {
+    // A shell command exiting non-zero, a test run failing, a throw, a timeout: the call ran, and
+    // the model reads its result.
+    const shell: Tool<{ command: string }> = {
+      name: 'shell',
+      description: 'runs a command',
+      input: z.object({ command: z.string() }),
+      timeoutMs: 50,
+      execute: ({ command }, ctx) =>
+        command === 'hang'
+          ? sleep(10_000, ctx.signal).then(() => ({ output: 'late' }))
+          : command === 'throw'
+            ? Promise.reject(new Error('boom'))
+            : Promise.resolve({ output: `$ ${command}\n[exit code 1]`, isError: true }),
     };
-    const provider = new ScriptedProvider([callTool('fail', { n: 1 })], { repeatLast: true });
-    const result = await harness(provider, { tools: [failing] }).run({ prompt: 'x' });
-    expect(result.terminateReason).toEqual({ kind: 'consecutive_failures', count: 3 });
-    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({
-      role: 'tool',
-      content: 'tool fail failed: boom',
+    const provider = new ScriptedProvider([
+      callTool('shell', { command: 'pnpm test' }),
+      callTool('shell', { command: 'grep -r missing .' }),
+      callTool('shell', { command: 'throw' }),
+      callTool('shell', { command: 'hang' }),
+      callTool('shell', { command: 'pnpm test' }),
+      stop('Tests still fail.\nVERDICT: FAIL'),
+    ]);
+    const steps: TurnStep[] = [];
+    const result = await harness(provider, { tools: [shell] }).run(
+      { prompt: 'fix the tests' },
+      { onStep: (step) => steps.push(step) },
+    );
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(result.iterations).toBe(6);
+    expect(steps.slice(0, 5).map((step) => [step.executed, step.error])).toEqual(
+      Array(5).fill([0, undefined]),
+    );
+    const results = provider.requests[5]!.messages.filter((m) => m.role === 'tool');
+    expect(results.map((m) => [m.content, m.role === 'tool' && m.isError])).toEqual([
+      ['$ pnpm test\n[exit code 1]', true],
+      ['$ grep -r missing .\n[exit code 1]', true],
+      ['tool shell failed: boom', true],
+      ['tool shell timed out after 50 ms', true],
+      ['$ pnpm test\n[exit code 1]', true],
+    ]);
+  });
+
+  it('calls a hook denied are feedback, not failures: three turns of denials do not end the run', async () => {
+    const toolHooks: ToolHooks = {
+      before: (call) =>
+        Promise.resolve(
+          (call.args as { text: string }).text.startsWith('grep')
+            ? { kind: 'deny', reason: 'use rg instead of grep' }
+            : { kind: 'allow' },
+        ),
+    };
+    const provider = new ScriptedProvider([
+      callTool('echo', { text: 'grep -r foo .' }),
+      callTools([
+        { name: 'echo', args: { text: 'grep foo a' } },
+        { name: 'echo', args: { text: 'grep foo b' } },
+      ]),
+      callTool('echo', { text: 'grep -n foo' }),
+      callTool('echo', { text: 'rg foo' }),
+      stop(),
+    ]);
+    const result = await harness(provider, { toolHooks }).run({ prompt: 'find foo' });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(result.iterations).toBe(5);
+    expect(provider.requests[3]!.messages.at(-1)).toMatchObject({
+      content: 'use rg instead of grep',
       isError: true,
     });
+  });
+
+  it('3 turns whose calls could none be run (unknown tool, bad args) → consecutive_failures, naming the cause', async () => {
+    const provider = new ScriptedProvider([
+      callTool('nope'),
+      callTools([{ name: 'echo', args: { text: 3 } }, { name: 'nope' }]),
+      callTool('echo', { txt: 'hi' }),
+      stop(),
+    ]);
+    const steps: TurnStep[] = [];
+    const result = await harness(provider).run({ prompt: 'x' }, { onStep: (step) => steps.push(step) });
+    expect(result.terminateReason).toEqual({
+      kind: 'consecutive_failures',
+      count: 3,
+      lastError: expect.stringMatching(/^no call could be run: invalid arguments for echo: text/),
+    });
+    expect(provider.requests).toHaveLength(3);
+    expect(provider.requests[1]!.messages.at(-1)).toMatchObject({
+      content: expect.stringContaining('unknown tool "nope"'),
+      isError: true,
+    });
+    // A turn with one call that ran resets the streak.
+    const mixed = new ScriptedProvider([
+      callTool('nope'),
+      callTool('nope'),
+      callTools([{ name: 'nope' }, { name: 'echo', args: { text: 'ok' } }]),
+      callTool('nope'),
+      callTool('nope'),
+      stop(),
+    ]);
+    expect((await harness(mixed).run({ prompt: 'x' })).terminateReason).toEqual({ kind: 'model_stop' });
   });
 
   it('provider failures count toward the watchdog', async () => {

@@ -306,9 +306,9 @@ export class AgentHarness {
         );
         if (outcome.usage) totalTokens += outcome.usage;
         if (outcome.text !== undefined) finalText = outcome.text;
-        if (outcome.failed) {
+        if (outcome.failed !== undefined) {
           failures += 1;
-          lastError = outcome.step?.error;
+          lastError = outcome.failed;
         } else if (outcome.step !== undefined) {
           failures = 0;
           lastError = undefined;
@@ -339,7 +339,8 @@ export class AgentHarness {
     timeline: ToolInvocation[];
     where: ToolHookContext;
     trace: Traced;
-  }): Promise<{ step?: TurnStep; end?: TerminateReason; failed?: boolean; usage?: number; text?: string }> {
+    // `failed`: why the turn failed in the loop's machinery (it counts toward the watchdog).
+  }): Promise<{ step?: TurnStep; end?: TerminateReason; failed?: string; usage?: number; text?: string }> {
     const deps = this.#deps;
     const { state, signal, log } = turn;
 
@@ -383,7 +384,7 @@ export class AgentHarness {
         return { end: { kind: 'error', error: { kind: 'llm', message } } };
       await log({ type: 'feedback', content: `[harness] the provider call failed: ${message}` });
       return {
-        failed: true,
+        failed: message,
         step: { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations, error: message },
       };
     }
@@ -422,7 +423,7 @@ export class AgentHarness {
           : 'the provider ended the reply with an error';
       await log({ type: 'feedback', content: `[harness] ${message}: ${CUT_OFF}` });
       const step: TurnStep = { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations };
-      return { step: { ...step, error: message }, failed: true, usage, text: response.text };
+      return { step: { ...step, error: message }, failed: message, usage, text: response.text };
     }
     const stopRequested = calls.length === 0;
 
@@ -545,15 +546,18 @@ export class AgentHarness {
         kind: outcome.kind,
       })),
     );
-    const executed = outcomes.filter((outcome) => outcome.ok).length;
     const step: TurnStep = {
       state: 'continue',
-      executed,
+      executed: outcomes.filter((outcome) => outcome.ok).length,
       vetoed: false,
       iteration: turn.iterations,
       ...(splitChild ? { splitChild } : {}),
     };
-    return { step, failed: executed === 0, usage, text: response.text };
+    // A call that ran (an error result included) or that a hook denied is something the model reads
+    // and acts on; only a turn none of whose calls could be run at all is a failure of the loop.
+    const invalid = outcomes.every((outcome) => outcome.invalid === true);
+    const failed = invalid ? { failed: `no call could be run: ${outcomes.at(-1)?.result.output}` } : {};
+    return { step, ...failed, usage, text: response.text };
   }
 
   async #verify(context: TurnVerifyContext, signal: AbortSignal, parent: Traced): Promise<VerifierVerdict> {

@@ -159,7 +159,10 @@ export type TerminateReason =
   | { readonly kind: 'model_stop' }
   | { readonly kind: 'halted'; readonly by: string; readonly reason: string }
   | { readonly kind: 'max_iterations' }
-  /** `lastError`: the last provider failure's message, when a provider failure ended the streak. */
+  /**
+   * Turns that failed in the loop's machinery: the provider call failed, the reply was cut off, or
+   * no call could be run (unknown tool, bad args). `lastError`: the last such turn's cause.
+   */
   | { readonly kind: 'consecutive_failures'; readonly count: number; readonly lastError?: string }
   | { readonly kind: 'cancelled' }
   | { readonly kind: 'error'; readonly error: HarnessErrorInfo }
