@@ -15,6 +15,7 @@ import {
   type CommandSandbox,
   type HarnessDeps,
   type Message,
+  type SessionEvent,
   type ThinkResponse,
   type Tool,
   type ToolHookContext,
@@ -886,6 +887,88 @@ describe('tool hooks (Pre/PostToolUse)', () => {
     expect(ran.map((entry) => entry.args)).toEqual([{ path: '/a' }, { path: '/b-safe' }]);
     const [a, b] = ran as [(typeof ran)[0], (typeof ran)[0]];
     expect(b.at[0]).toBeGreaterThanOrEqual(a.at[1]); // no overlap: serial
+  });
+
+  it("before's stop: no call of the batch runs, the results say so, the run ends halted, no further Think", async () => {
+    const ran: { name: string; args: unknown; at: [number, number] }[] = [];
+    const events: SessionEvent[] = [];
+    const toolHooks: ToolHooks = {
+      before: (call) => {
+        const path = (call.args as { path: string }).path;
+        if (path === '/budget') return Promise.resolve({ kind: 'stop', reason: 'Budget exceeded' });
+        if (path === '/etc/shadow') return Promise.resolve({ kind: 'deny', reason: 'blocked: /etc/shadow' });
+        return Promise.resolve({ kind: 'allow' });
+      },
+      after: () => Promise.reject(new Error('after must not run: nothing ran')),
+    };
+    const provider = new ScriptedProvider([
+      callTool('read', { path: '/a' }),
+      callTools([
+        { name: 'read', args: { path: '/etc/shadow' } },
+        { name: 'read', args: { path: '/budget' } },
+        { name: 'read', args: { path: '/b' } },
+      ]),
+      stop(),
+    ]);
+    const result = await harness(provider, { tools: [recording(ran)], toolHooks }).run(
+      { prompt: 'x' },
+      { onEvent: (event) => events.push(event) },
+    );
+    expect(result.terminateReason).toEqual({
+      kind: 'halted',
+      by: 'PreToolUse hook',
+      reason: 'Budget exceeded',
+    });
+    expect(provider.requests).toHaveLength(2);
+    expect(ran.map((entry) => entry.args)).toEqual([{ path: '/a' }]);
+    const results = events.filter((event) => event.type === 'tool_result').slice(1);
+    expect(results.map((event) => event.type === 'tool_result' && [event.output, event.isError])).toEqual([
+      ['blocked: /etc/shadow', true],
+      ['not run: a tool hook stopped the run', true],
+      ['not run: a tool hook stopped the run', true],
+    ]);
+    expect(events.at(-1)).toMatchObject({ type: 'terminate', reason: result.terminateReason });
+  });
+
+  it("after's stop: the batch's other hooks still run, their feedback is logged, then the run ends halted", async () => {
+    const ran: { name: string; args: unknown; at: [number, number] }[] = [];
+    const seen: string[] = [];
+    const events: SessionEvent[] = [];
+    const toolHooks: ToolHooks = {
+      after: (call) => {
+        const path = (call.args as { path: string }).path;
+        seen.push(path);
+        return Promise.resolve(
+          path === '/b'
+            ? { stop: 'stop the session now', feedback: 'over budget' }
+            : { feedback: `saw ${path}` },
+        );
+      },
+    };
+    const provider = new ScriptedProvider([
+      callTools([
+        { name: 'read', args: { path: '/a' } },
+        { name: 'read', args: { path: '/b' } },
+        { name: 'read', args: { path: '/c' } },
+      ]),
+      stop(),
+    ]);
+    const steps: TurnStep[] = [];
+    const result = await harness(provider, { tools: [recording(ran)], toolHooks }).run(
+      { prompt: 'x' },
+      { onEvent: (event) => events.push(event), onStep: (step) => steps.push(step) },
+    );
+    expect(result.terminateReason).toEqual({
+      kind: 'halted',
+      by: 'PostToolUse hook',
+      reason: 'stop the session now',
+    });
+    expect(provider.requests).toHaveLength(1);
+    expect(seen.sort()).toEqual(['/a', '/b', '/c']);
+    expect(steps).toEqual([expect.objectContaining({ state: 'done', executed: 3 })]);
+    expect(events.find((event) => event.type === 'feedback')).toMatchObject({
+      content: 'saw /a\n\nover budget\n\nsaw /c',
+    });
   });
 
   it('a hook that throws denies its call; after-feedback is read before the next Think', async () => {

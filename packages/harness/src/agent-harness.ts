@@ -101,6 +101,11 @@ function recent(history: readonly ToolCallSummary[]): ToolCallSummary[] {
   return history.slice(-Math.max(TOOL_HISTORY_WINDOW, streak));
 }
 
+/** A tool hook's `stop` (Claude Code's `continue: false`): the run ends; the reason is for the user. */
+function hookStop(event: 'PreToolUse' | 'PostToolUse', reasons: readonly string[]): TerminateReason {
+  return { kind: 'halted', by: `${event} hook`, reason: [...new Set(reasons)].join('\n') };
+}
+
 const CUT_OFF =
   'your reply is incomplete and was not taken as a stop. Continue from where it broke off; keep replies shorter, and split long output across tool calls.';
 
@@ -496,6 +501,15 @@ export class AgentHarness {
 
     // ACT — PreToolUse first: a hook may deny a call (its result is the reason) or rewrite its args.
     const hooked = await this.#beforeTools(effective, turn.where);
+    if (hooked.stops.length > 0) {
+      // A kill switch: nothing of the batch runs (a denied call's result is still its reason).
+      for (const call of effective) {
+        const output = hooked.denied.get(call.id) ?? 'not run: a tool hook stopped the run';
+        await log({ type: 'tool_result', callId: call.id, name: call.name, output, isError: true });
+      }
+      const step: TurnStep = { state: 'done', executed: 0, vetoed: false, iteration: turn.iterations };
+      return { step, end: hookStop('PreToolUse', hooked.stops), usage, text: response.text };
+    }
     const acting = startSpan('aleph.act', { 'aleph.act.calls': effective.length }, turn.trace.context);
     const outcomes: ActOutcome[] = await act(hooked.calls, {
       tools: this.#tools,
@@ -527,6 +541,7 @@ export class AgentHarness {
     }
     // PostToolUse: what the hooks say about the results is read before the next Think.
     const hooks = deps.toolHooks;
+    const stops: string[] = [];
     if (hooks?.after !== undefined) {
       const ran = outcomes.filter((outcome) => !hooked.denied.has(outcome.call.id));
       const notes = await Promise.all(
@@ -536,6 +551,7 @@ export class AgentHarness {
       );
       const feedback = notes.flatMap((note) => (note?.feedback ? [note.feedback] : []));
       if (feedback.length > 0) await log({ type: 'feedback', content: feedback.join('\n\n') });
+      stops.push(...notes.flatMap((note) => (note?.stop ? [note.stop] : [])));
     }
     this.#remember(
       state,
@@ -547,7 +563,7 @@ export class AgentHarness {
       })),
     );
     const step: TurnStep = {
-      state: 'continue',
+      state: stops.length > 0 ? 'done' : 'continue',
       executed: outcomes.filter((outcome) => outcome.ok).length,
       vetoed: false,
       iteration: turn.iterations,
@@ -557,6 +573,7 @@ export class AgentHarness {
     // and acts on; only a turn none of whose calls could be run at all is a failure of the loop.
     const invalid = outcomes.every((outcome) => outcome.invalid === true);
     const failed = invalid ? { failed: `no call could be run: ${outcomes.at(-1)?.result.output}` } : {};
+    if (stops.length > 0) return { step, end: hookStop('PostToolUse', stops), usage, text: response.text };
     return { step, ...failed, usage, text: response.text };
   }
 
@@ -575,10 +592,16 @@ export class AgentHarness {
   async #beforeTools(
     calls: readonly ToolCall[],
     where: ToolHookContext,
-  ): Promise<{ calls: readonly ToolCall[]; denied: Map<string, string>; rewritten: boolean }> {
+  ): Promise<{
+    calls: readonly ToolCall[];
+    denied: Map<string, string>;
+    rewritten: boolean;
+    stops: string[];
+  }> {
     const denied = new Map<string, string>();
+    const stops: string[] = [];
     const hooks = this.#deps.toolHooks;
-    if (hooks?.before === undefined) return { calls, denied, rewritten: false };
+    if (hooks?.before === undefined) return { calls, denied, rewritten: false, stops };
     let rewritten = false;
     const decisions = await Promise.all(
       calls.map((call) =>
@@ -593,11 +616,12 @@ export class AgentHarness {
     const hooked = calls.map((call, index) => {
       const decision = decisions[index] ?? { kind: 'allow' };
       if (decision.kind === 'deny') denied.set(call.id, decision.reason);
+      if (decision.kind === 'stop') stops.push(decision.reason);
       if (decision.kind !== 'rewrite') return call;
       rewritten = true;
       return { ...call, args: decision.args };
     });
-    return { calls: hooked, denied, rewritten };
+    return { calls: hooked, denied, rewritten, stops };
   }
 
   #remember(state: RunState, summaries: readonly ToolCallSummary[]): void {

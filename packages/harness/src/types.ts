@@ -4,6 +4,7 @@ import type { PowerCapability } from '@aleph/power';
 import type {
   RobustnessProfile,
   ScratchpadRow,
+  ToolHookAfter,
   ToolHookDecision,
   VerifierChain,
   VerifierVerdict,
@@ -265,13 +266,16 @@ export interface ToolHookContext {
   readonly permissionMode?: string;
 }
 
-export type { ToolHookDecision };
+export type { ToolHookAfter, ToolHookDecision };
 
-/** Pre/PostToolUse: a generic hook point the server adapts Claude Code's tool hooks to. */
+/**
+ * Pre/PostToolUse: a generic hook point the server adapts Claude Code's tool hooks to. A `stop`
+ * (before: the batch is not run; after: `stop`) ends the run `halted` once the batch's hooks ran.
+ */
 export interface ToolHooks {
   before?(call: ToolCall, ctx: ToolHookContext): Promise<ToolHookDecision>;
-  /** `feedback` is shown to the model before its next Think. */
-  after?(call: ToolCall, result: ToolResult, ctx: ToolHookContext): Promise<void | { feedback: string }>;
+  /** `feedback` is shown to the model before its next Think; `stop`'s reason is for the user. */
+  after?(call: ToolCall, result: ToolResult, ctx: ToolHookContext): Promise<void | ToolHookAfter>;
 }
 
 export interface ContextBudgetOptions {
