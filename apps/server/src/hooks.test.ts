@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
-import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 import { loadConfig } from './config.js';
 
 let llm: FakeLlm;
@@ -253,6 +253,59 @@ describe('Claude Code hooks in a server run', () => {
       await child.stop();
       rmSync(child.stateDir, { recursive: true, force: true });
       await llm3.close();
+    }
+  });
+
+  it('a PreToolUse "continue": false stops the run: the call is not run, `aleph run` prints stopReason, the model never sees it', async () => {
+    const project = join(work, 'kill-switch-project');
+    mkdirSync(join(project, '.claude', 'hooks'), { recursive: true });
+    writeFileSync(join(project, 'deploy.sh'), '#!/bin/sh\ntouch deployed\n', { mode: 0o755 });
+    // A kill switch as Claude Code's docs write one: JSON on stdout, exit 0.
+    writeFileSync(
+      join(project, '.claude', 'hooks', 'freeze.sh'),
+      `#!/bin/sh\njq -r .tool_input.command | grep -q deploy || exit 0\necho '{"continue": false, "stopReason": "Deploys are frozen until Monday"}'\n`,
+      { mode: 0o755 },
+    );
+    const settings = {
+      hooks: {
+        PreToolUse: [
+          {
+            matcher: 'Bash',
+            hooks: [{ type: 'command', command: '"$CLAUDE_PROJECT_DIR"/.claude/hooks/freeze.sh' }],
+          },
+        ],
+      },
+    };
+    writeFileSync(join(project, '.claude', 'settings.json'), JSON.stringify(settings));
+    const llm4 = await startFakeLlm((conversation) =>
+      conversation.some((turn) => turn.role === 'tool')
+        ? { call: { name: 'shell', args: { command: './deploy.sh' } } }
+        : { call: { name: 'shell', args: { command: 'echo checked > checked.txt' } } },
+    );
+    const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm4.baseUrl}"\nmax_iterations = 6\n\n[power]\ninhibit_sleep = false\n`;
+    const child = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'claude-config') });
+    try {
+      const result = await runToExit([CLI, 'run', 'check, then deploy', '--cwd', project], {
+        ALEPH_URL: child.url,
+        ALEPH_TOKEN: child.token,
+      });
+      if (process.env['ALEPH_PRINT_TRANSCRIPT']) console.log(result.stdout);
+      expect(existsSync(join(project, 'checked.txt'))).toBe(true);
+      expect(existsSync(join(project, 'deployed'))).toBe(false); // the stopped call never ran
+      expect(result.stdout).toMatch(
+        /⚑ PreToolUse hook "\.claude\/settings\.json#PreToolUse\[0\]\.hooks\[0\]" \(shell\) halted the run.*: Deploys are frozen until Monday/,
+      );
+      expect(result.stdout).toMatch(
+        /ended: halted by PreToolUse hook: Deploys are frozen until Monday \(2 turns, /,
+      );
+      expect(result.code).toBe(1);
+      // No Think after the stop, and the stop reason is for the user only.
+      expect(llm4.requests).toHaveLength(2);
+      expect(JSON.stringify(llm4.requests.map((request) => request.body))).not.toContain('frozen');
+    } finally {
+      await child.stop();
+      rmSync(child.stateDir, { recursive: true, force: true });
+      await llm4.close();
     }
   });
 
