@@ -24,8 +24,13 @@ export interface FlowLimits {
 const BULK_FRAME_BYTES = 1024;
 /** #scheduled when the flush is a microtask (nothing to cancel). */
 const SOON = Symbol('soon');
-/** Room left in the scrollback when a held session pauses: one read can land after the pause. */
-const HOLD_MARGIN_BYTES = 128 * 1024;
+/**
+ * Room left in the scrollback when a held session pauses. After the pause, what lands still comes
+ * in: the rest of the read in hand (up to a session's 64 KiB read budget), what node-pty's paused
+ * stream buffered (up to a read), and a read in flight. 128 KiB was one read short: a reconnect
+ * storm under load lost 25 KB of a held session's output.
+ */
+const HOLD_MARGIN_BYTES = 256 * 1024;
 /** How often viewers that are behind are looked at (acks also wake the pump at once). */
 const BEHIND_CHECK_MS = 10;
 
