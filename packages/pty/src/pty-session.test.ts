@@ -194,4 +194,31 @@ describe('PtySession', () => {
     await session.close();
     expect(() => session.write('x')).toThrow(PtyError);
   });
+
+  it('inheritEnv: false gives the program env alone, nothing of the server environment', async () => {
+    // A sandbox's wrapper (bwrap) is the sandbox's pid 1: its environ is readable from inside.
+    process.env['ALEPH_PTY_TEST_SECRET'] = 'server-secret';
+    try {
+      const environ = async (inheritEnv: boolean | undefined): Promise<string[]> => {
+        const session = spawn({
+          command: '/bin/cat',
+          args: ['/proc/self/environ'],
+          env: { ALLOWED: 'yes' },
+          inheritEnv,
+        });
+        const output = collect(session);
+        await session.exited;
+        return output.text().split('\0');
+      };
+      const inherited = await environ(undefined); // the default, for a user's terminal: unchanged
+      expect(inherited).toContain('ALEPH_PTY_TEST_SECRET=server-secret');
+      expect(inherited).toContain('ALLOWED=yes');
+      const exact = await environ(false);
+      expect(exact.filter((entry) => entry !== '').sort()).toEqual(
+        ['ALLOWED=yes', `PWD=${process.cwd()}`, 'TERM=xterm-256color'].sort(),
+      );
+    } finally {
+      delete process.env['ALEPH_PTY_TEST_SECRET'];
+    }
+  });
 });

@@ -30,8 +30,17 @@ export interface PtySpawnOptions {
   readonly command?: string | undefined;
   readonly args?: readonly string[] | undefined;
   readonly cwd?: string | undefined;
-  /** Added to (and overriding) the server's environment. */
+  /** Added to (and overriding) the server's environment; with `inheritEnv: false`, the whole of it. */
   readonly env?: Readonly<Record<string, string>> | undefined;
+  /**
+   * Default true: the program gets the server's environment (`process.env`), `TERM=xterm-256color`
+   * and `env` over both. False: it gets `env` alone, with `TERM=xterm-256color` unless `env` sets
+   * TERM (and `PWD`, the cwd, as a shell would set) — nothing of `process.env`. For a command that
+   * must not see the server's secrets: a sandbox's wrapper (bwrap) given its allow-list, whose own
+   * environment the sandboxed program can read at /proc/1/environ. Without PATH in `env`,
+   * `command` must be a path.
+   */
+  readonly inheritEnv?: boolean | undefined;
   readonly cols: number;
   readonly rows: number;
   /** Bytes of output kept for replay (default 1 MiB). */
@@ -187,14 +196,17 @@ export class PtySession {
     this.#readBudget = options.readBudgetBytes ?? 64 * 1024;
     this.scrollback = new Scrollback(options.scrollbackBytes);
     const cwd = options.cwd ?? process.cwd();
-    const env = { ...process.env, TERM: 'xterm-256color', ...options.env };
+    const env =
+      options.inheritEnv === false
+        ? { TERM: 'xterm-256color', ...options.env }
+        : { ...process.env, TERM: 'xterm-256color', ...options.env };
     checkSpawnable(this.command, cwd, env);
     try {
       // Linux: without forking this process (see internal/spawner.ts); elsewhere, node-pty.
       this.#pty =
         spawnWithoutFork(this.command, this.args, { cols: options.cols, rows: options.rows, cwd, env }) ??
         nodePty.spawn(this.command, [...this.args], {
-          name: 'xterm-256color',
+          name: env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
           cols: options.cols,
           rows: options.rows,
           cwd,
