@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
 import { PtySession } from '@aleph/pty';
+import headless from '@xterm/headless';
 import { afterEach, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
@@ -84,12 +85,14 @@ it('a server that dies mid-run or mid-attach is a lost connection: one line, exi
   // Attached to a terminal in raw mode.
   const client = await connectGateway(url, { token });
   const { sessionId } = await client.spawn({ command: '/bin/sh', cols: 80, rows: 24 });
-  await client.close();
   const attached = inTerminal(['attach', sessionId], env);
 
   await expect.poll(() => stdout, { timeout: 20_000 }).toContain('$ sleep 20');
   await expect.poll(() => ticking.screen(), { timeout: 20_000 }).toContain('$ sleep 20');
   await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
+  // Attached once it follows the session: then it gives the session its size.
+  await expect.poll(async () => (await client.list())[0]?.cols, { timeout: 20_000 }).toBe(100);
+  await client.close();
   await server!.stop('SIGKILL');
 
   expect(await pipedExit).toBe(3);
@@ -151,7 +154,7 @@ it('`aleph attach` after a full-screen flood shows the screen (pty.snapshot), no
 
   const attached = inTerminal(['attach', sessionId], { ALEPH_URL: server.url, ALEPH_TOKEN: server.token });
   await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
-  expect(attached.screen()).toContain('after-2');
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('after-2');
   expect(attached.screen()).not.toMatch(/24999\d/); // none of the full-screen program's output
   expect(attached.screen().length).toBeLessThan(64 * 1024);
   attached.session.write('\x1d');
@@ -187,9 +190,16 @@ it('`aleph attach` gives the terminal back in its own modes however it ends: det
     shown: string,
     leave: (attached: ReturnType<typeof inTerminal>) => void | Promise<unknown>,
   ) => {
+    await client.resize(sessionId, 80, 24);
     const attached = inTerminal(['attach', sessionId], env);
     await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
-    expect(attached.screen()).toContain(shown);
+    await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain(shown);
+    // Attached once it follows the session and listens: then it gives the session its size.
+    await expect
+      .poll(async () => (await client.list()).find((s) => s.sessionId === sessionId)?.cols, {
+        timeout: 20_000,
+      })
+      .toBe(100);
     const from = attached.screen().length;
     await leave(attached);
     const { exitCode } = await attached.session.exited;
@@ -228,8 +238,8 @@ it('`aleph attach` gives the terminal back in its own modes however it ends: det
   expect(left.after).not.toContain('\x1b[?1049l');
 
   const last = await program();
-  await client.close();
   left = await attachAndLeave(last, 'IN-PROGRAM', () => server!.stop('SIGKILL'));
+  await client.close();
   expect(left.exitCode).toBe(3);
   expectRestored(left.after, '[aleph: connection to the server lost]');
 });
@@ -348,4 +358,83 @@ it('`aleph attach` to a session that already ended shows its tail and leaves wit
   const restoredAt = screen.lastIndexOf(restoreSequence(undefined));
   expect(restoredAt).toBeGreaterThan(screen.indexOf('bye-4'));
   expect(restoredAt).toBeLessThan(screen.indexOf(line));
+});
+
+/** The screen a terminal shows after `output`: its rows, trailing blanks cut. */
+async function rendered(output: string, cols: number, rows: number): Promise<string[]> {
+  const terminal = new headless.Terminal({ cols, rows, allowProposedApi: true });
+  await new Promise<void>((done) => terminal.write(output, done));
+  const buffer = terminal.buffer.active;
+  const lines: string[] = [];
+  for (let row = 0; row < rows; row += 1)
+    lines.push(buffer.getLine(buffer.viewportY + row)?.translateToString(true) ?? '');
+  terminal.dispose();
+  return lines;
+}
+
+it('`aleph attach` at the session’s size shows exactly its screen: the banner is never written into it', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  // A full screen with the cursor on its last row (less's `:` prompt): a line after it scrolls it.
+  const { sessionId } = await client.spawn({
+    command: '/bin/bash',
+    args: [
+      '--norc',
+      '--noprofile',
+      '-c',
+      'for i in $(seq 1 29); do echo row-$i; done; printf last-row; read line',
+    ],
+    cols: 100,
+    rows: 30,
+  });
+  await expect
+    .poll(async () => (await client.call('pty.snapshot', { sessionId })).data, { timeout: 20_000 })
+    .toContain('last-row');
+  const expected = await rendered((await client.call('pty.snapshot', { sessionId })).data, 100, 30);
+  const attached = inTerminal(['attach', sessionId], { ALEPH_URL: server.url, ALEPH_TOKEN: server.token });
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('last-row');
+  await expect.poll(() => attached.screen(), { timeout: 20_000 }).toContain('detach with Ctrl-]');
+  await expect.poll(() => rendered(attached.screen(), 100, 30), { timeout: 5_000 }).toEqual(expected);
+  expect(expected[0]).toBe('row-1');
+  attached.session.write('\x1d');
+  expect(await attached.session.exited).toMatchObject({ exitCode: 0 });
+  await client.close();
+});
+
+it('`aleph attach` writes nothing of the session after the terminal is restored, mid-flood of mode changes', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  // Every line enters the alternate screen, turns mouse reporting on and hides the cursor.
+  const { sessionId } = await client.spawn({
+    command: '/bin/bash',
+    args: [
+      '--norc',
+      '--noprofile',
+      '-c',
+      "while :; do printf '\\033[?1049h\\033[?1000h\\033[?1006h\\033[?25lFLOOD %s\\n' {1..200}; done",
+    ],
+    cols: 100,
+    rows: 30,
+  });
+  try {
+    for (let round = 0; round < 3; round += 1) {
+      const attached = inTerminal(['attach', sessionId], {
+        ALEPH_URL: server.url,
+        ALEPH_TOKEN: server.token,
+      });
+      await expect
+        .poll(() => attached.screen().split('FLOOD').length, { timeout: 20_000 })
+        .toBeGreaterThan(2000);
+      attached.session.write('\x1d');
+      expect(await attached.session.exited).toMatchObject({ exitCode: 0 });
+      const screen = attached.screen().replaceAll('\r\r\n', '\r\n'); // the pty's own \n → \r\n
+      const line = '\r\n[aleph: detached]\r\n';
+      expect(screen.endsWith(line), `round ${round}: ${JSON.stringify(screen.slice(-300))}`).toBe(true);
+      // The restore (leaving the alternate screen) and the line are the last bytes.
+      expect(screen.slice(0, -line.length).endsWith(restoreSequence(1049)), `round ${round}`).toBe(true);
+    }
+  } finally {
+    await client.closeSession(sessionId);
+    await client.close();
+  }
 });

@@ -294,11 +294,16 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   });
   // Every byte written to the user's terminal goes through `screen`: at the end, it says whether
   // the program left the terminal in its alternate screen.
+  // Once a leave is decided nothing more is drawn: the restore and the line are the last bytes.
   const screen = new AlternateScreenWatch();
+  let leaving = false;
   const show = (data: Uint8Array | string): void => {
+    if (leaving) return;
     screen.feed(data);
     process.stdout.write(data);
   };
+  // Said before the screen is drawn, which then repaints it: never written into the program's screen.
+  process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
   // The screen as it is now (pty.snapshot), then the output after it — not the raw scrollback, whose
   // first MiB may be a full-screen program's leftovers. A server without snapshots: the scrollback.
   let from = 0;
@@ -369,9 +374,10 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
       process.once(signal, onSignal.get(signal)!);
     }
   });
-  process.stderr.write(`[aleph: attached to ${sessionId}; detach with Ctrl-]]\r\n`);
   const lost = client.closed.then(() => ({ code: LOST, line: 'connection to the server lost' }));
   const leave = await Promise.race([exit, detached, lost, signalled]);
+  leaving = true;
+  followed.stop();
   for (const [signal, listener] of onSignal) process.off(signal, listener);
   process.stdout.off('resize', resize);
   restore();
