@@ -24,8 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "proc-stat.h"
+#include <sys/resource.h>
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 
 #ifndef NSIG
@@ -67,6 +69,31 @@ static void write_all(int fd, const char *text, size_t length) {
   }
 }
 
+/*
+ * Every descriptor from 3 up closes on exec: a program starts with its terminal as 0, 1 and 2 and
+ * nothing else, whatever the server inherited without FD_CLOEXEC (a launcher's pipe, a file opened
+ * for append outside a sandbox: bwrap passes what it is given on). Marked rather than closed, so the
+ * child's error pipe still says why an exec failed. close_range (Linux 5.11), else /proc/self/fd,
+ * else every number up to the descriptor limit.
+ */
+static void close_inherited(void) {
+#if defined(__linux__) && defined(SYS_close_range)
+  if (syscall(SYS_close_range, 3U, ~0U, 1U << 2 /* CLOSE_RANGE_CLOEXEC */) == 0) return;
+#endif
+  DIR *open_fds = opendir("/proc/self/fd");
+  if (open_fds != NULL) {
+    for (struct dirent *item; (item = readdir(open_fds)) != NULL;) {
+      int fd = atoi(item->d_name);
+      if (fd > 2 && fd != dirfd(open_fds)) fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
+    closedir(open_fds);
+    return;
+  }
+  struct rlimit limit;
+  long last = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? (long)limit.rlim_cur : 65536;
+  for (long fd = 3; fd < last; fd++) fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+}
+
 /* In the child: tells the helper why it could not run the program, and ends. */
 static void fail(int error_pipe, const char *what) {
   char message[512];
@@ -89,6 +116,7 @@ static void run(char *tty, char *cwd, char *file, char **argv, char **env, int e
     if (dup2(terminal, fd) < 0) fail(error_pipe, "dup2");
   if (terminal > 2) close(terminal);
   if (chdir(cwd) < 0) fail(error_pipe, cwd);
+  close_inherited();
   environ = env; // so that execvp searches the program's PATH
   execvp(file, argv);
   fail(error_pipe, file);
