@@ -13,6 +13,7 @@ import {
   type ThinkRequest,
   type Tool,
   type ToolSpec,
+  type TurnStep,
 } from '@aleph/harness';
 import { PtyManager } from '@aleph/pty';
 import { generateText, jsonSchema, tool, type ToolSet } from 'ai';
@@ -20,7 +21,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { toModelMessages } from '../bench/legacy-adapter.js';
-import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
+import { startFakeLlm, writeCatStop, type FakeLlm, type Reply } from '../test/fake-llm.js';
 import { configSchema } from './config.js';
 import {
   aiSdkProvider,
@@ -500,12 +501,14 @@ describe('the adapter in a run', () => {
               prompts.push(structuredClone(options.prompt));
               const outs = turns[step++];
               return Promise.resolve({
-                content: (outs ?? []).map((out, index) => ({
-                  type: 'tool-call' as const,
-                  toolCallId: `c${step}_${index}`,
-                  toolName: 'echo',
-                  input: JSON.stringify({ out }),
-                })),
+                content: outs
+                  ? outs.map((out, index) => ({
+                      type: 'tool-call' as const,
+                      toolCallId: `c${step}_${index}`,
+                      toolName: 'echo',
+                      input: JSON.stringify({ out }),
+                    }))
+                  : [{ type: 'text' as const, text: 'done' }],
                 finishReason: outs
                   ? { unified: 'tool-calls', raw: 'tool_calls' }
                   : { unified: 'stop', raw: 'stop' },
@@ -542,6 +545,95 @@ describe('the adapter in a run', () => {
       { numRuns: 80 },
     );
   });
+});
+
+describe('only an explicit stop stops, over the real wire (tester6 F16)', () => {
+  const note: Tool<{ text: string }> = {
+    name: 'note',
+    description: 'notes a line',
+    input: z.object({ text: z.string() }),
+    claim: () => ({ kind: 'none' }),
+    execute: (input) => Promise.resolve({ output: `noted ${input.text}` }),
+  };
+  const runScript = async (kind: 'openai-compatible' | 'anthropic', script: readonly Reply[]) => {
+    let index = 0;
+    const scripted = await startFakeLlm(() => script[Math.min(index++, script.length - 1)]!);
+    try {
+      const provider = createProvider(
+        configSchema.parse({
+          agent: { provider: kind, model: 'm', base_url: scripted.baseUrl, api_key_env: 'FAKE_KEY' },
+        }).agent,
+        { FAKE_KEY: 'sk-test' },
+      )!;
+      const steps: TurnStep[] = [];
+      const result = await new AgentHarness({
+        provider,
+        tools: [note],
+        sessions: new InMemorySessionStore(),
+      }).run({ prompt: 'task' }, { onStep: (step) => steps.push(step) });
+      return { result, steps, requests: scripted.requests };
+    } finally {
+      await scripted.close();
+    }
+  };
+  const call = { call: { name: 'note', args: { text: 'a' } } };
+  const said = (request: { body: any }) => JSON.stringify(request.body.messages);
+
+  it('openai-compatible: "tool_calls" with no calls, null, "function_call" and an empty "stop" go on', async () => {
+    const { result, steps, requests } = await runScript('openai-compatible', [
+      { text: '', raw: 'tool_calls' },
+      { text: 'Let me look first.', raw: null },
+      call,
+      { text: '', raw: 'function_call' },
+      { text: '', raw: 'stop' },
+      { text: 'Done.\nVERDICT: PASS', raw: 'stop' },
+    ]);
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(result.finalText).toBe('Done.\nVERDICT: PASS');
+    expect(requests).toHaveLength(6);
+    expect(steps.map((step) => step.error)).toEqual([
+      'the reply ended for tool calls (finish reason "tool_calls") but had none',
+      'the reply had no tool calls and no explicit stop (finish reason none)',
+      undefined,
+      'the reply ended for tool calls (finish reason "function_call") but had none',
+      'the reply was empty: no text and no tool calls',
+      undefined,
+    ]);
+    expect(said(requests[1]!)).toContain('not taken as a stop');
+    expect(said(requests[5]!)).toContain('[harness] the reply was empty');
+  });
+
+  it('anthropic: "tool_use" with no calls, "pause_turn" and an empty "end_turn" go on; no empty message is sent back', async () => {
+    const { result, steps, requests } = await runScript('anthropic', [
+      { text: '', raw: 'tool_use' },
+      { text: 'Searching…', raw: 'pause_turn' },
+      call,
+      { text: '', raw: 'end_turn' },
+      { text: 'Done.', raw: 'stop_sequence' },
+    ]);
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(steps.map((step) => step.error)).toEqual([
+      'the reply ended for tool calls (finish reason "tool_use") but had none',
+      'the reply had no tool calls and no explicit stop (finish reason "pause_turn")',
+      undefined,
+      'the reply was empty: no text and no tool calls',
+      undefined,
+    ]);
+    for (const request of requests)
+      for (const message of request.body.messages) expect(message.content).not.toEqual([]);
+  });
+
+  it.each(['openai-compatible', 'anthropic'] as const)(
+    '%s: a provider that only answers empty replies ends the run by the failure watchdog, not as a stop',
+    async (kind) => {
+      const { result } = await runScript(kind, [{ text: '' }]);
+      expect(result.terminateReason).toEqual({
+        kind: 'consecutive_failures',
+        count: 3,
+        lastError: 'the reply was empty: no text and no tool calls',
+      });
+    },
+  );
 });
 
 function freePort(): Promise<number> {

@@ -40,7 +40,8 @@ function toPromptMessage(message: Message): LanguageModelV3Message {
       return {
         role: 'assistant',
         content: [
-          ...(message.content ? [{ type: 'text' as const, text: message.content }] : []),
+          // Whitespace alone is no text: Anthropic refuses a text block without any.
+          ...(message.content.trim() ? [{ type: 'text' as const, text: message.content }] : []),
           ...(message.toolCalls ?? []).map((call) => ({
             type: 'tool-call' as const,
             toolCallId: call.id,
@@ -128,6 +129,14 @@ export class PromptCache {
   }
 }
 
+/**
+ * The AI SDK's unified finish reason as ours. Its `stop` also covers Anthropic's `pause_turn` (a
+ * paused turn to resume, not an end) and a stop with no raw reason, so `end_turn` is kept for the
+ * model's explicit stop only: OpenAI `stop`, Anthropic `end_turn`/`stop_sequence`. A missing or
+ * unknown finish (OpenAI-compatible `null`) is the SDK's `other` (its former `unknown`), never a stop;
+ * `function_call` is its `tool-calls`.
+ */
+const EXPLICIT_STOPS: ReadonlySet<string> = new Set(['stop', 'end_turn', 'stop_sequence']);
 const STOP_REASONS: Record<LanguageModelV3FinishReason['unified'], StopReason> = {
   stop: 'end_turn',
   'tool-calls': 'tool_use',
@@ -155,10 +164,13 @@ function toThinkResponse(result: LanguageModelV3GenerateResult): ThinkResponse {
     else if (part.type === 'tool-call' && part.providerExecuted !== true)
       toolCalls.push({ id: part.toolCallId, name: part.toolName, args: parseToolInput(part.input) });
   }
+  const { unified, raw } = result.finishReason;
+  const mapped = STOP_REASONS[unified] ?? 'other';
   return {
     text,
     toolCalls,
-    stopReason: STOP_REASONS[result.finishReason.unified] ?? 'other',
+    stopReason: mapped === 'end_turn' && !EXPLICIT_STOPS.has(raw ?? '') ? 'other' : mapped,
+    ...(raw === undefined ? {} : { rawStopReason: raw }),
     usage: {
       inputTokens: result.usage.inputTokens.total ?? 0,
       outputTokens: result.usage.outputTokens.total ?? 0,

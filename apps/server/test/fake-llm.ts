@@ -13,7 +13,8 @@ export interface Turn {
 }
 
 export type Reply =
-  | { text: string; finish?: 'length' | 'content_filter' }
+  /** `raw`: the wire's own finish reason instead (OpenAI `finish_reason`, Anthropic `stop_reason`). */
+  | { text: string; finish?: 'length' | 'content_filter'; raw?: string | null }
   | { text?: string; call: { name: string; args: unknown } }
   | { text?: string; calls: { name: string; args: unknown }[] }; // several calls in one turn
 export type Brain = (conversation: readonly Turn[], request: { model: string; tools: string[] }) => Reply;
@@ -146,7 +147,7 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
                   function: { name: call.name, arguments: JSON.stringify(call.args) },
                 })),
               }
-            : { role: 'assistant', content: reply.text };
+            : { role: 'assistant', content: reply.text || null };
         response.writeHead(200, { 'content-type': 'application/json' }).end(
           JSON.stringify({
             id: `chatcmpl-${counter}`,
@@ -158,7 +159,11 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
                 index: 0,
                 message,
                 finish_reason:
-                  calls.length > 0 ? 'tool_calls' : ('finish' in reply && reply.finish) || 'stop',
+                  'raw' in reply
+                    ? reply.raw
+                    : calls.length > 0
+                      ? 'tool_calls'
+                      : ('finish' in reply && reply.finish) || 'stop',
               },
             ],
             usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
@@ -189,11 +194,13 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
             model: body.model,
             content,
             stop_reason:
-              callsOf(reply).length > 0
-                ? 'tool_use'
-                : !('finish' in reply) || reply.finish === undefined
-                  ? 'end_turn'
-                  : { length: 'max_tokens', content_filter: 'refusal' }[reply.finish],
+              'raw' in reply
+                ? reply.raw
+                : callsOf(reply).length > 0
+                  ? 'tool_use'
+                  : !('finish' in reply) || reply.finish === undefined
+                    ? 'end_turn'
+                    : { length: 'max_tokens', content_filter: 'refusal' }[reply.finish],
             stop_sequence: null,
             usage: { input_tokens: 12, output_tokens: 7 },
           }),

@@ -296,6 +296,45 @@ describe('ends', () => {
     });
   });
 
+  it('only an explicit stop with something said stops: tool_use with no calls, other, a missing finish and an empty reply go on', async () => {
+    const replies: ThinkResponse[] = [
+      { text: '', toolCalls: [], stopReason: 'tool_use', rawStopReason: 'tool_calls' },
+      { text: 'Let me check.', toolCalls: [], stopReason: 'other' },
+      callTool('echo', { text: 'a' }),
+      { text: 'x', toolCalls: [] } as unknown as ThinkResponse, // an untyped provider: no finish
+      { text: '  \n', toolCalls: [], stopReason: 'end_turn' },
+      stop('short answer'),
+    ];
+    const provider = new ScriptedProvider(replies);
+    const steps: TurnStep[] = [];
+    const result = await harness(provider).run({ prompt: 'x' }, { onStep: (step) => steps.push(step) });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    expect(result.finalText).toBe('short answer');
+    expect(steps.map((step) => step.error)).toEqual([
+      'the reply ended for tool calls (finish reason "tool_calls") but had none',
+      'the reply had no tool calls and no explicit stop (finish reason none)',
+      undefined,
+      'the reply had no tool calls and no explicit stop (finish reason none)',
+      'the reply was empty: no text and no tool calls',
+      undefined,
+    ]);
+    expect(lastUserText(provider.requests[1]!.messages)).toMatch(/not taken as a stop/);
+    // An empty reply is logged, not sent back: nothing said, and Anthropic refuses an empty message.
+    expect(provider.requests[1]!.messages.filter((message) => message.role === 'assistant')).toEqual([]);
+    const sentBack = provider.requests[5]!.messages.filter((message) => message.role === 'assistant');
+    expect(sentBack.map((message) => message.content)).toEqual(['Let me check.', '', 'x']); // '' is the call's
+  });
+
+  it('a provider that only answers empty stops is ended by the failure watchdog, not as a stop', async () => {
+    const empty: ThinkResponse = { text: '', toolCalls: [], stopReason: 'end_turn' };
+    const result = await harness(new ScriptedProvider([empty], { repeatLast: true })).run({ prompt: 'x' });
+    expect(result.terminateReason).toEqual({
+      kind: 'consecutive_failures',
+      count: 3,
+      lastError: 'the reply was empty: no text and no tool calls',
+    });
+  });
+
   it('a content-filter finish ends the run as an error, never as a stop', async () => {
     const filtered: ThinkResponse = { text: '', toolCalls: [], stopReason: 'content_filter' };
     const result = await harness(new ScriptedProvider([filtered, stop()])).run({ prompt: 'x' });

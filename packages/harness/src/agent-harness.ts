@@ -67,10 +67,37 @@ const STOP_REASONS: ReadonlySet<string> = new Set<StopReason>([
   'other',
 ]);
 
-/** The provider's finish reason, as one of ours; an empty one is a plain end of turn. */
+/** The provider's finish reason, as one of ours; a missing or unknown one is `other`, never a stop. */
 function stopReasonOf(response: ThinkResponse): StopReason {
-  if (!response.stopReason) return 'end_turn';
-  return STOP_REASONS.has(response.stopReason) ? response.stopReason : 'other';
+  return response.stopReason && STOP_REASONS.has(response.stopReason) ? response.stopReason : 'other';
+}
+
+/**
+ * Why a reply with no tool calls is not a stop, or undefined when it is one. Only the model's explicit
+ * stop (`end_turn`) with something said stops: a cut-off reply, a `tool_use` finish with no calls, a
+ * missing or unknown finish, an error finish — and an empty reply, whatever its finish (a provider-side
+ * anomaly: Anthropic documents empty `end_turn` replies after tool results, to be answered by asking
+ * the model to go on) — are told to the model, and each counts toward the failure watchdog.
+ */
+function notAStop(response: ThinkResponse, stopReason: StopReason): string | undefined {
+  const raw = response.rawStopReason === undefined ? 'none' : JSON.stringify(response.rawStopReason);
+  switch (stopReason) {
+    case 'max_tokens':
+      return 'the reply was cut off at the output token limit';
+    case 'error':
+      return 'the provider ended the reply with an error';
+    case 'tool_use':
+      return `the reply ended for tool calls (finish reason ${raw}) but had none`;
+    case 'other':
+    case 'content_filter':
+      return `the reply had no tool calls and no explicit stop (finish reason ${raw})`;
+    case 'end_turn':
+      return response.text.trim() === '' ? 'the reply was empty: no text and no tool calls' : undefined;
+    default: {
+      const unreachable: never = stopReason;
+      return unreachable;
+    }
+  }
 }
 
 function usageOf(response: ThinkResponse): { usage?: TokenUsage } {
@@ -108,6 +135,9 @@ function hookStop(event: 'PreToolUse' | 'PostToolUse', reasons: readonly string[
 
 const CUT_OFF =
   'your reply is incomplete and was not taken as a stop. Continue from where it broke off; keep replies shorter, and split long output across tool calls.';
+
+const NO_STOP =
+  'it was not taken as a stop. Go on with the task: call the tools you need, or, if you are done, end with a reply that says so.';
 
 class StallError extends Error {
   constructor(readonly elapsedMs: number) {
@@ -171,6 +201,9 @@ function apply(state: RunState, event: SessionEventBody): void {
       state.conversation.push({ role: 'user', content: event.content });
       break;
     case 'assistant':
+      // An empty reply is logged but not sent back: it says nothing, and Anthropic refuses an
+      // assistant message with no content.
+      if (event.content.trim() === '' && event.toolCalls.length === 0) break;
       state.conversation.push({
         role: 'assistant',
         content: event.content,
@@ -420,13 +453,12 @@ export class AgentHarness {
       return { ...call, args };
     });
     await log({ type: 'assistant', content: response.text, toolCalls: calls, ...usageOf(response) });
-    if (calls.length === 0 && (stopReason === 'max_tokens' || stopReason === 'error')) {
-      // Not a stop: the reply was cut off (or broke off). Say so and go on, bounded by the watchdog.
-      const message =
-        stopReason === 'max_tokens'
-          ? 'the reply was cut off at the output token limit'
-          : 'the provider ended the reply with an error';
-      await log({ type: 'feedback', content: `[harness] ${message}: ${CUT_OFF}` });
+    const notStopped = calls.length === 0 ? notAStop(response, stopReason) : undefined;
+    if (notStopped !== undefined) {
+      // Not a stop. Say so and go on, bounded by the watchdog; the model alone decides it is done.
+      const message = notStopped;
+      const nudge = stopReason === 'max_tokens' || stopReason === 'error' ? CUT_OFF : NO_STOP;
+      await log({ type: 'feedback', content: `[harness] ${message}: ${nudge}` });
       const step: TurnStep = { state: 'continue', executed: 0, vetoed: false, iteration: turn.iterations };
       return { step: { ...step, error: message }, failed: message, usage, text: response.text };
     }

@@ -50,9 +50,11 @@ export interface TokenUsage {
 }
 
 /**
- * Why the provider stopped generating. `max_tokens` with no tool calls is a cut-off reply, not a
- * stop; `content_filter` ends the run as an error; an unknown value (from an untyped provider) is
- * read as `other`.
+ * Why the provider stopped generating. Only `end_turn` (the model's explicit stop: OpenAI `stop`,
+ * Anthropic `end_turn`/`stop_sequence`) with no tool calls and some text is a stop; with no tool
+ * calls, `max_tokens` is a cut-off reply, `tool_use`, `error` and `other` are not a stop either, nor
+ * is an empty reply: the model is told and the run goes on. `content_filter` ends the run as an
+ * error; a missing or unknown value (from an untyped provider) is read as `other`.
  */
 export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'content_filter' | 'error' | 'other';
 
@@ -60,6 +62,8 @@ export interface ThinkResponse {
   readonly text: string;
   readonly toolCalls: readonly ToolCall[];
   readonly stopReason: StopReason;
+  /** The provider's own finish reason as it sent it (`"tool_calls"`, `"pause_turn"`…), for messages. */
+  readonly rawStopReason?: string;
   readonly usage?: TokenUsage;
 }
 
@@ -161,8 +165,9 @@ export type TerminateReason =
   | { readonly kind: 'halted'; readonly by: string; readonly reason: string }
   | { readonly kind: 'max_iterations' }
   /**
-   * Turns that failed in the loop's machinery: the provider call failed, the reply was cut off, or
-   * no call could be run (unknown tool, bad args). `lastError`: the last such turn's cause.
+   * Turns that failed in the loop's machinery: the provider call failed, the reply was cut off or not
+   * an explicit stop (empty, no finish, `tool_use` with no calls), or no call could be run (unknown
+   * tool, bad args). `lastError`: the last such turn's cause.
    */
   | { readonly kind: 'consecutive_failures'; readonly count: number; readonly lastError?: string }
   | { readonly kind: 'cancelled' }
