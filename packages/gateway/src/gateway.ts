@@ -148,6 +148,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const pumps = new Map<string, OutputPump>();
   const modes = new Map<string, ModeTracker>();
   const sizes = new Map<string, SizeLog>();
+  /** A session any open connection is subscribed to the output of is watched: never idle (TTL). */
+  const watches = new Map<string, Disposable>();
   let closing = false;
 
   const serveStatic = options.static === undefined ? undefined : staticFiles(options.static.root);
@@ -213,6 +215,22 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     wss.handleUpgrade(request, socket, head, (ws) => accept(ws));
   });
 
+  /** Takes or lets go of each session's watch, after a subscription or a connection changed. */
+  const syncWatches = (): void => {
+    for (const id of pumps.keys()) {
+      const session = ptyManager.get(id);
+      const viewed =
+        session?.exitInfo === undefined &&
+        [...connections.values()].some((connection) => connection.open && connection.wants('pty.output', id));
+      const watch = watches.get(id);
+      if (viewed && watch === undefined && session !== undefined) watches.set(id, session.watch());
+      if (!viewed && watch !== undefined) {
+        watch[Symbol.dispose]();
+        watches.delete(id);
+      }
+    }
+  };
+
   const attach = (session: PtySession): void => {
     if (pumps.has(session.id)) return;
     const pump = new OutputPump(session, () => connections.values(), flow);
@@ -230,6 +248,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       sizeLog.observe(session.cols, session.rows, offset, session.scrollback.start);
       tracker.feed(chunk, session.scrollback.start, read);
     });
+    syncWatches(); // a connection subscribed to every session's output watches this one too
     session.onExit((info) => {
       pump.ended(); // the last output goes out before the exit event
       gateway.publish('pty.exit', { sessionId: session.id, ...info });
@@ -239,6 +258,8 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   let dropScreens: (sessionId?: string) => void = () => {};
   let writeInput: (sessionId: string, bytes: Buffer) => number = () => 0;
   const forget = (sessionId: string): void => {
+    watches.get(sessionId)?.[Symbol.dispose]();
+    watches.delete(sessionId);
     pumps.get(sessionId)?.dispose();
     pumps.delete(sessionId);
     modes.delete(sessionId);
@@ -404,6 +425,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       connection.controller.abort(new GatewayError('internal_error', 'connection closed'));
       logger.debug({ connection: connection.id, code }, 'client disconnected');
       for (const pump of pumps.values()) pump.checkFlow();
+      syncWatches(); // its sessions' idle TTL runs again from now, unless another viewer is there
     });
   }
 
@@ -480,6 +502,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     pumpFor: (sessionId) => pumps.get(sessionId),
     modesFor: (sessionId) => modes.get(sessionId),
     sizesFor: (sessionId) => sizes.get(sessionId),
+    subscriptionsChanged: syncWatches,
   }));
 
   await new Promise<void>((resolve, reject) => {

@@ -21,6 +21,8 @@ export interface PtyMethodsOptions {
   readonly pumpFor: (sessionId: string) => OutputPump | undefined;
   readonly modesFor: (sessionId: string) => ModeTracker | undefined;
   readonly sizesFor: (sessionId: string) => SizeLog | undefined;
+  /** After events.subscribe/unsubscribe: which sessions are watched may have changed. */
+  readonly subscriptionsChanged: () => void;
 }
 
 /**
@@ -176,11 +178,13 @@ export function registerPtyMethods(
   gateway.register('events.subscribe', methods['events.subscribe'].params, (params, context) => {
     for (const topic of params.topics) context.connection.topics.add(topic);
     if (params.sessions !== undefined) context.connection.sessions = new Set(params.sessions);
+    options.subscriptionsChanged();
     return { topics: [...context.connection.topics] };
   });
 
   gateway.register('events.unsubscribe', methods['events.unsubscribe'].params, (params, context) => {
     for (const topic of params.topics) context.connection.topics.delete(topic);
+    options.subscriptionsChanged();
     return { topics: [...context.connection.topics] };
   });
 

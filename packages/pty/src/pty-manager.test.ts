@@ -68,6 +68,25 @@ describe('PtyManager', () => {
     expect(m.get(chatty.id)).toBe(chatty);
   });
 
+  it('a watched session is never idle; its TTL counts from when the last watcher left', async () => {
+    const m = manager({ idleTtlMs: 300, sweepIntervalMs: 20 });
+    const watched = m.spawn(sleeper);
+    const watches = [watched.watch(), watched.watch()];
+    const quiet = m.spawn(sleeper); // spawned with it: the TTL is running
+    expect(await quiet.exited).toMatchObject({ reason: 'expired' });
+    const quietEnd = Date.now();
+    await until(() => Date.now() - quietEnd > 600, 'two TTLs more');
+    expect(watched.exitInfo).toBeUndefined();
+    watches[0]!.dispose();
+    watches[0]!.dispose(); // idempotent: the other watcher still holds it
+    await until(() => Date.now() - quietEnd > 1200, 'two TTLs more');
+    expect(watched.exitInfo).toBeUndefined();
+    const left = Date.now();
+    watches[1]!.dispose();
+    expect(await watched.exited).toMatchObject({ reason: 'expired' });
+    expect(Date.now() - left).toBeGreaterThanOrEqual(300); // from the leave, not from the spawn
+  });
+
   it('close and closeAll say closed and shutdown; unknown ids are a clear error', async () => {
     const m = manager();
     const a = m.spawn(sleeper);

@@ -11,7 +11,11 @@ export type EvictionPolicy = 'evict-oldest' | 'reject';
 
 export interface PtyManagerOptions {
   readonly maxSessions?: number;
-  /** Inactivity (no input, no output) after which a session is closed as `expired`. */
+  /**
+   * Inactivity (no input, no output) after which a session is closed as `expired`; a watched
+   * session (`PtySession.watch()`: open in a viewer) is never idle, and its TTL counts from when
+   * its last watcher left.
+   */
   readonly idleTtlMs?: number;
   readonly eviction?: EvictionPolicy;
   /** How often idle sessions are looked for (default: a tenth of the TTL, at most 30 s). */
@@ -174,7 +178,8 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
   #expireIdle(): void {
     const now = Date.now();
     for (const session of this.#sessions.values()) {
-      if (now - session.lastActivityAt >= this.idleTtlMs) void this.#retire(session, 'expired');
+      const since = session.idleSince; // undefined while watched
+      if (since !== undefined && now - since >= this.idleTtlMs) void this.#retire(session, 'expired');
     }
   }
 }

@@ -155,6 +155,9 @@ export class PtySession {
   /** Resolves once, after the last output was delivered. */
   readonly exited: Promise<ExitInfo>;
   #lastActivityAt: number;
+  /** Watchers now (see watch()), and when the last one left. */
+  #watchers = 0;
+  #unwatchedAt = 0;
   #cols: number;
   #rows: number;
   #exitInfo: ExitInfo | undefined;
@@ -402,6 +405,35 @@ export class PtySession {
 
   get lastActivityAt(): number {
     return this.#lastActivityAt;
+  }
+
+  /**
+   * Since when nothing happened: the last input or output, or the moment the last watcher left,
+   * whichever is later. Undefined while watched: a session someone is looking at is never idle.
+   */
+  get idleSince(): number | undefined {
+    return this.#watchers > 0 ? undefined : Math.max(this.#lastActivityAt, this.#unwatchedAt);
+  }
+
+  get watched(): boolean {
+    return this.#watchers > 0;
+  }
+
+  /**
+   * Marks the session as watched (say, open in a viewer: a vim left idle while the user reads it)
+   * until disposed: a PtyManager's idle TTL never expires a watched session, and counts from when
+   * its last watcher left. Any number of watchers; disposing is idempotent.
+   */
+  watch(): Disposable & { dispose(): void } {
+    this.#watchers += 1;
+    let watching = true;
+    const dispose = (): void => {
+      if (!watching) return;
+      watching = false;
+      this.#watchers -= 1;
+      if (this.#watchers === 0) this.#unwatchedAt = Date.now();
+    };
+    return { dispose, [Symbol.dispose]: dispose };
   }
 
   get exitInfo(): ExitInfo | undefined {
