@@ -31,6 +31,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
+import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import { builtinTools, type Goal } from './tools.js';
 import { deniedBy, type DeniedEntry } from './workdir-files.js';
@@ -329,7 +330,16 @@ export class AgentService {
         this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
     };
     const claudeHooks = discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files });
-    for (const warning of claudeHooks.warnings) logger.warn({ runId }, warning);
+    for (const warning of claudeHooks.warnings) {
+      logger.warn({ runId }, warning);
+      // A hook the user wrote that will not run as written (an event Aleph does not run, a typo'd
+      // event, `onFailure`, a Stop hook's `if`, disableAllHooks): `aleph run` prints it as a ⚠ line.
+      // Once a run: a sub-agent reads the same files.
+      if (parentId === undefined) {
+        const notice: HookWarning = { kind: 'warning', route: 'claude_code', message: warning };
+        this.#options.gateway.publish('agent.hook', { runId, ...notice });
+      }
+    }
     const parent = parentId
       ? { sessionId: parentId, transcriptPath: sessions.transcriptPath?.(parentId) }
       : undefined;

@@ -105,4 +105,9 @@ describe('aleph run prints words', () => {
       hookLines({ hook: 'ok', route: 'claude_code', event: 'Stop', kind: 'allow', durationMs: 1 }),
     ).toEqual([]);
   });
+
+  it('a warning about the hooks in a settings file is a ⚠ line of its own', () => {
+    const message = '.claude/settings.json: PreToolUSe hooks are not run by Aleph (it runs Stop, …)';
+    expect(hookLines({ kind: 'warning', route: 'claude_code', message })).toEqual([`  ⚠ ${message}`]);
+  });
 });

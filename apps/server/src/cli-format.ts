@@ -3,7 +3,18 @@
 // hook's outcome (an error with its exit code and stderr, a veto with its message). Pure functions
 // of the agent.* events, so each line is tested without a server.
 import type { TerminateReason, TurnStep } from '@aleph/harness';
-import type { HookOutcome } from '@aleph/verification';
+import type { HookOutcome, HookRoute } from '@aleph/verification';
+
+/**
+ * An `agent.hook` event that is no hook run: a hook in the user's settings that will not run as
+ * written (an event Aleph does not run, a typo'd event name, `onFailure`, disableAllHooks…).
+ */
+export interface HookWarning {
+  readonly kind: 'warning';
+  readonly route: HookRoute;
+  /** Names the file (and the hook) it is about. */
+  readonly message: string;
+}
 
 export const firstLine = (text: string, max = 100): string => {
   const line = text.trim().split('\n')[0] ?? '';
@@ -106,8 +117,15 @@ export function toolLine(tool: {
   return `  ${mark} ${tool.name} → ${tool.end}${body ? ` · ${body}` : ''}`;
 }
 
-/** A hook's outcome worth a line (an allow says nothing unless it carries a message for the user). */
-export function hookLines(outcome: HookOutcome): string[] {
+/**
+ * A hook's outcome worth a line (an allow says nothing unless it carries a message for the user);
+ * a warning about the hooks' settings is its own `⚠` line.
+ */
+export function hookLines(event: HookOutcome | HookWarning): string[] {
+  return event.kind === 'warning' ? [`  ⚠ ${firstLine(event.message, 400)}`] : outcomeLines(event);
+}
+
+function outcomeLines(outcome: HookOutcome): string[] {
   const name = `${outcome.event} hook "${outcome.hook}"${outcome.tool ? ` (${outcome.tool})` : ''}`;
   const lines: string[] = [];
   const how = [

@@ -309,6 +309,49 @@ describe('Claude Code hooks in a server run', () => {
     }
   });
 
+  it("a hook that will not run as written (a typo'd event, an event Aleph does not run, onFailure) is a ⚠ line of `aleph run`, naming the file", async () => {
+    const project = join(work, 'warnings-project');
+    mkdirSync(join(project, '.claude'), { recursive: true });
+    const hook = (command: string, extra: object = {}) => [
+      { hooks: [{ type: 'command', command, ...extra }] },
+    ];
+    const settings = {
+      hooks: {
+        PreToolUSe: hook('exit 2'),
+        UserPromptSubmit: hook('echo hi'),
+        Stop: hook('exit 0', { onFailure: 'block' }),
+      },
+    };
+    writeFileSync(join(project, '.claude', 'settings.local.json'), JSON.stringify(settings));
+    const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 6\n\n[power]\ninhibit_sleep = false\n`;
+    const child = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'claude-config') });
+    try {
+      const result = await runToExit([CLI, 'run', 'create the file w.txt', '--cwd', project], {
+        ALEPH_URL: child.url,
+        ALEPH_TOKEN: child.token,
+      });
+      if (process.env['ALEPH_PRINT_TRANSCRIPT']) console.log(result.stdout);
+      expect(result.code).toBe(0);
+      const warnings = result.stdout.split('\n').filter((line) => line.startsWith('  ⚠ '));
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          /^ {2}⚠ \.claude\/settings\.local\.json: PreToolUSe hooks are not run by Aleph \(it runs .*PreToolUse/,
+        ),
+        expect.stringMatching(
+          /^ {2}⚠ \.claude\/settings\.local\.json: UserPromptSubmit hooks are not run by Aleph/,
+        ),
+        expect.stringMatching(
+          /^ {2}⚠ \.claude\/settings\.local\.json#Stop\[0\]\.hooks\[0\]: "onFailure" is not read by Aleph/,
+        ),
+      ]);
+      // Said before the first turn, once.
+      expect(result.stdout.indexOf('⚠')).toBeLessThan(result.stdout.indexOf('turn 1'));
+    } finally {
+      await child.stop();
+      rmSync(child.stateDir, { recursive: true, force: true });
+    }
+  });
+
   it("resolves [hooks] files from the config file's folder, not from where the server started", () => {
     const folder = join(work, 'config-folder');
     mkdirSync(folder);
