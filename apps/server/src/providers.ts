@@ -361,6 +361,11 @@ export function createProvider(
       `[agent].api_key_env names ${agent.api_key_env}, which is not set in the environment`,
     );
   }
+  // OpenAI's and Anthropic's APIs need a key: without one every run would fail at its first call.
+  if (!apiKey && agent.provider !== 'openai-compatible')
+    throw new ProviderConfigError(
+      `[agent] provider "${agent.provider}" needs an API key: set ${keyVariable} in the server's environment (or name another variable in [agent].api_key_env)`,
+    );
   if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
     throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
   switch (agent.provider) {
