@@ -21,31 +21,48 @@ const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-fds-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe.runIf(process.platform === 'linux')('descriptors the server inherited', () => {
-  it('do not reach a program in a terminal: only 0, 1 and 2 (and what ls opens itself)', async () => {
-    const leaked = join(dir, 'leaked-outside.log');
-    const fd = openSync(leaked, 'a');
-    let output = '';
-    try {
-      // The file is the server's fd 9, inherited (node's stdio entries are not close-on-exec).
-      const server = spawn(process.execPath, ['--input-type=module', '-e', SERVER], {
-        env: { ...process.env, ALEPH_PTY_FORK: '0' },
-        stdio: ['ignore', 'pipe', 'inherit', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', 'ignore', fd],
-      });
-      server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-      const code = await new Promise((resolve) => server.once('exit', resolve));
-      expect(code).toBe(0);
-    } finally {
-      closeSync(fd);
-    }
-    const entries = [...output.matchAll(/ (\d+) -> (\S+)/g)].map(([, number, target]) => [
-      Number(number),
-      target,
-    ]);
-    expect(entries.length).toBeGreaterThanOrEqual(3);
-    expect(entries.map(([, target]) => target)).not.toContain(leaked);
-    // Past 0-2, only the directory ls is listing.
-    expect(entries.filter(([number]) => (number as number) > 2).map(([, target]) => target)).toEqual([
-      expect.stringMatching(/^\/proc\/\d+\/fd$/),
-    ]);
-  });
+  it.each([
+    ['the spawn helper', '0'],
+    ['node-pty', '1'],
+  ])(
+    'do not reach a program in a terminal, through %s: only 0, 1, 2 (and what ls opens)',
+    async (_, fork) => {
+      const leaked = join(dir, 'leaked-outside.log');
+      const fd = openSync(leaked, 'a');
+      let output = '';
+      try {
+        // The file is the server's fd 9, inherited (node's stdio entries are not close-on-exec).
+        const server = spawn(process.execPath, ['--input-type=module', '-e', SERVER], {
+          env: { ...process.env, ALEPH_PTY_FORK: fork },
+          stdio: [
+            'ignore',
+            'pipe',
+            'inherit',
+            'ignore',
+            'ignore',
+            'ignore',
+            'ignore',
+            'ignore',
+            'ignore',
+            fd,
+          ],
+        });
+        server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+        const code = await new Promise((resolve) => server.once('exit', resolve));
+        expect(code).toBe(0);
+      } finally {
+        closeSync(fd);
+      }
+      const entries = [...output.matchAll(/ (\d+) -> (\S+)/g)].map(([, number, target]) => [
+        Number(number),
+        target,
+      ]);
+      expect(entries.length).toBeGreaterThanOrEqual(3);
+      expect(entries.map(([, target]) => target)).not.toContain(leaked);
+      // Past 0-2, only the directory ls is listing.
+      expect(entries.filter(([number]) => (number as number) > 2).map(([, target]) => target)).toEqual([
+        expect.stringMatching(/^\/proc\/\d+\/fd$/),
+      ]);
+    },
+  );
 });

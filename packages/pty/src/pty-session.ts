@@ -7,7 +7,7 @@ import { constants } from 'node:os';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
-import { findExecutable, spawnWithoutFork, type HelperExit } from './internal/spawner.js';
+import { findExecutable, nodePtyWrapper, spawnWithoutFork, type HelperExit } from './internal/spawner.js';
 import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
@@ -204,18 +204,23 @@ export class PtySession {
         ? { TERM: 'xterm-256color', ...options.env }
         : { ...process.env, TERM: 'xterm-256color', ...options.env };
     checkSpawnable(this.command, cwd, env);
+    const wrapper = nodePtyWrapper(); // for node-pty: no inherited descriptor reaches the program
     try {
       // Linux: without forking this process (see internal/spawner.ts); elsewhere, node-pty.
       this.#pty =
         spawnWithoutFork(this.command, this.args, { cols: options.cols, rows: options.rows, cwd, env }) ??
-        nodePty.spawn(this.command, [...this.args], {
-          name: env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
-          cols: options.cols,
-          rows: options.rows,
-          cwd,
-          env,
-          encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
-        });
+        nodePty.spawn(
+          wrapper ?? this.command,
+          wrapper ? ['--exec', this.command, ...this.args] : [...this.args],
+          {
+            name: env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
+            cols: options.cols,
+            rows: options.rows,
+            cwd,
+            env,
+            encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
+          },
+        );
     } catch (error) {
       throw new PtyError('spawn_failed', `could not start ${this.command}: ${(error as Error).message}`, {
         cause: error,

@@ -12,7 +12,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
-  pty: { lines: 1496, files: 9 },
+  pty: { lines: 1512, files: 9 },
   verification: { lines: 2287, files: 22 },
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2722, files: 15 },

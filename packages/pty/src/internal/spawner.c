@@ -281,6 +281,14 @@ static void end_descendants(void) {
 }
 
 int main(int argc, char **argv) {
+  // node-pty's path (see spawner.ts nodePtyWrapper): `--exec FILE ARG…` runs FILE, in place, with
+  // nothing inherited past descriptor 2.
+  if (argc >= 3 && strcmp(argv[1], "--exec") == 0) {
+    close_inherited();
+    execvp(argv[2], argv + 2);
+    fprintf(stderr, "%s: %s\r\n", argv[2], strerror(errno));
+    return 127;
+  }
   if (argc != 3) {
     fprintf(stderr, "usage: %s REQUEST_FIFO REPLY_FIFO\n", argv[0]);
     return 2;

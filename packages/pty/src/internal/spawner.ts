@@ -262,6 +262,17 @@ export async function endEscapees(stepMs: number): Promise<void> {
   for (let round = 0; round < 100 && signal('SIGKILL') > 0; round++) await delay(10);
 }
 
+let wrapper: string | null | undefined;
+/**
+ * What node-pty should run instead of a program, on Linux (its forkpty child closes no descriptor):
+ * the helper's binary, which with `--exec FILE ARG…` closes every descriptor from 3 up and execs
+ * FILE in place (same pid). Undefined elsewhere (macOS's posix_spawn closes them) or if not built.
+ */
+export function nodePtyWrapper(): string | undefined {
+  wrapper ??= process.platform === 'linux' && existsSync(BINARY) ? BINARY : null;
+  return wrapper ?? undefined;
+}
+
 export interface HelperSpawnOptions {
   readonly cols: number;
   readonly rows: number;
