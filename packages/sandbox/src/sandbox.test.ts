@@ -147,6 +147,17 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(readdirSync(root)).not.toContain('outside.txt');
   });
 
+  // As root the command is uid 0 (a user ns mapping 0 to 0): sysctl's owner check passes (tester6 F10).
+  it('cannot write a host sysctl or any other writable kernel knob under /proc', async () => {
+    const ran = await sh(
+      'required',
+      'v=$(cat /proc/sys/vm/swappiness) && echo "$v" > /proc/sys/vm/swappiness && echo wrote-sysctl; ' +
+        'find /proc/sys /proc/sysrq-trigger /proc/irq /proc/bus /proc/fs /proc/mtrr -writable 2>/dev/null | head -3',
+    );
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(/swappiness: Read-only file system|Permission denied/);
+  });
+
   it('cannot read the denied state dir, ~/.ssh or ~/.netrc', async () => {
     const ran = await sh(
       'required',

@@ -27,6 +27,9 @@ export function baseArgs(network: 'off' | 'on'): string[] {
     '/dev',
     '--proc',
     '/proc',
+    // A uid-0 command (the server run as root) passes sysctl's owner check: /proc/sys writable meant
+    // kernel.core_pattern, i.e. code run as root outside every namespace. The host's entries, read-only.
+    ...PROC_KNOBS.flatMap((name) => ['--ro-bind-try', `/proc/${name}`, `/proc/${name}`]),
     '--tmpfs',
     '/tmp',
     // Unix sockets ignore read-only mounts: /run holds docker's, dbus', databases'. DNS may live there.
@@ -37,6 +40,9 @@ export function baseArgs(network: 'off' | 'on'): string[] {
 }
 
 const RESOLVED = '/run/systemd/resolve';
+
+/** Writable kernel settings in a fresh procfs (bwrap 0.8 covers only irq and bus). */
+const PROC_KNOBS = ['sys', 'sysrq-trigger', 'irq', 'bus', 'fs', 'mtrr', 'acpi', 'scsi', 'pressure'];
 
 /** The denied paths that need a mount: not under the private /tmp or /run (outside the cwd), not inside another denied dir. */
 export function mountedDenials(deny: readonly DeniedPath[], cwd: string): DeniedPath[] {
