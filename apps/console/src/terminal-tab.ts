@@ -18,6 +18,22 @@ export type ExitInfo = Omit<PtyExitEvent, 'sessionId'>;
 
 /** Keys after this long a pause take the size back: a viewer typing again is the latest one. */
 const TYPING_PAUSE_MS = 1000;
+/**
+ * How long after this view was last used (a key, a paste, a click in it) it answers the program's
+ * terminal queries. Every viewer's xterm.js answers them (cursor position, device attributes,
+ * colours, modes); a real terminal answers once, and a second answer reaches the program as keys
+ * (vim saw a `y`). So only the view used last answers — as far as it can tell: until another
+ * viewer takes the size, or for this long.
+ */
+const ANSWER_FOR_MS = 60_000;
+/**
+ * xterm.js's answers to queries: CPR and DECXCPR, DA1/DA2, DSR status, DECRQM, window reports, and
+ * OSC/DCS replies (colours, DECRQSS). Keys never look like these (Shift+F3, `CSI 1;2R`, is typed,
+ * and typing makes the view the one that answers).
+ */
+const REPLY =
+  // eslint-disable-next-line no-control-regex
+  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 
 export function describeExit(exit: ExitInfo): string {
   const how =
@@ -48,6 +64,8 @@ export class TerminalTab {
   /** When this view last sent its size, and last sent keys (performance.now()). */
   #sizedAt = -Infinity;
   #typedAt = -Infinity;
+  /** When the user last used this view: a key, a paste or a click in it. */
+  #usedAt = -Infinity;
   /** Whether, as far as this view knows, the pty has its size (false once the list says not). */
   #sized = false;
 
@@ -82,10 +100,16 @@ export class TerminalTab {
     this.terminal.loadAddon(this.#fit);
     this.terminal.open(screen);
     // Alt+N/W/1–9 and Alt+A belong to the page (see main.ts), not to the program.
-    this.terminal.attachCustomKeyEventHandler(
-      (event) => !(event.altKey && /^(Key[NWA]|Digit[1-9])$/.test(event.code)),
-    );
-    this.terminal.onData((text) => this.#send(text));
+    this.terminal.attachCustomKeyEventHandler((event) => {
+      if (event.type === 'keydown') this.#used();
+      return !(event.altKey && /^(Key[NWA]|Digit[1-9])$/.test(event.code));
+    });
+    screen.addEventListener('mousedown', () => this.#used(), true);
+    this.terminal.textarea?.addEventListener('paste', () => this.#used(), true);
+    this.terminal.onData((text) => {
+      if (text.replace(REPLY, '') !== '') this.#send(text);
+      else if (this.#answering()) this.#answer(text);
+    });
     this.terminal.onBinary((binary) => this.#send(binary, true));
     this.terminal.onResize(() => this.#sendSize());
     this.terminal.textarea?.addEventListener('focus', () => this.#sendSize());
@@ -228,6 +252,21 @@ export class TerminalTab {
     this.#sized = true;
     this.#sizeNote.hidden = true;
     this.#connection.call('pty.resize', { sessionId: this.sessionId, cols, rows }).catch(() => {});
+  }
+
+  #used(): void {
+    this.#usedAt = performance.now();
+  }
+
+  /** Whether this view answers queries: used last, as far as it knows (see ANSWER_FOR_MS). */
+  #answering(): boolean {
+    return this.#sized && performance.now() - this.#usedAt < ANSWER_FOR_MS;
+  }
+
+  /** An answer to a query: sent as is, without taking the size (it is not typing). */
+  #answer(text: string): void {
+    if (this.#exit !== undefined) return;
+    this.#connection.input(this.sessionId, text).catch(() => {});
   }
 
   #send(text: string, binary = false): void {

@@ -281,4 +281,40 @@ inhibit_sleep = false
     expect(errors).toEqual([]);
     await screenshot(page, 'viewers-4-too-large');
   });
+  it('a terminal query is answered once however many viewers show the session: by the one used last', async () => {
+    const sessionId = await newTerminal();
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContainEqual(expect.stringMatching(/[#$] ?$/));
+    // Asks for the cursor position once (DSR 6), then counts the answers that came in 3 s.
+    const ask = async (on: Page, mark: string) => {
+      await on.locator('.term-tab:not([hidden]) .xterm').click();
+      await type(
+        on,
+        `stty -echo -icanon min 0 time 10; printf '\\033[6n'; sleep 3; a=$(dd bs=4096 count=1 2>/dev/null); stty sane; echo ${mark}=$(printf %s "$a" | tr -cd R | wc -c)`,
+      );
+      await expect
+        .poll(() => terminalLines(on), { timeout: 20_000 })
+        .toContainEqual(expect.stringMatching(new RegExp(`^${mark}=\\d+$`)));
+      return (await terminalLines(on)).find((line) => line.startsWith(`${mark}=`));
+    };
+    expect(await ask(page, 'ALONE')).toBe('ALONE=1'); // a sole viewer answers
+    const other = await secondViewer(900, 500);
+    try {
+      await openFromSessions(other, sessionId);
+      await expect.poll(() => terminalLines(other), { timeout: 15_000 }).toContainEqual('ALONE=1');
+      expect(await ask(page, 'TWO')).toBe('TWO=1'); // the other page's xterm.js answered too
+      // Now the other one is used last: its first key takes the size, and the first viewer knows
+      // once it sees that (pty.list, every 2 s: a query in between is still answered by both).
+      await other.locator('.term-tab:not([hidden]) .xterm').click();
+      await other.keyboard.press('Space');
+      await other.keyboard.press('Backspace');
+      await expect
+        .poll(() => page.locator('.term-tab:not([hidden]) .size-note').isHidden(), { timeout: 15_000 })
+        .toBe(false);
+      expect(await ask(other, 'OTHER')).toBe('OTHER=1');
+    } finally {
+      await other.close();
+    }
+  });
 });

@@ -438,3 +438,55 @@ it('`aleph attach` writes nothing of the session after the terminal is restored,
     await client.close();
   }
 });
+
+it('`aleph attach`: a terminal query is answered once with two attached, by the one typed in last', async () => {
+  server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+  const client = await connectGateway(server.url, { token: server.token });
+  const { sessionId } = await client.spawn({
+    command: '/bin/bash',
+    args: ['--norc', '--noprofile'],
+    cols: 100,
+    rows: 30,
+  });
+  const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token };
+  /** `aleph attach` in a terminal that answers cursor position queries, as every real one does. */
+  const answering = () => {
+    const attached = inTerminal(['attach', sessionId], env);
+    let tail = '';
+    attached.session.onData((chunk) => {
+      const text = tail + chunk.toString('latin1');
+      for (let at = text.indexOf('\x1b[6n'); at >= 0; at = text.indexOf('\x1b[6n', at + 1))
+        attached.session.write('\x1b[5;1R');
+      tail = text.slice(-3);
+    });
+    return attached;
+  };
+  // Asks for the cursor position once (DSR 6), then counts the answers that came in 3 s.
+  const ask = async (attached: ReturnType<typeof inTerminal>, mark: string) => {
+    attached.session.write(
+      `stty -echo -icanon min 0 time 10; printf '\\033[6n'; sleep 3; a=$(dd bs=4096 count=1 2>/dev/null); stty sane; echo ${mark}=$(printf %s "$a" | tr -cd R | wc -c)\r`,
+    );
+    await expect.poll(() => attached.screen(), { timeout: 20_000 }).toMatch(new RegExp(`${mark}=\\d+\\r`));
+    return new RegExp(`${mark}=\\d+`).exec(attached.screen())![0];
+  };
+  const ready = async (attached: ReturnType<typeof inTerminal>) => {
+    await expect
+      .poll(() => attached.screen(), { timeout: 20_000 })
+      .toMatch(/detach with Ctrl-\][^]*bash[^\n]*[#$]/);
+  };
+  try {
+    const first = answering();
+    await ready(first);
+    expect(await ask(first, 'ALONE')).toBe('ALONE=1'); // a sole viewer answers
+    const second = answering();
+    await ready(second);
+    expect(await ask(first, 'TWO')).toBe('TWO=1'); // the second terminal answered too
+    first.session.write('\x1d');
+    second.session.write('\x1d');
+    expect(await first.session.exited).toMatchObject({ exitCode: 0 });
+    expect(await second.session.exited).toMatchObject({ exitCode: 0 });
+  } finally {
+    await client.closeSession(sessionId);
+    await client.close();
+  }
+});

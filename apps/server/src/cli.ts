@@ -35,6 +35,17 @@ interface AgentEvent {
 }
 
 const DETACH = 0x1d; // Ctrl-]
+/**
+ * How long after the user last typed into `aleph attach` the answers of their terminal to the
+ * program's queries go on to it. Every viewer's terminal answers (cursor position, device
+ * attributes, colours); the program must get one answer, not one per viewer (vim read the second
+ * as keys): only the viewer used last answers, as the console does (apps/console terminal-tab.ts).
+ */
+const ANSWER_FOR_MS = 60_000;
+/** A terminal's answers to queries (the console's pattern): CPR, DA1/DA2, DSR, DECRQM, window reports, OSC/DCS. */
+const REPLY =
+  // eslint-disable-next-line no-control-regex
+  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 /** Signals that end `aleph attach` (its terminal restored first): SIGINT/SIGQUIT only by `kill`, raw mode sends keys. */
 const LEAVING_SIGNALS = ['SIGTERM', 'SIGHUP', 'SIGINT', 'SIGQUIT'] as const;
 /** The exit code when the connection to the server drops: how the run or terminal ended is unknown. */
@@ -345,6 +356,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   resize();
   process.stdout.on('resize', resize);
   let typedAt = Date.now(); // attaching sized it
+  let usedAt = -Infinity; // when the user last typed here (not their terminal answering a query)
   // Keys go without an answer each (binary frames); a refusal comes to onInputError. A key typed
   // as the connection drops is lost with it: `lost` below ends the attach.
   client.onInputError((error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
@@ -360,6 +372,12 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
         resolve({ code: 0, line: 'detached' });
         return;
       }
+      if (data.toString('latin1').replace(REPLY, '') === '') {
+        // Only the terminal's answers: sent while this is the viewer used last, never as typing.
+        if (Date.now() - usedAt < ANSWER_FOR_MS) send(data);
+        return;
+      }
+      usedAt = Date.now();
       // Typing after a pause makes this the latest viewer: the pty takes its size back (as the
       // console does; tmux's window-size latest). Sent first, so the program reads the keys at it.
       if (Date.now() - typedAt > 1000) resize();

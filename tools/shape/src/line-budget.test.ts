@@ -17,8 +17,8 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2722, files: 15 },
   sandbox: { lines: 734, files: 7 },
-  server: { lines: 2724, files: 15 },
-  console: { lines: 1270, files: 7 },
+  server: { lines: 2742, files: 15 },
+  console: { lines: 1309, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {
