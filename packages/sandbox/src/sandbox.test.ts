@@ -1,7 +1,7 @@
 // Real bubblewrap (CI installs it): what a confined command can and cannot do, and the same
 // commands with the mode off. The test root lives in /var/tmp so that the private /tmp of the
 // sandbox does not hide the paths the policy is meant to hide.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   accessSync,
   chmodSync,
@@ -156,6 +156,28 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     );
     expect(ran.stdout).toBe('');
     expect(ran.stderr).toMatch(/swappiness: Read-only file system|Permission denied/);
+  });
+
+  // The pty spawn helper's request FIFO runs whatever is written to it, unconfined (tester6 F15).
+  it("cannot reach the spawn helper's FIFO in the server's TMPDIR outside /tmp, nor with that dir as cwd", async () => {
+    const temp = join(root, 'server-tmp');
+    mkdirSync(join(temp, 'aleph-pty-x1'), { recursive: true });
+    expect(spawnSync('mkfifo', [join(temp, 'aleph-pty-x1', 'request')]).status).toBe(0);
+    writeFileSync(join(temp, 'other.txt'), 'other\n');
+    const saved = process.env['TMPDIR'];
+    process.env['TMPDIR'] = temp;
+    try {
+      const probe = `for f in ${temp}/aleph-pty-x1/request ${temp}/other.txt; do [ -e "$f" ] && echo "seen $f"; done; echo end`;
+      const elsewhere = await sh('required', probe);
+      expect(elsewhere.stdout).toBe('end\n');
+      const inside = await run(
+        sandbox('required').wrap({ file: '/bin/sh', args: ['-c', probe], cwd: temp, env: process.env }),
+      );
+      expect(inside.stdout).toBe(`seen ${temp}/other.txt\nend\n`);
+    } finally {
+      if (saved === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = saved;
+    }
   });
 
   it('cannot read the denied state dir, ~/.ssh or ~/.netrc', async () => {

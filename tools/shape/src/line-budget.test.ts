@@ -16,7 +16,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   verification: { lines: 2287, files: 22 },
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2722, files: 15 },
-  sandbox: { lines: 734, files: 7 },
+  sandbox: { lines: 763, files: 7 },
   server: { lines: 2742, files: 15 },
   console: { lines: 1309, files: 7 },
 };

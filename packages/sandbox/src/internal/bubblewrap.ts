@@ -4,8 +4,9 @@
 // those. Every tmpfs is mounted and every readable file bound before any tmpfs is made read-only,
 // and a denied path inside a denied dir gets no mount of its own (it is hidden already, and its
 // mount point could not be made on the read-only tmpfs).
-import { existsSync, lstatSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, sep } from 'node:path';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
@@ -92,6 +93,33 @@ export function projectConfigArgs(cwd: string): string[] {
   return args;
 }
 
+/** Under the private /tmp or /run: hidden already unless the cwd brings it back. */
+const privateDir = (path: string): boolean => isWithin(path, '/tmp') || isWithin(path, '/run');
+
+/**
+ * The server's temp dir holds the pty spawn helper's request FIFO (`aleph-pty-*`): whoever writes
+ * it runs a command unconfined, and a FIFO on a read-only mount is still writable. Outside /tmp the
+ * whole dir gets a tmpfs (`before`, under the cwd's bind); when the cwd contains it (`--cwd /tmp`),
+ * each `aleph-*` entry of it does (`after`), but the one holding the cwd.
+ */
+export function tempDirArgs(cwd: string, dir: string = tmpdir()): { before: string[]; after: string[] } {
+  let tmp: string;
+  try {
+    tmp = realpathSync(dir);
+  } catch {
+    return { before: [], after: [] };
+  }
+  if (!isWithin(tmp, cwd)) {
+    return { before: privateDir(tmp) || tmp === sep ? [] : ['--tmpfs', tmp], after: [] };
+  }
+  const after = readdirSync(tmp)
+    .filter((name) => name.startsWith('aleph-'))
+    .map((name) => join(tmp, name))
+    .filter((path) => !isWithin(cwd, path))
+    .flatMap((path) => (kindOf(path) === 'dir' ? ['--tmpfs', path] : ['--ro-bind', '/dev/null', path]));
+  return { before: [], after };
+}
+
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
@@ -102,7 +130,8 @@ export function bubblewrapArgs(
   const args = baseArgs(policy.network);
   if (seccompFd !== undefined) args.push('--seccomp', String(seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
-  args.push('--bind', cwd, cwd, ...projectConfigArgs(cwd));
+  const temp = tempDirArgs(cwd);
+  args.push(...temp.before, '--bind', cwd, cwd, ...temp.after, ...projectConfigArgs(cwd));
   const denials = mountedDenials(policy.deny, cwd);
   for (const { path, kind } of denials) {
     if (kind === 'dir') args.push('--tmpfs', path);
