@@ -242,7 +242,7 @@ export class AgentService {
               if (step.error !== undefined)
                 logger.warn(
                   { runId, sessionId, turn: step.iteration, error: step.error },
-                  'provider call failed',
+                  'turn failed (provider call, or a reply that was not a stop)',
                 );
               publish('agent.step', { step });
             },

@@ -45,6 +45,10 @@ describe('aleph run prints words', () => {
         error: 'connect ECONNREFUSED',
       }),
     ).toBe('turn 1: the provider failed: connect ECONNREFUSED');
+    const empty = 'the reply was empty: no text and no tool calls';
+    expect(stepLine({ state: 'continue', executed: 0, vetoed: false, iteration: 3, error: empty })).toBe(
+      'turn 3: the reply was empty: no text and no tool calls; not a stop, the model was told to go on',
+    );
     expect(stepLine({ state: 'continue', executed: 1, vetoed: true, iteration: 2 })).toBe(
       'turn 2: 1 tool call ok, vetoed',
     );

@@ -91,6 +91,9 @@ export function endLine(done: {
  * failed: …`. `calls` counts the results seen this turn (the step counts only the successes).
  */
 export function stepLine(step: TurnStep, calls?: { ok: number; failed: number }): string {
+  // The harness's words for a reply that was not a stop (cut off, empty, no finish) start "the reply".
+  if (step.error?.startsWith('the reply '))
+    return `turn ${step.iteration}: ${firstLine(step.error, 200)}; not a stop, the model was told to go on`;
   if (step.error !== undefined)
     return `turn ${step.iteration}: the provider failed: ${firstLine(step.error, 200)}`;
   const total = calls === undefined ? step.executed : calls.ok + calls.failed;

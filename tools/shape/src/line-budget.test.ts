@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2722, files: 15 },
   sandbox: { lines: 763, files: 7 },
-  server: { lines: 2742, files: 15 },
+  server: { lines: 2745, files: 15 },
   console: { lines: 1309, files: 7 },
 };
 
