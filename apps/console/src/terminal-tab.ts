@@ -4,6 +4,7 @@
 // (other tabs, `aleph attach`): the viewer used last sets it, as tmux's `window-size latest` — a
 // view sends its size when it is fitted, focused, or typed in after a pause, never otherwise.
 import { FitAddon } from '@xterm/addon-fit';
+import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { Terminal } from '@xterm/xterm';
 import { h } from './dom.js';
 import {
@@ -96,8 +97,13 @@ export class TerminalTab {
       fontSize: 13,
       scrollback: 5000,
       theme: { background: '#111417' },
+      allowProposedApi: true, // the unicode API
     });
     this.terminal.loadAddon(this.#fit);
+    // Unicode 11 widths (emoji 2 columns), as programs (glibc's wcwidth), tmux and the server's
+    // snapshots count: xterm.js's default (Unicode 6) drew them 1 column, shifting the line after.
+    this.terminal.loadAddon(new Unicode11Addon());
+    this.terminal.unicode.activeVersion = '11';
     this.terminal.open(screen);
     // Alt+N/W/1–9 and Alt+A belong to the page (see main.ts), not to the program.
     this.terminal.attachCustomKeyEventHandler((event) => {

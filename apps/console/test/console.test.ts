@@ -112,6 +112,27 @@ timeout_secs = 10
     await page.setViewportSize({ width: 1400, height: 800 });
   });
 
+  it('draws emoji 2 columns wide, as programs (wcwidth) and the server’s snapshot count them', async () => {
+    // `😀|`, then `😀😀` with `Z` written at column 3: over the second emoji, for a program.
+    await type(`printf '\\360\\237\\230\\200|\\n\\360\\237\\230\\200\\360\\237\\230\\200\\033[3GZ\\n'`);
+    const drawn = () =>
+      page.evaluate(() => {
+        const terminal = (window as any).alephConsole.terminal();
+        const buffer = terminal.buffer.active;
+        for (let row = buffer.length - 1; row >= 0; row -= 1) {
+          const line = buffer.getLine(row);
+          if (!line.translateToString(true).startsWith('😀|')) continue;
+          let column = 0;
+          while (column < terminal.cols && line.getCell(column).getChars() !== '|') column += 1;
+          return { column, next: buffer.getLine(row + 1).translateToString(true) };
+        }
+        return undefined;
+      });
+    await expect.poll(drawn, { timeout: 15_000 }).toEqual({ column: 2, next: '😀Z' });
+    await page.reload(); // drawn again from the server's snapshot
+    await expect.poll(drawn, { timeout: 15_000 }).toEqual({ column: 2, next: '😀Z' });
+  });
+
   it('reattaches after a reload with the scrollback', async () => {
     await type(`seq 1 10000 | tr '\\n' ' '; echo; echo seq-""end`); // 49 KB on 470 rows
     await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('seq-end');

@@ -3,6 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import unicode11Module from '@xterm/addon-unicode11';
 import headless from '@xterm/headless';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import type { MethodResult } from './protocol.js';
@@ -310,4 +311,30 @@ it('a snapshot after a shrink keeps full-width wrapped rows whole', async () => 
   expect(screenOf(late)).toEqual(screenOf(watcher));
   watcher.dispose();
   late.dispose();
+});
+
+it('counts emoji 2 columns wide, as programs (glibc wcwidth), tmux and the console do', async () => {
+  const client = await h.connect();
+  // `😀|`, then `😀😀` with `Z` written at column 3: over the second emoji, for a program.
+  const { sessionId } = await client.spawn({
+    command: '/bin/sh',
+    args: [
+      '-c',
+      "printf '\\360\\237\\230\\200|\\n\\360\\237\\230\\200\\360\\237\\230\\200\\033[3GZ\\n'; sleep 30",
+    ],
+    cols: 40,
+    rows: 5,
+  });
+  let snapshot = await client.request<MethodResult<'pty.snapshot'>>('pty.snapshot', { sessionId });
+  for (const deadline = Date.now() + 20_000; !snapshot.data.includes('Z') && Date.now() < deadline;)
+    snapshot = await client.request<MethodResult<'pty.snapshot'>>('pty.snapshot', { sessionId });
+  // Drawn by a terminal with Unicode 11 widths (the console's): `|` in column 3, `Z` over the emoji.
+  const late = terminal(40, 5);
+  late.loadAddon(new unicode11Module.Unicode11Addon());
+  late.unicode.activeVersion = '11';
+  await write(late, snapshot.data);
+  const lines = screenOf(late).lines;
+  expect(lines.slice(0, 2)).toEqual(['😀|', '😀Z']);
+  expect(late.buffer.active.getLine(0)?.getCell(2)?.getChars()).toBe('|');
+  await client.closeSession(sessionId);
 });

@@ -15,10 +15,10 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 1512, files: 9 },
   verification: { lines: 2287, files: 22 },
   harness: { lines: 2207, files: 12 },
-  gateway: { lines: 2722, files: 15 },
+  gateway: { lines: 2726, files: 15 },
   sandbox: { lines: 763, files: 7 },
   server: { lines: 2745, files: 15 },
-  console: { lines: 1309, files: 7 },
+  console: { lines: 1315, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {

@@ -10,6 +10,7 @@
 // BUFFER_CELLS in the normal buffer with its scrollback (fewer lines of scrollback for wide ones).
 import type { PtySession } from '@aleph/pty';
 import serializeModule from '@xterm/addon-serialize';
+import unicode11Module from '@xterm/addon-unicode11';
 import headless from '@xterm/headless';
 import { MAX_SNAPSHOT_CELLS } from '../protocol.js';
 import { unserializedModes } from './modes.js';
@@ -158,6 +159,9 @@ export class SessionScreen {
       scrollback: scrollbackFor(start.cols, start.rows),
       allowProposedApi: true,
     });
+    // Unicode 11 widths (emoji 2 columns), as programs (glibc's wcwidth), tmux and the console count.
+    this.#terminal.loadAddon(new unicode11Module.Unicode11Addon());
+    this.#terminal.unicode.activeVersion = '11';
     this.#serializer = new serializeModule.SerializeAddon();
     this.#serializer.activate(widthBound(this.#terminal));
     const sequences = options.origin?.sequences ?? '';
