@@ -196,6 +196,61 @@ describe("the file tools refuse the sandbox's denied paths inside the working di
   });
 });
 
+describe('the file tools refuse what the sandbox keeps read-only (tester6 F2)', () => {
+  it('.claude, .git/hooks, .git/config, .git/commondir and the listed files; the rest of .git works', async () => {
+    const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-readonly-')));
+    try {
+      mkdirSync(join(project, '.git', 'hooks'), { recursive: true });
+      writeFileSync(join(project, '.git', 'config'), '[core]\n');
+      writeFileSync(join(project, 'aleph.toml'), '[agent]\n');
+      const readOnly = [{ path: join(project, 'aleph.toml'), key: "the server's config file" }];
+      const own = new ToolService(
+        builtinTools({
+          cwd: project,
+          readOnly,
+          ptyManager: ptys.agents,
+          goals,
+          defaultShellTimeoutMs: 10_000,
+        }),
+      );
+      const ownCall = async (name: string, args: unknown) => {
+        const parsed = own.parse(name, args);
+        if (!parsed.ok) throw new Error(parsed.error);
+        return parsed.tool.execute(parsed.args, ctx);
+      };
+      for (const path of [
+        '.claude/settings.json',
+        '.git/hooks/pre-commit',
+        '.git/config',
+        '.git/commondir',
+      ]) {
+        expect(await ownCall('write_file', { path, content: 'x' })).toEqual({
+          isError: true,
+          output: expect.stringMatching(/^refused: .* is kept read-only/),
+        });
+      }
+      expect(
+        await ownCall('edit_file', {
+          path: '.git/config',
+          old_string: '[core]',
+          new_string: '[core] fsmonitor = x',
+        }),
+      ).toMatchObject({ isError: true });
+      expect(await ownCall('write_file', { path: 'aleph.toml', content: 'x' })).toEqual({
+        isError: true,
+        output: `refused: "aleph.toml": the server's config file`,
+      });
+      expect(existsSync(join(project, '.claude'))).toBe(false);
+      expect(readFileSync(join(project, '.git', 'config'), 'utf8')).toBe('[core]\n');
+      expect(await ownCall('write_file', { path: '.git/description', content: 'ok' })).toEqual({
+        output: 'wrote 2 bytes to .git/description',
+      });
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('no write leaves the working directory through a symlink', () => {
   let outside: string;
   beforeAll(() => {

@@ -9,7 +9,8 @@ import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
 import { spawnWhenFree } from './agent-ptys.js';
-import { confine, openInside, readCapped, type DeniedEntry } from './workdir-files.js';
+import { protectedPathOf } from '@aleph/sandbox';
+import { confine, deniedBy, openInside, readCapped, RefusedPath, type DeniedEntry } from './workdir-files.js';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
 const READ_CAP = 256 * 1024;
@@ -26,6 +27,8 @@ export interface ToolEnvironment {
   readonly cwd: string;
   /** Paths the sandbox denies: the file tools refuse them too, whatever the sandbox mode. */
   readonly denied?: readonly DeniedEntry[] | undefined;
+  /** Files the sandbox keeps read-only besides the project's own (the server's config, hooks files). */
+  readonly readOnly?: readonly DeniedEntry[] | undefined;
   /** Where `shell` commands run: the agents' own pool (`ServerPtys.agents`); a full pool is waited for. */
   readonly ptyManager: PtyManager;
   readonly goals: Map<string, Goal>;
@@ -64,6 +67,17 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     } catch {
       return resolve(env.cwd, path);
     }
+  };
+
+  /** What the sandbox keeps read-only (run unconfined later) the file tools never write either. */
+  const writable = (path: string): void => {
+    const real = confine(env.cwd, path, env.denied);
+    const inProject = protectedPathOf(realpathSync(env.cwd), real);
+    const why =
+      inProject !== undefined
+        ? `${inProject} is kept read-only (what runs unconfined later reads it)`
+        : deniedBy(real, env.readOnly ?? [])?.key;
+    if (why !== undefined) throw new RefusedPath(`refused: ${JSON.stringify(path)}: ${why}`);
   };
 
   const shell: Tool<{ command: string; timeout_secs?: number | undefined }> = {
@@ -166,6 +180,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, content }) =>
       guarded(async () => {
+        writable(path);
         await using file = await openInside(env.cwd, path, 'write', env.denied);
         await file.truncate(0);
         await file.writeFile(content);
@@ -183,6 +198,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, old_string, new_string }) =>
       guarded(async () => {
+        writable(path);
         await using file = await openInside(env.cwd, path, 'edit', env.denied);
         if ((await file.stat()).size > EDIT_CAP)
           return {

@@ -17,6 +17,8 @@ export {
   ENV_ALLOW_LIST,
   isWithin,
   PROTECTED_HOME_PATHS,
+  PROTECTED_PROJECT_PATHS,
+  protectedPathOf,
   sandboxEnv,
   scrubEnv,
   type DeniedPath,

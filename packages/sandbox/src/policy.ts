@@ -23,6 +23,28 @@ export const ENV_ALLOW_LIST = ['PATH', 'HOME', 'USER', 'LANG', 'TERM', 'SHELL', 
 /** Denied under $HOME whenever they exist. */
 export const PROTECTED_HOME_PATHS = ['.ssh', '.aws', '.config/gcloud', '.netrc'] as const;
 
+/**
+ * Kept read-only in a command's cwd (relative to it), and refused by the file tools: what runs
+ * unconfined later reads them — Claude Code's hooks, git's hooks and config, and what points git at
+ * another config (`commondir`, `config.worktree`, a worktree's or a submodule's git dir). `.git`
+ * itself too when it is a file (`gitdir: …`).
+ */
+export const PROTECTED_PROJECT_PATHS = [
+  '.claude',
+  '.git/hooks',
+  '.git/config',
+  '.git/commondir',
+  '.git/config.worktree',
+  '.git/worktrees',
+  '.git/modules',
+] as const;
+
+/** The protected path of `cwd` that `real` (a real path) is or lies under, if any; `.git` when a file would be written there. */
+export function protectedPathOf(cwd: string, real: string): string | undefined {
+  if (real === join(cwd, '.git')) return '.git';
+  return PROTECTED_PROJECT_PATHS.find((relative) => isWithin(real, join(cwd, relative)));
+}
+
 export interface DeniedPath {
   readonly path: string;
   readonly kind: 'dir' | 'file';

@@ -335,6 +335,39 @@ describe.skipIf(!linux)('what runs unconfined later stays read-only in the cwd',
     expect(readFileSync(join(project, '.git', 'HEAD'), 'utf8')).toBe('x\n');
   });
 
+  // git reads another config through them; the user's next `git status` runs its fsmonitor (tester6 F13).
+  it('cannot point git at another config (commondir, config.worktree, a submodule git dir); a commit still works', async () => {
+    const project = join(root, 'git-project');
+    mkdirSync(project);
+    const git = (...args: string[]) =>
+      spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
+        cwd: project,
+        encoding: 'utf8',
+      });
+    expect(git('init', '-q').status).toBe(0);
+    writeFileSync(join(project, 'a.txt'), 'a\n');
+    const ran = await run(
+      sandbox('required').wrap({
+        file: '/bin/sh',
+        args: [
+          '-c',
+          'git add a.txt && git -c user.name=t -c user.email=t@t commit -qm first && echo committed; ' +
+            'echo /elsewhere > .git/commondir; printf "[core]\\n\\tfsmonitor = evil\\n" > .git/config.worktree; ' +
+            'mkdir -p .git/modules/m; echo x > .git/modules/m/config',
+        ],
+        cwd: project,
+        env: process.env,
+      }),
+    );
+    expect(ran.stdout).toBe('committed\n');
+    expect(ran.stderr).toMatch(/removed .*commondir/);
+    const left = readdirSync(join(project, '.git'));
+    expect(left).not.toContain('commondir');
+    expect(left).not.toContain('config.worktree');
+    expect(readdirSync(join(project, '.git', 'modules'))).toEqual([]);
+    expect(git('log', '--format=%s').stdout).toBe('first\n');
+  });
+
   it('cannot change an existing .claude/settings.json', async () => {
     const project = join(root, 'claude-project');
     mkdirSync(join(project, '.claude'), { recursive: true });

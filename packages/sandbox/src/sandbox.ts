@@ -7,7 +7,7 @@ import { accessSync, constants, mkdtempSync, realpathSync, rmSync, statSync } fr
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { SandboxError } from './errors.js';
-import { baseArgs, bubblewrapArgs, bubblewrapCommand } from './internal/bubblewrap.js';
+import { baseArgs, bubblewrapArgs, bubblewrapCommand, projectConfigArgs } from './internal/bubblewrap.js';
 import { unixSocketFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
@@ -242,8 +242,11 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           if (backend === 'bubblewrap') {
             const confined = { ...command, readable };
             return {
-              ...bubblewrapCommand(path, filter(), (fd) =>
-                bubblewrapArgs(resolved, cwd, confined, unset, fd),
+              ...bubblewrapCommand(
+                path,
+                filter(),
+                (fd) => bubblewrapArgs(resolved, cwd, confined, unset, fd),
+                projectConfigArgs(cwd).created,
               ),
               cwd,
               env,

@@ -7,7 +7,7 @@
 import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
-import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
+import { isWithin, PROTECTED_PROJECT_PATHS, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
 export function baseArgs(network: 'off' | 'on'): string[] {
@@ -72,25 +72,29 @@ const kindOf = (path: string): 'dir' | 'file' | 'other' | undefined => {
 };
 
 /**
- * What runs unconfined later stays read-only inside: Claude Code's settings (its hooks) and git's
- * hooks and config (`core.hooksPath`, `core.fsmonitor`). An absent `.claude` or `.git/hooks` becomes
+ * What runs unconfined later stays read-only inside (PROTECTED_PROJECT_PATHS). An absent dir becomes
  * an empty read-only dir (bwrap makes its mount point: an empty dir left in the cwd), so it cannot
- * be created either. A symlink is left alone: its target outside the cwd is read-only already.
+ * be created either. An absent git file (`commondir`, `config.worktree`) cannot be mounted over
+ * without creating it, which would break git: it is listed in `created`, removed after the command
+ * if it appeared. A symlink is left alone: its target outside the cwd is read-only already.
  */
-export function projectConfigArgs(cwd: string): string[] {
+export function projectConfigArgs(cwd: string): { args: string[]; created: string[] } {
   const args: string[] = [];
-  const readOnly = (path: string, kind: 'dir' | 'file' | 'other' | undefined): void => {
-    if (kind === 'dir' || kind === 'file') args.push('--ro-bind', path, path);
-    else if (kind === undefined) args.push('--tmpfs', path, '--remount-ro', path);
-  };
-  const claude = join(cwd, '.claude');
-  readOnly(claude, kindOf(claude));
+  const created: string[] = [];
   const git = join(cwd, '.git');
-  if (kindOf(git) === 'dir') {
-    readOnly(join(git, 'hooks'), kindOf(join(git, 'hooks')));
-    if (kindOf(join(git, 'config')) === 'file') readOnly(join(git, 'config'), 'file');
+  const gitKind = kindOf(git);
+  if (gitKind === 'file') args.push('--ro-bind', git, git);
+  for (const relative of PROTECTED_PROJECT_PATHS) {
+    if (relative.startsWith('.git/') && gitKind !== 'dir') continue;
+    const path = join(cwd, relative);
+    const kind = kindOf(path);
+    if (kind === 'dir' || kind === 'file') args.push('--ro-bind', path, path);
+    else if (kind !== undefined) continue;
+    else if (relative === '.git/config' || relative.endsWith('commondir') || relative.endsWith('.worktree')) {
+      created.push(path);
+    } else args.push('--tmpfs', path, '--remount-ro', path);
   }
-  return args;
+  return { args, created };
 }
 
 /** Under the private /tmp or /run: hidden already unless the cwd brings it back. */
@@ -131,7 +135,7 @@ export function bubblewrapArgs(
   if (seccompFd !== undefined) args.push('--seccomp', String(seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
   const temp = tempDirArgs(cwd);
-  args.push(...temp.before, '--bind', cwd, cwd, ...temp.after, ...projectConfigArgs(cwd));
+  args.push(...temp.before, '--bind', cwd, cwd, ...temp.after, ...projectConfigArgs(cwd).args);
   const denials = mountedDenials(policy.deny, cwd);
   for (const { path, kind } of denials) {
     if (kind === 'dir') args.push('--tmpfs', path);
@@ -146,16 +150,27 @@ export function bubblewrapArgs(
 /** The fd the seccomp filter's file is opened on, by a `sh` that then execs bwrap. */
 const SECCOMP_FD = 9;
 
+const shQuote = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+
 /**
- * The whole command: bwrap itself, or with a seccomp filter file, `sh` opening it on an fd for bwrap
- * (a spawner passes no extra fds: contract 1 is file, args, cwd, env).
+ * The whole command: bwrap itself, or a `sh` that opens the seccomp filter file on an fd for bwrap
+ * (a spawner passes no extra fds: contract 1 is file, args, cwd, env) and, once bwrap has ended
+ * (nothing of the sandbox outlives it), removes the protected files that appeared (`created`).
  */
 export function bubblewrapCommand(
   bwrap: string,
   filterFile: string | undefined,
   build: (seccompFd: number | undefined) => string[],
+  created: readonly string[] = [],
 ): { file: string; args: string[] } {
-  if (filterFile === undefined) return { file: bwrap, args: build(undefined) };
-  const script = `filter=$1; shift; exec "$@" ${SECCOMP_FD}<"$filter"`;
-  return { file: '/bin/sh', args: ['-c', script, 'sh', filterFile, bwrap, ...build(SECCOMP_FD)] };
+  if (filterFile === undefined && created.length === 0) return { file: bwrap, args: build(undefined) };
+  const open = filterFile === undefined ? '' : ` ${SECCOMP_FD}<"$filter"`;
+  const script =
+    created.length === 0
+      ? `filter=$1; shift; exec "$@"${open}`
+      : `filter=$1; shift; "$@"${open}; rc=$?; for f in ${created.map(shQuote).join(' ')}; do ` +
+        `if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; ` +
+        `echo "aleph sandbox: removed $f (git reads it unconfined later)" >&2; fi; done; exit $rc`;
+  const fd = filterFile === undefined ? undefined : SECCOMP_FD;
+  return { file: '/bin/sh', args: ['-c', script, 'sh', filterFile ?? '', bwrap, ...build(fd)] };
 }
