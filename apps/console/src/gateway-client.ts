@@ -139,10 +139,6 @@ export class GatewayConnection {
     return this.request<MethodResult<M>>(method, params);
   }
 
-  input(sessionId: string, text: string): Promise<MethodResult<'pty.input'>> {
-    return this.call('pty.input', { sessionId, data: encodeBase64(new TextEncoder().encode(text)) });
-  }
-
   onEvent(listener: (topic: string, params: unknown) => void): () => void {
     this.#eventListeners.add(listener);
     return () => this.#eventListeners.delete(listener);

@@ -8,6 +8,7 @@ import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { Terminal } from '@xterm/xterm';
 import { h } from './dom.js';
 import {
+  encodeBase64,
   RpcError,
   type GatewayConnection,
   type MethodResult,
@@ -19,6 +20,10 @@ export type ExitInfo = Omit<PtyExitEvent, 'sessionId'>;
 
 /** Keys after this long a pause take the size back: a viewer typing again is the latest one. */
 const TYPING_PAUSE_MS = 1000;
+/** The most bytes one pty.input carries: the gateway refuses more (`frame_too_large`). */
+const INPUT_MAX_BYTES = 64 * 1024;
+/** How often a piece of a long input refused as `busy` (the program not reading yet) is retried. */
+const BUSY_RETRIES = 30;
 /**
  * How long after this view was last used (a key, a paste, a click in it) it answers the program's
  * terminal queries. Every viewer's xterm.js answers them (cursor position, device attributes,
@@ -65,6 +70,8 @@ export class TerminalTab {
   /** When this view last sent its size, and last sent keys (performance.now()). */
   #sizedAt = -Infinity;
   #typedAt = -Infinity;
+  /** Input going out piece by piece (a paste over INPUT_MAX_BYTES): later input waits behind it. */
+  #inputChain: Promise<void> | undefined;
   /** When the user last used this view: a key, a paste or a click in it. */
   #usedAt = -Infinity;
   /** Whether, as far as this view knows, the pty has its size (false once the list says not). */
@@ -272,7 +279,7 @@ export class TerminalTab {
   /** An answer to a query: sent as is, without taking the size (it is not typing). */
   #answer(text: string): void {
     if (this.#exit !== undefined) return;
-    this.#connection.input(this.sessionId, text).catch(() => {});
+    this.#input(new TextEncoder().encode(text));
   }
 
   #send(text: string, binary = false): void {
@@ -281,13 +288,46 @@ export class TerminalTab {
     const now = performance.now();
     if (!this.#sized || now - this.#typedAt > TYPING_PAUSE_MS) this.#sendSize();
     this.#typedAt = now;
-    // onBinary hands a string of bytes (mouse reports): btoa encodes exactly those.
-    const sent = binary
-      ? this.#connection.call('pty.input', { sessionId: this.sessionId, data: btoa(text) })
-      : this.#connection.input(this.sessionId, text);
-    sent.catch((error: unknown) => {
+    // onBinary hands a string of bytes (mouse reports), one per character.
+    this.#input(
+      binary ? Uint8Array.from(text, (char) => char.charCodeAt(0)) : new TextEncoder().encode(text),
+    );
+  }
+
+  /**
+   * Input to the pty, in order. Keys go at once; input over INPUT_MAX_BYTES (a paste) goes in pieces,
+   * each after the last was written, a piece refused as `busy` retried after a pause, and input
+   * that comes meanwhile waits behind it. What cannot be written rings the bell, never silently.
+   */
+  #input(bytes: Uint8Array): void {
+    const bell = (): void => void this.terminal.write('\x07');
+    if (this.#inputChain === undefined && bytes.length <= INPUT_MAX_BYTES) {
       // `busy`: the program is not reading; say so rather than drop the keys silently.
-      if (error instanceof RpcError && error.code === 'busy') this.terminal.write('\x07');
+      this.#piece(bytes).catch((error: unknown) => {
+        if (error instanceof RpcError && error.code === 'busy') bell();
+      });
+      return;
+    }
+    const chain = (this.#inputChain ?? Promise.resolve()).then(async () => {
+      for (let at = 0; at < bytes.length; at += INPUT_MAX_BYTES)
+        for (let attempt = 1; ; attempt += 1) {
+          try {
+            await this.#piece(bytes.subarray(at, at + INPUT_MAX_BYTES));
+            break;
+          } catch (error) {
+            const busy = error instanceof RpcError && error.code === 'busy';
+            if (!busy || attempt === BUSY_RETRIES || this.#exit !== undefined) return bell();
+            await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 1000)));
+          }
+        }
     });
+    this.#inputChain = chain;
+    void chain.then(() => {
+      if (this.#inputChain === chain) this.#inputChain = undefined;
+    });
+  }
+
+  #piece(bytes: Uint8Array): Promise<unknown> {
+    return this.#connection.call('pty.input', { sessionId: this.sessionId, data: encodeBase64(bytes) });
   }
 }

@@ -2,7 +2,7 @@
 // resize, reload with scrollback, vim's exact screen after 2 MB of output), an agent run against
 // a fake provider with a vetoing stop hook, and a wrong token. One browser for the file; a
 // screenshot of each screen lands in artifacts/ (gitignored).
-import { chmodSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -110,6 +110,32 @@ timeout_secs = 10
       .toContain(`${after.rows} ${after.cols}`);
     await screenshot(page, '2-resized');
     await page.setViewportSize({ width: 1400, height: 800 });
+  });
+
+  it('a paste over 64 KiB arrives whole and in order (in pieces the gateway takes)', async () => {
+    const file = join(work, 'pasted.txt');
+    let text = '';
+    for (let n = 0; text.length < 200_000; n += 1) text += `${n.toString(36)}-`;
+    text = text.slice(0, 200_000);
+    await type(
+      `stty raw -echo; echo ready-$((1+1)); head -c 200000 > ${file}; stty sane; echo pasted-$((100+1))`,
+    );
+    // Pasted once the command reads (bash out of its bracketed-paste mode, the tty raw).
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContainEqual(expect.stringMatching(/^ready-2/));
+    await page.locator('.term-tab:not([hidden]) .xterm-helper-textarea').evaluate((textarea, data) => {
+      const clipboardData = new DataTransfer();
+      clipboardData.setData('text/plain', data);
+      textarea.dispatchEvent(new ClipboardEvent('paste', { clipboardData, bubbles: true, cancelable: true }));
+    }, text);
+    await expect
+      .poll(() => statSync(file, { throwIfNoEntry: false })?.size, { timeout: 30_000 })
+      .toBe(200_000);
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContainEqual(expect.stringMatching(/pasted-101$/));
+    expect(readFileSync(file, 'utf8')).toBe(text);
   });
 
   it('draws emoji 2 columns wide, as programs (wcwidth) and the server’s snapshot count them', async () => {
