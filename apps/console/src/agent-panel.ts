@@ -13,7 +13,7 @@ type Verdict =
 type TerminateReason =
   | { kind: 'model_stop' | 'max_iterations' | 'cancelled' | 'interrupted' }
   | { kind: 'halted'; by: string; reason: string }
-  | { kind: 'consecutive_failures'; count: number }
+  | { kind: 'consecutive_failures'; count: number; lastError?: string }
   | { kind: 'error'; error: { kind: string; message?: string; elapsedMs?: number } };
 type LogEvent = { seq: number } & (
   | { type: 'user' | 'feedback'; content: string }
@@ -58,7 +58,7 @@ export function describeEnd(reason: TerminateReason): string {
     case 'halted':
       return `halted by ${reason.by}: ${reason.reason}`;
     case 'consecutive_failures':
-      return `stopped after ${reason.count} consecutive failures`;
+      return `stopped: ${plural(reason.count, 'turn')} in a row failed${reason.lastError ? `; last: ${brief(reason.lastError.split('\n')[0], 200)}` : ''}`;
     case 'error':
       return `error (${reason.error.kind})${reason.error.message ? `: ${reason.error.message}` : ''}`;
   }
