@@ -46,6 +46,8 @@ export interface AgentServiceOptions {
   readonly sandbox: Sandbox;
   /** The sandbox's denied paths: no run's cwd lies under one, and the file tools refuse them. */
   readonly denied?: readonly DeniedEntry[];
+  /** Files the sandbox keeps read-only ([hooks] files): the file tools refuse to write them. */
+  readonly readOnly?: readonly DeniedEntry[];
   readonly logger: Logger;
   /** Builds the provider for a run (a model override may be given); undefined when none is configured. */
   readonly providerFor: (model: string | undefined) => AiProvider | undefined;
@@ -373,6 +375,7 @@ export class AgentService {
     const tools = [
       ...builtinTools({
         denied: this.#options.denied,
+        readOnly: this.#options.readOnly,
         cwd,
         ptyManager: this.#options.ptys.agents,
         goals: this.#goals,

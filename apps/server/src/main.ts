@@ -41,7 +41,7 @@ async function main(): Promise<number> {
   }
   let server;
   try {
-    server = await startServer({ config: loaded.config, stateDir: stateDir() });
+    server = await startServer({ config: loaded.config, stateDir: stateDir(), configPath: loaded.path });
   } catch (error) {
     if (
       error instanceof ProviderConfigError ||

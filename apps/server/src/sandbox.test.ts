@@ -24,6 +24,8 @@ const runCommands: Brain = (conversation) => {
   const next = commands[done];
   if (next === undefined) return { text: 'ran them all\nVERDICT: PASS' };
   if (next.startsWith('read:')) return { call: { name: 'read_file', args: { path: next.slice(5) } } };
+  if (next.startsWith('write:'))
+    return { call: { name: 'write_file', args: { path: next.slice(6), content: 'model-written' } } };
   if (next.startsWith('goal:'))
     return { call: { name: 'goal', args: { objective: 'probe', gate_command: next.slice(5) } } };
   return { call: { name: 'shell', args: { command: next } } };
@@ -260,6 +262,41 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     await expect(client.request('agent.run', { prompt: '[]', cwd: join(denied, '.') })).rejects.toThrow(
       `params.cwd: ${denied} is under ${denied}, denied by [sandbox] deny_read: choose a directory outside it`,
     );
+  });
+
+  // The config may hold [gateway] token; a hooks file runs unconfined at the next run (tester6 F3, F14).
+  it('a project-local aleph.toml is unreadable and its [hooks] files read-only, to the shell and the file tools', async () => {
+    const project = join(root, 'local-config');
+    mkdirSync(project);
+    writeFileSync(join(project, 'hooks.json'), '{"hooks": {}}\n');
+    const server = await startServerProcess(
+      config('required', '[hooks]\nfiles = ["hooks.json"]\n'),
+      SECRETS,
+      project,
+    );
+    servers.push(server);
+    const client = await connectGateway(server.url, { token: server.token });
+    clients.push(client);
+    const { outputs } = await agentRun(
+      client,
+      [
+        'cat aleph.toml; echo cat=$?',
+        'echo "{}" > hooks.json; echo w=$?',
+        'read:aleph.toml',
+        'write:aleph.toml',
+        'write:hooks.json',
+      ],
+      project,
+    );
+    expect(outputs[0]).not.toMatch(/fake-coder/);
+    expect(outputs[1]).toMatch(/Read-only file system/);
+    expect(outputs[2]).toBe(
+      `refused: "aleph.toml" is under ${project}/aleph.toml, denied by the server's config file`,
+    );
+    expect(outputs[3]).toMatch(/^refused: "aleph.toml" is under .*, denied by the server's config file$/);
+    expect(outputs[4]).toBe('refused: "hooks.json": kept read-only: a [hooks] files entry');
+    expect(readFileSync(join(project, 'hooks.json'), 'utf8')).toBe('{"hooks": {}}\n');
+    expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toMatch(/fake-coder/);
   });
 
   it('`aleph run` says which sandbox is in force in its header', async () => {

@@ -21,6 +21,8 @@ export interface StartOptions {
   readonly stateDir: string;
   readonly env?: NodeJS.ProcessEnv;
   readonly logger?: Logger;
+  /** The config file read (may hold `[gateway] token`): denied to the sandbox and the file tools. */
+  readonly configPath?: string | undefined;
 }
 
 export interface RunningServer {
@@ -77,7 +79,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // secrets leave it before anything spawns.
   for (const name of ['ALEPH_TOKEN', ...(keyVariable === undefined ? [] : [keyVariable])])
     delete process.env[name];
-  const sandbox = buildSandbox(config, stateDir, keyVariable, env);
+  const sandbox = buildSandbox(config, stateDir, keyVariable, env, options.configPath);
   if (sandbox.backend === 'none' && config.sandbox.mode === 'auto') {
     logger.warn(
       { component: 'sandbox' },
@@ -126,10 +128,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         ? "the server's state dir"
         : path === realpathSync(config.store.dir ?? stateDir)
           ? '[store] dir (the session store)'
-          : source === 'deny_read'
-            ? '[sandbox] deny_read'
-            : 'the sandbox (~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc are always denied)',
+          : options.configPath !== undefined && path === realpathSync(options.configPath)
+            ? "the server's config file"
+            : source === 'deny_read'
+              ? '[sandbox] deny_read'
+              : 'the sandbox (~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc are always denied)',
     })),
+    readOnly: sandbox.readOnlyPaths.map((path) => ({ path, key: 'kept read-only: a [hooks] files entry' })),
     logger: logger.child({ component: 'agent' }),
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
@@ -171,6 +176,7 @@ function buildSandbox(
   stateDir: string,
   keyVariable: string | undefined,
   env: NodeJS.ProcessEnv,
+  configPath: string | undefined,
 ): ConfiguredSandbox {
   const storeDir = config.store.dir ?? join(stateDir, 'sessions');
   mkdirSync(stateDir, { recursive: true }); // denied paths must exist
@@ -179,7 +185,13 @@ function buildSandbox(
     return createSandbox(
       {
         network: config.sandbox.network,
-        denyRead: [stateDir, storeDir, ...config.sandbox.deny_read],
+        denyRead: [
+          stateDir,
+          storeDir,
+          ...(configPath === undefined ? [] : [configPath]),
+          ...config.sandbox.deny_read,
+        ],
+        readOnly: config.hooks.files,
         env: ['CLAUDE_PROJECT_DIR', 'CLAUDE_PLUGIN_ROOT', ...config.sandbox.env],
         secretEnv: keyVariable === undefined ? [] : [keyVariable],
       },

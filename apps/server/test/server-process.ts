@@ -21,9 +21,11 @@ export interface ServerProcess {
 export async function startServerProcess(
   config: string,
   env: NodeJS.ProcessEnv = {},
+  /** Where the config file is written (default: the state dir). */
+  configDir?: string,
 ): Promise<ServerProcess> {
   const stateDir = mkdtempSync(join(tmpdir(), 'aleph-server-state-'));
-  const configPath = join(stateDir, 'aleph.toml');
+  const configPath = join(configDir ?? stateDir, 'aleph.toml');
   writeFileSync(configPath, config);
   const child = spawn(process.execPath, [MAIN, '--config', configPath], {
     env: { ...process.env, ...env, ALEPH_STATE_DIR: stateDir, ALEPH_LOG_LEVEL: 'warn' },

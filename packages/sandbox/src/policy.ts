@@ -13,6 +13,8 @@ export interface SandboxPolicy {
   readonly denyRead?: readonly string[] | undefined;
   /** Environment names passed through beyond the built-in allow-list (`*_TOKEN` only when listed). */
   readonly env?: readonly string[] | undefined;
+  /** Files kept read-only wherever they lie (the cwd included): the server's hooks files. Absent ones are skipped. */
+  readonly readOnly?: readonly string[] | undefined;
   /** Names never passed, even when listed: the provider's key variable. `ALEPH_*` never is. */
   readonly secretEnv?: readonly string[] | undefined;
 }
@@ -57,6 +59,7 @@ export interface ResolvedPolicy {
   readonly deny: readonly DeniedPath[];
   readonly env: ReadonlySet<string>;
   readonly secretEnv: ReadonlySet<string>;
+  readonly readOnly: readonly string[];
 }
 
 /** The sandbox makes its own /proc and /dev: denying inside them means nothing. */
@@ -93,7 +96,14 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
     }
   }
   const secretEnv = new Set(policy.secretEnv ?? []);
-  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv };
+  const readOnly = (policy.readOnly ?? []).flatMap((path) => {
+    try {
+      return [realpathSync(path)];
+    } catch {
+      return [];
+    }
+  });
+  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv, readOnly };
 }
 
 export const isAllowed = (name: string, policy: ResolvedPolicy): boolean =>

@@ -62,6 +62,8 @@ export interface ConfiguredSandbox extends Sandbox {
    * path in-process (file tools), which must refuse them too.
    */
   readonly deniedPaths: readonly DeniedPath[];
+  /** The policy's `readOnly` files that exist (real paths): the file tools refuse to write them too. */
+  readonly readOnlyPaths: readonly string[];
 }
 
 export type SandboxProbe =
@@ -199,6 +201,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     mode,
     unconfinedReason: reason,
     deniedPaths: policy.deny,
+    readOnlyPaths: policy.readOnly,
     wrap: (command) => ({
       file: command.file,
       args: [...command.args],
@@ -234,6 +237,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
         backend,
         mode,
         deniedPaths: resolved.deny,
+        readOnlyPaths: resolved.readOnly,
         wrap: (command) => {
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);

@@ -16,8 +16,8 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   verification: { lines: 2287, files: 22 },
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2726, files: 15 },
-  sandbox: { lines: 805, files: 7 },
-  server: { lines: 2761, files: 15 },
+  sandbox: { lines: 820, files: 7 },
+  server: { lines: 2776, files: 15 },
   console: { lines: 1351, files: 7 },
 };
 

@@ -136,6 +136,7 @@ export function bubblewrapArgs(
   for (const name of unset) args.push('--unsetenv', name);
   const temp = tempDirArgs(cwd);
   args.push(...temp.before, '--bind', cwd, cwd, ...temp.after, ...projectConfigArgs(cwd).args);
+  for (const path of policy.readOnly) args.push('--ro-bind', path, path);
   const denials = mountedDenials(policy.deny, cwd);
   for (const { path, kind } of denials) {
     if (kind === 'dir') args.push('--tmpfs', path);
