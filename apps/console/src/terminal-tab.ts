@@ -115,6 +115,13 @@ export class TerminalTab {
     // Alt+N/W/1–9 and Alt+A belong to the page (see main.ts), not to the program.
     this.terminal.attachCustomKeyEventHandler((event) => {
       if (event.type === 'keydown') this.#used();
+      // Ctrl+Shift+C copies the selection, as desktop terminals do (Ctrl+C stays ^C for the program).
+      if (event.ctrlKey && event.shiftKey && event.code === 'KeyC') {
+        if (event.type === 'keydown' && this.terminal.hasSelection())
+          void navigator.clipboard?.writeText(this.terminal.getSelection()).catch(() => {});
+        event.preventDefault();
+        return false;
+      }
       return !(event.altKey && /^(Key[NWA]|Digit[1-9])$/.test(event.code));
     });
     screen.addEventListener('mousedown', () => this.#used(), true);

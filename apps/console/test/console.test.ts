@@ -138,6 +138,27 @@ timeout_secs = 10
     expect(readFileSync(file, 'utf8')).toBe(text);
   });
 
+  it('Ctrl+Shift+C copies the selection and sends the program nothing', async () => {
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.origin });
+    await type('cat -v');
+    await type('COPYME-TEXT');
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('COPYME-TEXT');
+    await page.evaluate(() => {
+      const terminal = (window as any).alephConsole.terminal();
+      const buffer = terminal.buffer.active;
+      for (let row = buffer.length - 1; row >= 0; row -= 1)
+        if (buffer.getLine(row).translateToString(true) === 'COPYME-TEXT')
+          return terminal.selectLines(row, row);
+    });
+    await page.keyboard.press('Control+Shift+KeyC');
+    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe('COPYME-TEXT');
+    await type('still-alive'); // cat got no ^C: it echoes this back
+    await expect
+      .poll(() => terminalLines(page).then((lines) => lines.filter((line) => line === 'still-alive').length))
+      .toBe(2);
+    await page.keyboard.press('Control+D');
+  });
+
   it('draws emoji 2 columns wide, as programs (wcwidth) and the server’s snapshot count them', async () => {
     // `😀|`, then `😀😀` with `Z` written at column 3: over the second emoji, for a program.
     await type(`printf '\\360\\237\\230\\200|\\n\\360\\237\\230\\200\\360\\237\\230\\200\\033[3GZ\\n'`);

@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 2726, files: 15 },
   sandbox: { lines: 820, files: 7 },
   server: { lines: 2776, files: 15 },
-  console: { lines: 1351, files: 7 },
+  console: { lines: 1358, files: 7 },
 };
 
 it('every package stays within its CEILING of lines and files', () => {
