@@ -93,6 +93,29 @@ describe('built-in tools', () => {
     expect(big.output).toContain('characters cut');
   });
 
+  // tester6 F4: past 256 KiB the "end" was a chunk from the middle and the count that of a prefix.
+  it('shell: a big output keeps its true head and end, and says exactly how much was cut', async () => {
+    const big = await call('shell', { command: 'seq 1 200000; echo TAIL-MARK' });
+    let total = 'TAIL-MARK\n'.length;
+    for (let n = 1; n <= 200_000; n += 1) total += String(n).length + 1;
+    expect(big.output.startsWith('1\n2\n3\n')).toBe(true);
+    expect(big.output.endsWith('\n199999\n200000\nTAIL-MARK\n\n[exit code 0]')).toBe(true);
+    expect(big.output).toContain(`…[${total - SHELL_OUTPUT_CAP} characters cut]…`);
+  });
+
+  // tester6 F11: [agent] tool_timeout_secs is a hard cap the model cannot lift.
+  it("shell: the model's timeout_secs cannot raise the configured timeout", async () => {
+    const capped = new ToolService(
+      builtinTools({ cwd: dir, ptyManager: ptys.agents, goals, defaultShellTimeoutMs: 300 }),
+    );
+    const parsed = capped.parse('shell', { command: 'sleep 100', timeout_secs: 3600 });
+    if (!parsed.ok) throw new Error(parsed.error);
+    expect(await parsed.tool.execute(parsed.args, ctx)).toMatchObject({
+      isError: true,
+      output: expect.stringContaining('timed out after 300 ms'),
+    });
+  });
+
   it('shell: a command past its timeout is killed and reported', async () => {
     const result = await call('shell', { command: 'sleep 100', timeout_secs: 0.3 });
     expect(result).toMatchObject({

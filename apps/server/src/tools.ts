@@ -3,6 +3,7 @@
 // the gateway, so a client can watch it live); a command that does not exit 0 is an error.
 import { realpathSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
+import { StringDecoder } from 'node:string_decoder';
 import { relative, resolve } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { ExitInfo, PtyManager } from '@aleph/pty';
@@ -45,10 +46,48 @@ const guarded = async (work: () => Promise<ToolResult>): Promise<ToolResult> => 
   }
 };
 
-function capOutput(text: string, cap: number): string {
-  if (text.length <= cap) return text;
-  const head = Math.floor(cap / 4);
-  return `${text.slice(0, head)}\n…[${text.length - cap} characters cut]…\n${text.slice(text.length - (cap - head))}`;
+/**
+ * A command's output as the model gets it, in bounded memory: its first quarter of `cap` characters
+ * and its true end (CRLF as LF), with the exact count of what was cut between them.
+ */
+export class CappedOutput {
+  readonly #decoder = new StringDecoder('utf8');
+  readonly #headSize: number;
+  #head = '';
+  #tail = '';
+  #total = 0;
+  #carriedCr = false; // a CR at a chunk's end may start a CRLF
+
+  constructor(readonly cap: number) {
+    this.#headSize = Math.floor(cap / 4);
+  }
+
+  push(chunk: Buffer): void {
+    this.#add(this.#decoder.write(chunk));
+  }
+
+  #add(raw: string, last = false): void {
+    let text = (this.#carriedCr ? '\r' : '') + raw;
+    this.#carriedCr = !last && text.endsWith('\r');
+    if (this.#carriedCr) text = text.slice(0, -1);
+    text = text.replace(/\r\n/g, '\n');
+    this.#total += text.length;
+    const room = this.#headSize - this.#head.length;
+    if (room > 0) {
+      this.#head += text.slice(0, room);
+      text = text.slice(room);
+    }
+    this.#tail += text;
+    const tailSize = this.cap - this.#headSize;
+    if (this.#tail.length > 2 * tailSize) this.#tail = this.#tail.slice(-tailSize);
+  }
+
+  text(): string {
+    this.#add(this.#decoder.end(), true);
+    if (this.#total <= this.cap) return this.#head + this.#tail;
+    const tail = this.#tail.slice(-(this.cap - this.#headSize));
+    return `${this.#head}\n…[${this.#total - this.cap} characters cut]…\n${tail}`;
+  }
 }
 
 /** How a command ended, in words: a timeout, a cancellation, a signal (and why it was sent) or the exit code. */
@@ -100,7 +139,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       } catch (error) {
         return { output: `not run: ${(error as Error).message}`, isError: true };
       }
-      const timeoutMs = timeout_secs === undefined ? env.defaultShellTimeoutMs : timeout_secs * 1000;
+      // [agent] tool_timeout_secs is a hard cap: the model may ask for less, never more.
+      const timeoutMs = Math.min(env.defaultShellTimeoutMs, (timeout_secs ?? Infinity) * 1000);
       const started = Date.now();
       let session;
       try {
@@ -128,12 +168,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
         throw error;
       }
       env.onShell?.({ sessionId: ctx.sessionId, ptySessionId: session.id, command });
-      const chunks: Buffer[] = [];
-      let size = 0;
-      session.onData((chunk) => {
-        if (size < SHELL_OUTPUT_CAP * 4) chunks.push(chunk);
-        size += chunk.length;
-      });
+      const collected = new CappedOutput(SHELL_OUTPUT_CAP);
+      session.onData((chunk) => collected.push(chunk));
       let timedOut = false;
       const timer = setTimeout(
         () => {
@@ -148,10 +184,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       const exit = await session.exited;
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
-      const output = capOutput(
-        Buffer.concat(chunks).toString('utf8').replace(/\r\n/g, '\n'),
-        SHELL_OUTPUT_CAP,
-      );
+      const output = collected.text();
       const failed = timedOut || ctx.signal.aborted || exit.exitCode !== 0;
       const end = shellEnd(exit, { timedOut, cancelled: ctx.signal.aborted, timeoutMs });
       return { output: `${output}\n[${end}]`, ...(failed ? { isError: true } : {}) };
