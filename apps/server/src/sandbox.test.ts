@@ -299,6 +299,21 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toMatch(/fake-coder/);
   });
 
+  // bwrap is the sandbox's pid 1: its own environ was the server's whole env (tester6 F1).
+  it("no process in the sandbox has a variable outside the allow-list, bwrap's own /proc/1/environ included", async () => {
+    const server = await startServerProcess(config('required'), {
+      ...SECRETS,
+      OTHER_TOKEN: 'other-token-secret',
+    });
+    servers.push(server);
+    const client = await connectGateway(server.url, { token: server.token });
+    clients.push(client);
+    const { outputs } = await agentRun(client, [
+      "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done | grep -c other-token-secret; echo scanned",
+    ]);
+    expect(outputs[0]).toMatch(/^0\n(.|\n)*scanned/);
+  });
+
   it('`aleph run` says which sandbox is in force in its header', async () => {
     const { server } = await start(config('required'));
     const result = await runToExit([CLI, 'run', '[]', '--cwd', work], {

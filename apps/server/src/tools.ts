@@ -152,7 +152,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             command: spec.file,
             args: [...spec.args],
             cwd: spec.cwd,
-            ...(spec.env ? { env: spec.env } : {}),
+            ...(spec.env ? { env: spec.env, inheritEnv: false } : {}), // bwrap's own environ too
             cols: 200,
             rows: 50,
           },
