@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `pnpm --filter server start`: load the config, start the server, print where it listens and the
 // token, and on SIGINT/SIGTERM end every run and every terminal, then exit 0.
+import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { VerificationError } from '@aleph/verification';
 import { ConfigError, loadConfig } from './config.js';
@@ -14,7 +15,31 @@ const USAGE =
 /** Errors of the host or the address to listen on: a config problem, said in one line. */
 const LISTEN_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'EACCES', 'EAI_NONAME']);
 
+/**
+ * Descriptors this process inherited without close-on-exec (a launcher's pipe, a file left open)
+ * would reach every child, bwrap and the sandboxed command included (tester6 F17): closed at start.
+ * Node's own are all close-on-exec; stdio and an IPC channel are kept. Linux only (/proc).
+ */
+function closeInheritedDescriptors(): void {
+  let fds: string[];
+  try {
+    fds = readdirSync('/proc/self/fd');
+  } catch {
+    return;
+  }
+  const keep = new Set([0, 1, 2, Number(process.env['NODE_CHANNEL_FD'] ?? -1)]);
+  for (const fd of fds.map(Number).filter((fd) => !keep.has(fd))) {
+    try {
+      const flags = /^flags:\s+([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1];
+      if (flags !== undefined && (parseInt(flags, 8) & 0o2000000) === 0) closeSync(fd);
+    } catch {
+      // gone already (the listing's own descriptor)
+    }
+  }
+}
+
 async function main(): Promise<number> {
+  closeInheritedDescriptors();
   let values;
   try {
     ({ values } = parseArgs({

@@ -3,6 +3,7 @@
 // the sandbox's private /tmp does not hide, so a denied path is denied by the policy itself.
 import {
   mkdirSync,
+  readlinkSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -297,6 +298,29 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(outputs[4]).toBe('refused: "hooks.json": kept read-only: a [hooks] files entry');
     expect(readFileSync(join(project, 'hooks.json'), 'utf8')).toBe('{"hooks": {}}\n');
     expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toMatch(/fake-coder/);
+  });
+
+  // A launcher's leaked descriptor reached the sandboxed command: a write outside the cwd (tester6 F17).
+  it('a descriptor the server inherited reaches neither the server past its start nor the sandboxed command', async () => {
+    const target = join(root, 'fd-target.log');
+    writeFileSync(target, '');
+    const server = await startServerProcess(config('required'), SECRETS, undefined, target);
+    servers.push(server);
+    const held = readdirSync(`/proc/${server.child.pid}/fd`).filter((entry) => {
+      try {
+        return readlinkSync(`/proc/${server.child.pid}/fd/${entry}`) === target;
+      } catch {
+        return false;
+      }
+    });
+    expect(held).toEqual([]);
+    const client = await connectGateway(server.url, { token: server.token });
+    clients.push(client);
+    const { outputs } = await agentRun(client, [
+      '(echo via-fd >&300) 2>/dev/null; echo via-proc >> /proc/self/fd/300; ls -l /proc/self/fd | grep -c fd-target',
+    ]);
+    expect(outputs[0]).toMatch(/^0$/m);
+    expect(readFileSync(target, 'utf8')).toBe('');
   });
 
   // bwrap is the sandbox's pid 1: its own environ was the server's whole env (tester6 F1).

@@ -23,11 +23,16 @@ export async function startServerProcess(
   env: NodeJS.ProcessEnv = {},
   /** Where the config file is written (default: the state dir). */
   configDir?: string,
+  /** A file the server inherits open on its fd 300, not close-on-exec (as a launcher may leak one). */
+  inheritedFile?: string,
 ): Promise<ServerProcess> {
   const stateDir = mkdtempSync(join(tmpdir(), 'aleph-server-state-'));
   const configPath = join(configDir ?? stateDir, 'aleph.toml');
   writeFileSync(configPath, config);
-  const child = spawn(process.execPath, [MAIN, '--config', configPath], {
+  const argv = [process.execPath, MAIN, '--config', configPath];
+  const [file, ...args] =
+    inheritedFile === undefined ? argv : ['/bin/bash', '-c', 'exec "$@" 300>>"$0"', inheritedFile, ...argv];
+  const child = spawn(file!, args, {
     env: { ...process.env, ...env, ALEPH_STATE_DIR: stateDir, ALEPH_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -17,7 +17,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2726, files: 15 },
   sandbox: { lines: 820, files: 7 },
-  server: { lines: 2809, files: 15 },
+  server: { lines: 2834, files: 15 },
   console: { lines: 1358, files: 7 },
 };
 
