@@ -6,6 +6,7 @@
 import { FitAddon } from '@xterm/addon-fit';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { Terminal } from '@xterm/xterm';
+import { TERMINAL_ANSWERS } from '@aleph/gateway/client';
 import { h } from './dom.js';
 import {
   encodeBase64,
@@ -32,14 +33,6 @@ const BUSY_RETRIES = 30;
  * viewer takes the size, or for this long.
  */
 const ANSWER_FOR_MS = 60_000;
-/**
- * xterm.js's answers to queries: CPR and DECXCPR, DA1/DA2, DSR status, DECRQM, window reports, and
- * OSC/DCS replies (colours, DECRQSS). Keys never look like these (Shift+F3, `CSI 1;2R`, is typed,
- * and typing makes the view the one that answers).
- */
-const REPLY =
-  // eslint-disable-next-line no-control-regex
-  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 
 export function describeExit(exit: ExitInfo): string {
   const how =
@@ -127,7 +120,7 @@ export class TerminalTab {
     screen.addEventListener('mousedown', () => this.#used(), true);
     this.terminal.textarea?.addEventListener('paste', () => this.#used(), true);
     this.terminal.onData((text) => {
-      if (text.replace(REPLY, '') !== '') this.#send(text);
+      if (text.replace(TERMINAL_ANSWERS, '') !== '') this.#send(text);
       else if (this.#answering()) this.#answer(text);
     });
     this.terminal.onBinary((binary) => this.#send(binary, true));

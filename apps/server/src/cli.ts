@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { connectGateway, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
 import { endLine, firstLine, hookLines, stepLine, toolLine } from './cli-format.js';
@@ -42,10 +42,6 @@ const DETACH = 0x1d; // Ctrl-]
  * as keys): only the viewer used last answers, as the console does (apps/console terminal-tab.ts).
  */
 const ANSWER_FOR_MS = 60_000;
-/** A terminal's answers to queries (the console's pattern): CPR, DA1/DA2, DSR, DECRQM, window reports, OSC/DCS. */
-const REPLY =
-  // eslint-disable-next-line no-control-regex
-  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 /** Signals that end `aleph attach` (its terminal restored first): SIGINT/SIGQUIT only by `kill`, raw mode sends keys. */
 const LEAVING_SIGNALS = ['SIGTERM', 'SIGHUP', 'SIGINT', 'SIGQUIT'] as const;
 /** The exit code when the connection to the server drops: how the run or terminal ended is unknown. */
@@ -372,7 +368,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
         resolve({ code: 0, line: 'detached' });
         return;
       }
-      if (data.toString('latin1').replace(REPLY, '') === '') {
+      if (data.toString('latin1').replace(TERMINAL_ANSWERS, '') === '') {
         // Only the terminal's answers: sent while this is the viewer used last, never as typing.
         if (Date.now() - usedAt < ANSWER_FOR_MS) send(data);
         return;

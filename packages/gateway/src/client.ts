@@ -16,6 +16,15 @@ import {
   type RpcErrorObject,
 } from './protocol.js';
 
+/**
+ * A terminal's answers to a program's queries — CPR and DECXCPR, DA1/DA2, DSR status, DECRQM,
+ * window reports, OSC/DCS replies — as every viewer's terminal sends them. A program must get one
+ * answer, not one per viewer: a viewer that is not the one used last drops input made only of these.
+ */
+export const TERMINAL_ANSWERS =
+  // eslint-disable-next-line no-control-regex
+  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
+
 export interface PtyOutput {
   readonly sessionId: string;
   readonly offset: number;
