@@ -71,6 +71,15 @@ function viaSettings(entry: Record<string, unknown>, outcomes?: HookOutcome[]): 
   return hooks[0]!;
 }
 
+function writeSettings(name: string, timeout: number): string {
+  const file = join(root, name);
+  writeFileSync(
+    file,
+    JSON.stringify({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'true', timeout }] }] } }),
+  );
+  return file;
+}
+
 /** The `[[stop_hooks]]` route: the same command in aleph.toml, run in the project root. */
 function viaStopHooks(command: string, timeoutSecs?: number): ShellStopHook {
   const verifier = buildStopHooksFromConfig(
@@ -218,6 +227,30 @@ describe('the Stop contract, on both routes', () => {
     expect(CLAUDE_CODE_HOOK_TIMEOUT_MS).toBe(600_000);
     expect(viaSettings({ command: 'true', timeout: 30 }).timeoutMs).toBe(30_000);
     expect(viaStopHooks('true').timeoutMs).toBe(DEFAULT_HOOK_TIMEOUT_MS);
+  });
+
+  it('a `timeout` past the longest Node.js timer is clamped with a warning, never fired at once', async () => {
+    // 2147484 s * 1000 overflows a 32-bit timer: unclamped, setTimeout fires after 1 ms and a
+    // blocking hook "times out" (an error, so the stop is allowed). Clamped, the hook's verdict stands.
+    for (const timeout of [2_147_484, 1e12, 1e308]) {
+      const hook = viaSettings({ command: `sleep 0.2; echo "not yet" >&2; exit 2`, timeout });
+      expect(hook.timeoutMs).toBe(2_147_483_000);
+      expect(await hook.evaluate(stopCtx(), live())).toEqual({ kind: 'block', reason: 'not yet' });
+    }
+    const file = join(root, 'huge-timeout.json');
+    writeFileSync(
+      file,
+      '{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"true","timeout":1e400}]}]}}',
+    );
+    expect(() => loadHooksFile(file)).toThrow(/timeout/); // Infinity (JSON 1e400) is not a number of seconds
+    const found = discoverClaudeCodeHooks({
+      projectDir: join(root, 'plain-project'),
+      home: null,
+      files: [writeSettings('clamped.json', 2_147_484)],
+    });
+    expect(found.warnings).toEqual([
+      `${join(root, 'clamped.json')}#Stop[0].hooks[0]: timeout 2147484 s is longer than Node.js can wait; 2147483 s is used`,
+    ]);
   });
 });
 

@@ -10,6 +10,9 @@ import { z } from 'zod';
 import { VerificationError } from './errors.js';
 import { CLAUDE_CODE_HOOK_TIMEOUT_MS } from './stop-hooks.js';
 
+/** The longest timer Node.js can set (2^31-1 ms); a longer one would fire after 1 ms. */
+export const MAX_HOOK_TIMEOUT_SECS = 2_147_483;
+
 export const CLAUDE_CODE_EVENTS = [
   'Stop',
   'SubagentStop',
@@ -126,6 +129,10 @@ export function parseClaudeCodeHooksFile(
           warnings.push(`${name}: "if" is only read on tool events; as in Claude Code, this hook never runs`);
           continue;
         }
+        if (entry.timeout !== undefined && entry.timeout > MAX_HOOK_TIMEOUT_SECS)
+          warnings.push(
+            `${name}: timeout ${entry.timeout} s is longer than Node.js can wait; ${MAX_HOOK_TIMEOUT_SECS} s is used`,
+          );
         if ('onFailure' in entry)
           warnings.push(`${name}: "onFailure" is not read by Aleph; a failing hook is reported and ignored`);
         if (group.matcher !== undefined && matcherProblem(group.matcher) !== undefined)
@@ -139,7 +146,10 @@ export function parseClaudeCodeHooksFile(
           ...(entry.if === undefined ? {} : { if: entry.if }),
           command: entry.command,
           ...(entry.args === undefined ? {} : { args: entry.args }),
-          timeoutMs: entry.timeout === undefined ? CLAUDE_CODE_HOOK_TIMEOUT_MS : entry.timeout * 1000,
+          timeoutMs:
+            entry.timeout === undefined
+              ? CLAUDE_CODE_HOOK_TIMEOUT_MS
+              : Math.min(entry.timeout, MAX_HOOK_TIMEOUT_SECS) * 1000,
           ...(pluginRoot === undefined ? {} : { pluginRoot }),
         });
       }

@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 260, files: 5 },
   pty: { lines: 1512, files: 9 },
-  verification: { lines: 2287, files: 22 },
+  verification: { lines: 2301, files: 22 },
   harness: { lines: 2207, files: 12 },
   gateway: { lines: 2735, files: 15 },
   sandbox: { lines: 820, files: 7 },

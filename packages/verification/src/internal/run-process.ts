@@ -18,6 +18,8 @@ export const KILL_GRACE_MS = 500;
 const DRAIN_AFTER_EXIT_MS = 100;
 /** KILL cannot be ignored; this only bounds a wait on a kernel that is slow to reap. */
 const KILL_WAIT_MS = 5_000;
+/** The longest delay setTimeout honours (2^31-1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
 const POLL_MS = 20;
 
 export type ProcessOutcome =
@@ -173,7 +175,9 @@ export function runProcess(options: RunProcessOptions): Promise<ProcessOutcome> 
       timers.push(setTimeout(() => finish(outcome), DRAIN_AFTER_EXIT_MS));
     });
     options.signal.addEventListener('abort', onAbort, { once: true });
-    timers.push(setTimeout(() => finish(() => ({ kind: 'timed_out' })), options.timeoutMs));
+    // Past 2^31-1 ms Node fires a timer after 1 ms: a "forever" timeout must not become "at once".
+    const timeoutMs = Math.min(options.timeoutMs, MAX_TIMER_MS);
+    timers.push(setTimeout(() => finish(() => ({ kind: 'timed_out' })), timeoutMs));
     child.stdin.end(options.stdin);
   });
 }
