@@ -4,6 +4,6 @@ export {
   type PowerCapability,
   type PowerCapabilityOptions,
   type PowerStatus,
-  type SleepGuard,
 } from './power-capability.js';
+export type { SleepGuard } from './sleep-guard.js';
 export type { BackendName } from './internal/backends.js';

@@ -2,14 +2,7 @@
 // with the last guard. Where the OS has no working backend it degrades to a no-op and says so once.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { backendFor, type BackendName } from './internal/backends.js';
-import { createGuard } from './internal/guard.js';
-
-export interface SleepGuard extends Disposable {
-  readonly reason: string;
-  readonly released: boolean;
-  /** Idempotent. */
-  release(): void;
-}
+import { createGuard, type SleepGuard } from './sleep-guard.js';
 
 export interface PowerStatus {
   /** The backend in use, or `noop` when disabled, unsupported or failed. */

@@ -1,6 +1,6 @@
 // Test doubles for consumers of @aleph/power: a capability that records acquire/release in order.
-import { createGuard } from './internal/guard.js';
-import type { PowerCapability, PowerStatus, SleepGuard } from './power-capability.js';
+import type { PowerCapability, PowerStatus } from './power-capability.js';
+import { createGuard, type SleepGuard } from './sleep-guard.js';
 
 export interface PowerEvent {
   readonly kind: 'acquire' | 'release';

@@ -1,5 +1,12 @@
-// A SleepGuard whose release runs `onRelease` exactly once, however often it is released.
-import type { SleepGuard } from '../power-capability.js';
+// A SleepGuard: one hold on the sleep inhibitor, whose release runs `onRelease` exactly once,
+// however often it is released (by `release()` or by `using`).
+
+export interface SleepGuard extends Disposable {
+  readonly reason: string;
+  readonly released: boolean;
+  /** Idempotent. */
+  release(): void;
+}
 
 export function createGuard(reason: string, onRelease: () => void): SleepGuard {
   let released = false;
