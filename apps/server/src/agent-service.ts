@@ -33,8 +33,8 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
-import { builtinTools, type Goal } from './tools.js';
-import { deniedBy, type DeniedEntry } from './workdir-files.js';
+import { builtinTools, projectProtection, serverProtection, type Goal } from './tools.js';
+import { deniedBy, type DeniedEntry, type ProtectedSet } from './workdir-files.js';
 
 export interface AgentServiceOptions {
   readonly config: Config;
@@ -109,9 +109,12 @@ export class AgentService {
   };
   /** Runs of earlier server processes, read from the store at start (their run id is their session id). */
   #earlier: readonly EarlierRun[] = [];
+  /** The identities of the denied and read-only paths as they were at start: a rename keeps them protected. */
+  readonly #protection: ProtectedSet;
 
   constructor(options: AgentServiceOptions) {
     this.#options = options;
+    this.#protection = serverProtection(options.denied, options.readOnly);
     const { gateway } = options;
     gateway.register(
       'agent.run',
@@ -222,8 +225,10 @@ export class AgentService {
     const runId = randomUUID();
     const sessionId = await this.#options.sessions.create();
     const controller = new AbortController();
+    // The project's protected paths as they are when the run starts, for it and its sub-agents.
+    const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
     const orchestrator: Orchestrator = new Orchestrator({
-      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId),
+      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection),
     });
     const publish = (topic: string, data: object): void =>
       gateway.publish(topic, { runId, sessionId, ...data });
@@ -320,6 +325,7 @@ export class AgentService {
     orchestrator: Orchestrator,
     runId: string,
     parentId: string | undefined, // a spawn_agent run: SubagentStop hooks, told the parent's session
+    protection: ProtectedSet,
   ): HarnessDeps {
     const { config, logger, sessions } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
@@ -376,6 +382,7 @@ export class AgentService {
       ...builtinTools({
         denied: this.#options.denied,
         readOnly: this.#options.readOnly,
+        protection,
         cwd,
         ptyManager: this.#options.ptys.agents,
         goals: this.#goals,

@@ -1,17 +1,27 @@
 // The built-in tools, each with its resource claim and kind. Paths are confined to the run's
 // working directory (symlinks included). `shell` runs in a pty of the agents' own pool (visible to
 // the gateway, so a client can watch it live); a command that does not exit 0 is an error.
-import { realpathSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { lstatSync, realpathSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
-import { relative, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
 import { spawnWhenFree } from './agent-ptys.js';
-import { protectedPathOf } from '@aleph/sandbox';
-import { confine, deniedBy, openInside, readCapped, RefusedPath, type DeniedEntry } from './workdir-files.js';
+import { PROTECTED_PROJECT_PATHS, protectedPathOf } from '@aleph/sandbox';
+import {
+  confine,
+  deniedBy,
+  listInside,
+  openInside,
+  type ProtectedEntry,
+  ProtectedSet,
+  readCapped,
+  RefusedPath,
+  replaceInside,
+  type DeniedEntry,
+} from './workdir-files.js';
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
 const READ_CAP = 256 * 1024;
@@ -30,6 +40,11 @@ export interface ToolEnvironment {
   readonly denied?: readonly DeniedEntry[] | undefined;
   /** Files the sandbox keeps read-only besides the project's own (the server's config, hooks files). */
   readonly readOnly?: readonly DeniedEntry[] | undefined;
+  /**
+   * The identities recorded when the server started (its `denied` and `readOnly` paths); the
+   * project's protected paths are added when the tools are made. Default: recorded now.
+   */
+  readonly protection?: ProtectedSet | undefined;
   /** Where `shell` commands run: the agents' own pool (`ServerPtys.agents`); a full pool is waited for. */
   readonly ptyManager: PtyManager;
   readonly goals: Map<string, Goal>;
@@ -99,7 +114,39 @@ function shellEnd(exit: ExitInfo, how: { timedOut: boolean; cancelled: boolean; 
   return `exit code ${exit.exitCode}`;
 }
 
+/** The server's protected paths as the file tools hold them: denied ones, then read-only ones. */
+export function serverProtection(
+  denied: readonly DeniedEntry[] = [],
+  readOnly: readonly DeniedEntry[] = [],
+): ProtectedSet {
+  return new ProtectedSet([
+    ...denied.map((entry): ProtectedEntry => ({ ...entry, access: 'denied' })),
+    ...readOnly.map((entry): ProtectedEntry => ({ ...entry, access: 'read-only' })),
+  ]);
+}
+
+/** The project's own protected paths in `cwd` (what runs unconfined later reads), read-only. */
+export function projectProtection(cwd: string): ProtectedEntry[] {
+  const key = (path: string): string => `${path} is kept read-only (what runs unconfined later reads it)`;
+  const entries = PROTECTED_PROJECT_PATHS.map((path): ProtectedEntry => ({
+    path: join(cwd, path),
+    key: key(path),
+    access: 'read-only',
+  }));
+  const gitFile = join(cwd, '.git'); // a worktree's or a submodule's `gitdir:` pointer
+  if (lstatSync(gitFile, { throwIfNoEntry: false })?.isFile() === true)
+    entries.push({ path: gitFile, key: key('.git'), access: 'read-only' });
+  return entries;
+}
+
 export function builtinTools(env: ToolEnvironment): AnyTool[] {
+  const realCwd = realpathSync(env.cwd);
+  const guard = {
+    denied: env.denied,
+    protection: (env.protection ?? serverProtection(env.denied, env.readOnly)).with(
+      projectProtection(realCwd),
+    ),
+  };
   const pathKey = (path: string): string => {
     try {
       return confine(env.cwd, path, env.denied);
@@ -111,7 +158,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
   /** What the sandbox keeps read-only (run unconfined later) the file tools never write either. */
   const writable = (path: string): void => {
     const real = confine(env.cwd, path, env.denied);
-    const inProject = protectedPathOf(realpathSync(env.cwd), real);
+    const inProject = protectedPathOf(realCwd, real);
     const why =
       inProject !== undefined
         ? `${inProject} is kept read-only (what runs unconfined later reads it)`
@@ -200,7 +247,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
     execute: ({ path }) =>
       guarded(async () => {
-        await using file = await openInside(env.cwd, path, 'read', env.denied);
+        await using file = await openInside(env.cwd, path, 'read', guard);
         return { output: await readCapped(file, READ_CAP) };
       }),
   };
@@ -214,12 +261,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     execute: ({ path, content }) =>
       guarded(async () => {
         writable(path);
-        await using file = await openInside(env.cwd, path, 'write', env.denied);
-        await file.truncate(0);
-        await file.writeFile(content);
-        return {
-          output: `wrote ${Buffer.byteLength(content)} bytes to ${relative(realpathSync(env.cwd), confine(env.cwd, path, env.denied))}`,
-        };
+        const written = await replaceInside(env.cwd, path, content, guard);
+        return { output: `wrote ${Buffer.byteLength(content)} bytes to ${written}` };
       }),
   };
 
@@ -232,13 +275,16 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     execute: ({ path, old_string, new_string }) =>
       guarded(async () => {
         writable(path);
-        await using file = await openInside(env.cwd, path, 'edit', env.denied);
-        if ((await file.stat()).size > EDIT_CAP)
-          return {
-            output: `refused: ${path} is over ${EDIT_CAP} bytes; edit it with the shell`,
-            isError: true,
-          };
-        const text = await file.readFile('utf8');
+        let text: string;
+        {
+          await using file = await openInside(env.cwd, path, 'edit', guard);
+          if ((await file.stat()).size > EDIT_CAP)
+            return {
+              output: `refused: ${path} is over ${EDIT_CAP} bytes; edit it with the shell`,
+              isError: true,
+            };
+          text = await file.readFile('utf8');
+        }
         const count = text.split(old_string).length - 1;
         if (count !== 1) {
           return {
@@ -246,11 +292,11 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             isError: true,
           };
         }
-        await file.truncate(0);
-        await file.write(
+        await replaceInside(
+          env.cwd,
+          path,
           text.replace(old_string, () => new_string),
-          0,
-          'utf8',
+          guard,
         );
         return { output: `edited ${path}` };
       }),
@@ -265,8 +311,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
     execute: ({ path }) =>
       guarded(async () => {
-        const entries = await readdir(confine(env.cwd, path ?? '.', env.denied), { withFileTypes: true });
-        const names = entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).sort();
+        const names = await listInside(env.cwd, path ?? '.', guard);
         return { output: names.join('\n') || '(empty)' };
       }),
   };

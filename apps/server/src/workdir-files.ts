@@ -7,11 +7,28 @@
 // O_NOFOLLOW, each step relative to the directory already open (Linux: /proc/self/fd/N/name, an
 // openat). A symlink swapped in after the check makes that step fail instead of being followed.
 // Elsewhere the steps go by path: the same checks, with a race window left (documented).
-import { constants, existsSync, lstatSync, readlinkSync, realpathSync, type Stats } from 'node:fs';
-import { lstat, mkdir, open, type FileHandle } from 'node:fs/promises';
+//
+// Protection is by identity, not by name: every directory opened on the way and the file itself
+// are compared (device + inode of the open descriptor) against the protected set — identities
+// recorded when it was made and those its paths have now — so renaming an ancestor (`mv .git
+// .git.orig`, `mv conf conf.x`), a copy put back at the old name, or a hard link changes nothing.
+// Writes are atomic: a temp file in the same folder, fsynced, renamed over the target, mode and
+// owner kept; a kill mid-write leaves the old file or the new one, never a torn one.
+import { randomBytes } from 'node:crypto';
+import {
+  constants,
+  existsSync,
+  lstatSync,
+  readlinkSync,
+  realpathSync,
+  statSync,
+  type BigIntStats,
+  type Stats,
+} from 'node:fs';
+import { lstat, mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 
-const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
+const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
 const AT_FD = existsSync('/proc/self/fd');
 const MAX_LINKS = 40; // as the kernel's ELOOP limit
 
@@ -33,6 +50,60 @@ function lexists(path: string): boolean {
 export interface DeniedEntry {
   readonly path: string;
   readonly key: string;
+}
+
+/** `denied`: neither read nor written; `read-only`: read, never written. */
+export type ProtectedAccess = 'denied' | 'read-only';
+
+export interface ProtectedEntry extends DeniedEntry {
+  readonly access: ProtectedAccess;
+}
+
+interface Identified {
+  readonly entry: ProtectedEntry;
+  readonly identity: string;
+}
+
+const identityOf = (stats: BigIntStats): string => `${stats.dev}:${stats.ino}`;
+
+function identify(entries: readonly ProtectedEntry[]): Identified[] {
+  const found: Identified[] = [];
+  for (const entry of entries) {
+    try {
+      found.push({ entry, identity: identityOf(statSync(entry.path, { bigint: true })) });
+    } catch {
+      // Absent now: its name is still protected, and its identity if it appears later.
+    }
+  }
+  return found;
+}
+
+/**
+ * What the file tools protect, by identity: the device and inode each path had when the set was
+ * made, and the one it has at each check. An object keeps its protection under any name it gets.
+ */
+export class ProtectedSet {
+  readonly #entries: readonly ProtectedEntry[];
+  readonly #recorded: readonly Identified[];
+
+  constructor(entries: readonly ProtectedEntry[], recorded: readonly Identified[] = identify(entries)) {
+    this.#entries = entries;
+    this.#recorded = recorded;
+  }
+
+  /** This set and `entries`, theirs recorded now. */
+  with(entries: readonly ProtectedEntry[]): ProtectedSet {
+    return new ProtectedSet([...this.#entries, ...entries], [...this.#recorded, ...identify(entries)]);
+  }
+
+  /** Identity → entry: what was recorded and what the paths are now (a `denied` entry wins). */
+  current(): ReadonlyMap<string, ProtectedEntry> {
+    const map = new Map<string, ProtectedEntry>();
+    for (const { entry, identity } of [...this.#recorded, ...identify(this.#entries)]) {
+      if (map.get(identity)?.access !== 'denied') map.set(identity, entry);
+    }
+    return map;
+  }
 }
 
 export const deniedBy = (real: string, denied: readonly DeniedEntry[]): DeniedEntry | undefined =>
@@ -95,16 +166,44 @@ function isLinkError(error: unknown): boolean {
   return code === 'ELOOP' || code === 'ENOTDIR' || code === 'EMLINK';
 }
 
-/** Opens the directory `real` (inside `realRoot`) one component at a time, never following a link. */
+export type OpenMode = 'read' | 'write' | 'edit';
+const FLAGS: Record<OpenMode, number> = { read: O_RDONLY, write: O_WRONLY | O_CREAT, edit: O_RDWR };
+
+/** What a call checks against: the sandbox's denied paths (by name) and the protected set (by identity). */
+export interface Guard {
+  readonly denied?: readonly DeniedEntry[] | undefined;
+  readonly protection?: ProtectedSet | undefined;
+}
+
+/** Refuses an open descriptor that is (or, for a directory, holds) something protected from `mode`. */
+async function checkIdentity(
+  handle: FileHandle,
+  protectedNow: ReadonlyMap<string, ProtectedEntry>,
+  mode: OpenMode,
+  path: string,
+): Promise<void> {
+  const entry = protectedNow.get(identityOf(await handle.stat({ bigint: true })));
+  if (entry === undefined || (entry.access === 'read-only' && mode === 'read')) return;
+  throw new RefusedPath(
+    `refused: ${JSON.stringify(path)} is, or lies under, ${entry.path} (${entry.key}), whatever it is called now`,
+  );
+}
+
+/**
+ * Opens the directory `real` (inside `realRoot`) one component at a time, never following a link,
+ * each directory on the way checked against the protected set.
+ */
 async function openDirectory(
   realRoot: string,
   real: string,
   create: boolean,
+  check: (handle: FileHandle) => Promise<void>,
   shown: string,
 ): Promise<FileHandle> {
   let handle = await open(realRoot, O_RDONLY | O_DIRECTORY);
   let byPath = realRoot;
   try {
+    await check(handle);
     for (const part of relative(realRoot, real).split(sep).filter(Boolean)) {
       byPath = resolve(byPath, part);
       const at = AT_FD ? `/proc/self/fd/${handle.fd}/${part}` : byPath;
@@ -118,6 +217,7 @@ async function openDirectory(
       });
       await handle.close();
       handle = next;
+      await check(handle);
     }
     return handle;
   } catch (error) {
@@ -126,41 +226,131 @@ async function openDirectory(
   }
 }
 
-export type OpenMode = 'read' | 'write' | 'edit';
-const FLAGS: Record<OpenMode, number> = { read: O_RDONLY, write: O_WRONLY | O_CREAT, edit: O_RDWR };
+interface Located {
+  readonly real: string;
+  readonly shown: string;
+  readonly directory: FileHandle;
+  /** The entry's name in `directory`, as a path the kernel resolves from that descriptor. */
+  readonly at: (name: string) => string;
+  readonly check: (handle: FileHandle) => Promise<void>;
+}
+
+/** Confines `path`, then opens its folder (created for `write`), every step checked. */
+async function locate(root: string, path: string, mode: OpenMode, guard: Guard): Promise<Located> {
+  const real = confine(root, path, guard.denied);
+  const realRoot = realpathSync(root);
+  const shown = relative(realRoot, real) || '.';
+  if (real === realRoot) throw new RefusedPath(`refused: ${path} is the working directory itself`);
+  const protectedNow = guard.protection?.current() ?? new Map<string, ProtectedEntry>();
+  const check = (handle: FileHandle): Promise<void> => checkIdentity(handle, protectedNow, mode, path);
+  const directory = await openDirectory(realRoot, dirname(real), mode === 'write', check, shown);
+  const at = (name: string): string =>
+    AT_FD ? `/proc/self/fd/${directory.fd}/${name}` : resolve(dirname(real), name);
+  return { real, shown, directory, at, check };
+}
+
+/** The regular file `name` in a located folder, never a FIFO or a device opened (looked at first). */
+async function openRegular(
+  located: Located,
+  flags: number,
+  absentOk: boolean,
+): Promise<FileHandle | undefined> {
+  const at = located.at(basename(located.real));
+  const before = await lstat(at).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT' && absentOk) return undefined;
+    throw error;
+  });
+  if (before === undefined) return undefined;
+  if (!before.isFile()) throw notRegular(located.shown, before);
+  const handle = await open(at, flags | O_NOFOLLOW | O_NONBLOCK).catch((error: unknown) => {
+    throw isLinkError(error) ? raced(located.shown) : error;
+  });
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw notRegular(located.shown, stats);
+    await located.check(handle);
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
 
 /**
- * Opens the regular file `path` inside `root`. `write` creates it (and its folders); the caller
- * truncates. The handle is the caller's to close.
+ * Opens the regular file `path` inside `root` for reading (`read`) or reading and writing (`edit`).
+ * The handle is the caller's to close.
  */
 export async function openInside(
   root: string,
   path: string,
-  mode: OpenMode,
-  denied: readonly DeniedEntry[] = [],
+  mode: 'read' | 'edit',
+  guard: Guard = {},
 ): Promise<FileHandle> {
-  const real = confine(root, path, denied);
-  const realRoot = realpathSync(root);
-  const shown = relative(realRoot, real) || '.';
-  if (real === realRoot) throw new RefusedPath(`refused: ${path} is the working directory itself`);
-  const directory = await openDirectory(realRoot, dirname(real), mode === 'write', shown);
+  const located = await locate(root, path, mode, guard);
   try {
-    const at = AT_FD ? `/proc/self/fd/${directory.fd}/${basename(real)}` : real;
-    // Look before opening: a FIFO or a device is never opened at all.
-    const before = await lstat(at).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT' && mode === 'write') return undefined;
-      throw error;
-    });
-    if (before !== undefined && !before.isFile()) throw notRegular(shown, before);
-    const handle = await open(at, FLAGS[mode] | O_NOFOLLOW | O_NONBLOCK).catch((error: unknown) => {
-      throw isLinkError(error) ? raced(shown) : error;
-    });
-    const stats = await handle.stat();
-    if (!stats.isFile()) {
-      await handle.close();
-      throw notRegular(shown, stats);
+    return (await openRegular(located, FLAGS[mode], false))!;
+  } finally {
+    await located.directory.close();
+  }
+}
+
+/** The entries of the directory `path` inside `root` (a protected directory is refused like a file). */
+export async function listInside(root: string, path: string, guard: Guard = {}): Promise<string[]> {
+  const real = confine(root, path, guard.denied);
+  const realRoot = realpathSync(root);
+  const protectedNow = guard.protection?.current() ?? new Map<string, ProtectedEntry>();
+  const check = (handle: FileHandle): Promise<void> => checkIdentity(handle, protectedNow, 'read', path);
+  const directory = await openDirectory(realRoot, real, false, check, relative(realRoot, real) || '.');
+  try {
+    const entries = await readdir(AT_FD ? `/proc/self/fd/${directory.fd}` : real, { withFileTypes: true });
+    return entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).sort();
+  } finally {
+    await directory.close();
+  }
+}
+
+/**
+ * Replaces (or creates) the regular file `path` inside `root` with `content`, atomically: a temp
+ * file in the same folder, written and fsynced, given the old file's mode and owner, renamed over
+ * it, then the folder fsynced. Returns the path written, relative to the root.
+ */
+export async function replaceInside(
+  root: string,
+  path: string,
+  content: string,
+  guard: Guard = {},
+): Promise<string> {
+  const located = await locate(root, path, 'write', guard);
+  const { directory, at, shown } = located;
+  const name = basename(located.real);
+  const temp = `.${name}.${randomBytes(6).toString('hex')}.aleph-tmp`;
+  try {
+    const old = await openRegular(located, O_RDONLY, true);
+    const kept = old === undefined ? undefined : await old.stat();
+    await old?.close();
+    const file = await open(at(temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o666);
+    try {
+      await file.writeFile(content);
+      if (kept !== undefined) {
+        await file.chmod(kept.mode & 0o7777);
+        const mine = await file.stat();
+        if (mine.uid !== kept.uid || mine.gid !== kept.gid)
+          await file.chown(kept.uid, kept.gid).catch((error: NodeJS.ErrnoException) => {
+            throw new RefusedPath(
+              `refused: ${shown} is owned by uid ${kept.uid}:${kept.gid}; replacing it would change its owner (${error.code ?? error.message})`,
+            );
+          });
+      }
+      await file.sync();
+    } finally {
+      await file.close();
     }
-    return handle;
+    await rename(at(temp), at(name));
+    await directory.sync();
+    return shown;
+  } catch (error) {
+    await unlink(at(temp)).catch(() => {});
+    throw error;
   } finally {
     await directory.close();
   }
