@@ -9,6 +9,7 @@ import { getPtyManager, PtyError, type PtyManager, type PtySession } from '@alep
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { ZodType } from 'zod';
 import { GatewayError } from './errors.js';
+import { InMemoryEventBus, type EventBus } from './event-bus.js';
 import {
   hostAllowed,
   isLoopback,
@@ -65,6 +66,11 @@ export interface GatewayOptions {
    */
   readonly allowedHosts?: readonly string[];
   readonly ptyManager?: PtyManager;
+  /**
+   * Where `publish` and the sessions' `pty.exit` go, and where the connections' events come from.
+   * Default: a new `InMemoryEventBus`. The gateway does not close a bus it was given.
+   */
+  readonly bus?: EventBus;
   readonly logger?: GatewayLogger;
   /** Largest frame a client may send; a bigger one closes that connection with 1009. Default 1 MiB. */
   readonly maxPayloadBytes?: number;
@@ -101,7 +107,9 @@ export interface Gateway {
   readonly host: string;
   readonly httpServer: Server;
   readonly ptyManager: PtyManager;
+  readonly bus: EventBus;
   register<P>(method: string, params: ZodType<P>, handler: MethodHandler<P>): void;
+  /** Publishes on the bus, for the session `data.sessionId` names (if a string; else ''). */
   publish(topic: string, data: unknown): void;
   /** Number of open client connections. */
   readonly connectionCount: number;
@@ -142,6 +150,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const allowedHosts = [...(options.allowedHosts ?? []), host]; // the bound name, if a name
   const logger = options.logger ?? silent;
   const ptyManager = options.ptyManager ?? getPtyManager();
+  const bus = options.bus ?? new InMemoryEventBus();
   const flow: FlowLimits = { ...DEFAULT_FLOW, ...options.flow };
   const connections = new Map<string, Connection>();
   const handlers = new Map<string, { params: ZodType; handler: MethodHandler<unknown> }>();
@@ -442,12 +451,24 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   }, options.pingIntervalMs ?? 30_000);
   pinger.unref();
 
+  /** Every event of the bus to the connections subscribed to it (pty.* ones by session too). */
+  const delivery = bus.subscribe({ topics: ['*'] }, ({ topic, sessionId, data }) => {
+    let frame: string | undefined;
+    const session = topic.startsWith('pty.') && sessionId !== '' ? sessionId : undefined;
+    for (const connection of connections.values()) {
+      if (!connection.wants(topic, session)) continue;
+      frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data });
+      connection.send(frame);
+    }
+  });
+
   const gateway: Gateway = {
     url: '',
     port: 0,
     host,
     httpServer,
     ptyManager,
+    bus,
     get connectionCount() {
       return connections.size;
     },
@@ -456,24 +477,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       handlers.set(method, { params, handler: handler as MethodHandler<unknown> });
     },
     publish(topic: string, data: unknown): void {
-      let frame: string | undefined;
       const sessionId = (data as { sessionId?: unknown } | null)?.sessionId;
-      for (const connection of connections.values()) {
-        if (
-          !connection.wants(
-            topic,
-            topic.startsWith('pty.') && typeof sessionId === 'string' ? sessionId : undefined,
-          )
-        )
-          continue;
-        frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data });
-        connection.send(frame);
-      }
+      bus
+        .publish(topic, typeof sessionId === 'string' ? sessionId : '', data)
+        .catch((error: unknown) => logger.error({ err: error, topic }, 'publish failed'));
     },
     async close(): Promise<void> {
       if (closing) return;
       closing = true;
       clearInterval(pinger);
+      delivery.unsubscribe();
       ptyManager.off('spawn', attach);
       ptyManager.off('forget', forget);
       for (const pump of pumps.values()) pump.dispose();
