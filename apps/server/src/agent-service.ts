@@ -11,6 +11,7 @@ import {
   type RunResult,
   type SessionStore,
   type TerminateReason,
+  type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
 import type { Sandbox } from '@aleph/sandbox';
@@ -65,6 +66,61 @@ interface RunRecord {
 }
 
 const MAX_FINISHED_RUNS = 200;
+
+/** Folders no run may work in: the system's own, and those only holding other people's folders. */
+const SYSTEM_TREES =
+  '/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /run /System /Library /private/etc'.split(
+    ' ',
+  );
+const SYSTEM_FOLDERS =
+  '/ /home /Users /var /opt /srv /mnt /media /Volumes /Applications /private /private/var'.split(' ');
+
+/** The system folder `real` is (or, for the system's own trees, lies under), if any. */
+export function systemFolderOf(real: string): string | undefined {
+  if (SYSTEM_FOLDERS.includes(real)) return real;
+  return SYSTEM_TREES.find((tree) => real === tree || real.startsWith(`${tree}/`));
+}
+
+/** A run's sub-agents: how many were started in all, and how many each session has running. */
+interface SpawnCounts {
+  started: number;
+  readonly running: Map<string, number>;
+}
+
+/**
+ * spawn_agent bounded in breadth (sub-agents one session has running at once) and in total per run.
+ * A refused call is a tool error the model reads; nothing is started for it.
+ */
+function boundedSpawnAgent(
+  tool: Tool<{ prompt: string }>,
+  counts: SpawnCounts,
+  limits: { parallel: number; perRun: number; timeoutMs: number },
+): Tool<{ prompt: string }> {
+  return {
+    ...tool,
+    timeoutMs: limits.timeoutMs,
+    execute: async (args, ctx) => {
+      const running = counts.running.get(ctx.sessionId) ?? 0;
+      if (running >= limits.parallel)
+        return {
+          output: `refused: at most ${limits.parallel} sub-agents may run at once for one agent ([agent] spawn_agent_max_parallel); wait for one to end, or do this part yourself`,
+          isError: true,
+        };
+      if (counts.started >= limits.perRun)
+        return {
+          output: `refused: this run has started its ${limits.perRun} sub-agents ([agent] spawn_agent_max_per_run); do the rest yourself`,
+          isError: true,
+        };
+      counts.started += 1;
+      counts.running.set(ctx.sessionId, running + 1);
+      try {
+        return await tool.execute(args, ctx);
+      } finally {
+        counts.running.set(ctx.sessionId, (counts.running.get(ctx.sessionId) ?? 1) - 1);
+      }
+    },
+  };
+}
 
 /** A shell result's last line says how the command ended (`exit code 3`, `killed by SIGTERM`, …). */
 function toolEnd(name: string, output: string): { end?: string } {
@@ -215,6 +271,12 @@ export class AgentService {
     const cwd = resolve(given);
     if (!existsSync(cwd) || !statSync(cwd).isDirectory())
       throw new GatewayError('invalid_params', `params.cwd: ${cwd} is not a directory`);
+    const system = systemFolderOf(realpathSync(cwd));
+    if (system !== undefined)
+      throw new GatewayError(
+        'invalid_params',
+        `params.cwd: ${cwd} is ${system === '/' ? 'the root folder' : `a system folder (${system})`}: a run makes its cwd writable; choose a project directory`,
+      );
     const under = deniedBy(realpathSync(cwd), this.#options.denied ?? []);
     if (under !== undefined)
       throw new GatewayError(
@@ -227,8 +289,10 @@ export class AgentService {
     const controller = new AbortController();
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
     const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
+    const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
     const orchestrator: Orchestrator = new Orchestrator({
-      depsFor: (flow) => this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection),
+      depsFor: (flow) =>
+        this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection, limits),
     });
     const publish = (topic: string, data: object): void =>
       gateway.publish(topic, { runId, sessionId, ...data });
@@ -326,6 +390,7 @@ export class AgentService {
     runId: string,
     parentId: string | undefined, // a spawn_agent run: SubagentStop hooks, told the parent's session
     protection: ProtectedSet,
+    limits: SpawnCounts,
   ): HarnessDeps {
     const { config, logger, sessions } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
@@ -389,7 +454,11 @@ export class AgentService {
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
         onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
       }),
-      { ...orchestrator.spawnAgentTool(), timeoutMs: config.agent.spawn_agent_timeout_secs * 1000 },
+      boundedSpawnAgent(orchestrator.spawnAgentTool(), limits, {
+        parallel: config.agent.spawn_agent_max_parallel,
+        perRun: config.agent.spawn_agent_max_per_run,
+        timeoutMs: config.agent.spawn_agent_timeout_secs * 1000,
+      }),
     ];
     return {
       provider,

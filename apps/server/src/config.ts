@@ -65,6 +65,10 @@ export const configSchema = z.strictObject({
       tool_timeout_secs: duration.default(120),
       /** A sub-agent runs a whole loop of its own: its own bound, not tool_timeout_secs. */
       spawn_agent_timeout_secs: duration.default(3600),
+      /** Sub-agents one session may have running at once: the excess of one reply is refused. */
+      spawn_agent_max_parallel: positiveInt.default(4),
+      /** Sub-agents one run may start in all (every depth counted). */
+      spawn_agent_max_per_run: positiveInt.default(32),
       /** Estimated tokens of history sent per turn; over it the harness compacts, then truncates. */
       max_context_tokens: positiveInt.default(100_000),
       /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */

@@ -388,4 +388,28 @@ describe('agent commands', () => {
       await pool.closeAll();
     }
   });
+
+  it('shell: a command whose terminal is closed under it is never a success, even when it exits 0', async () => {
+    let pty: string | undefined;
+    const local = new ToolService(
+      builtinTools({
+        cwd: dir,
+        ptyManager: ptys.agents,
+        goals,
+        defaultShellTimeoutMs: 20_000,
+        onShell: (info) => (pty = info.ptySessionId),
+      }),
+    );
+    const pending = local
+      .get('shell')!
+      .execute({ command: "trap 'exit 0' HUP TERM; touch trap-set; sleep 30 & wait" }, ctx);
+    await expect
+      .poll(() => pty !== undefined && existsSync(join(dir, 'trap-set')), { timeout: 10_000 })
+      .toBe(true);
+    await ptys.agents.close(pty!); // what a client's pty.close does
+    expect(await pending).toEqual({
+      output: expect.stringMatching(/\[exit code 0 \(terminal closed\)\]$/),
+      isError: true,
+    });
+  });
 });

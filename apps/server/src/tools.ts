@@ -109,9 +109,12 @@ export class CappedOutput {
 function shellEnd(exit: ExitInfo, how: { timedOut: boolean; cancelled: boolean; timeoutMs: number }): string {
   if (how.timedOut) return `timed out after ${how.timeoutMs} ms; the command was killed`;
   if (how.cancelled) return 'cancelled; the command was killed';
-  if (exit.signal !== null)
-    return `killed by ${exit.signal}${exit.reason === 'exited' ? '' : ` (terminal ${exit.reason})`}`;
-  return `exit code ${exit.exitCode}`;
+  const why = exit.reason === 'exited' ? '' : ` (terminal ${exit.reason})`;
+  if (exit.statusLost !== undefined) return `exit status unknown: ${exit.statusLost}`;
+  if (exit.signal !== null) return `killed by ${exit.signal}${why}`;
+  // A terminal closed under the command (a client's pty.close, eviction, shutdown): whatever code
+  // it then exited with, it did not finish on its own, so it is never a success.
+  return `exit code ${exit.exitCode}${why}`;
 }
 
 /** The server's protected paths as the file tools hold them: denied ones, then read-only ones. */
@@ -232,7 +235,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
       const output = collected.text();
-      const failed = timedOut || ctx.signal.aborted || exit.exitCode !== 0;
+      const failed = timedOut || ctx.signal.aborted || exit.exitCode !== 0 || exit.reason !== 'exited';
       const end = shellEnd(exit, { timedOut, cancelled: ctx.signal.aborted, timeoutMs });
       return { output: `${output}\n[${end}]`, ...(failed ? { isError: true } : {}) };
     },
