@@ -2,11 +2,22 @@
 // addressed by byte offset, and a close that ends the whole process tree — HUP, then TERM, then
 // KILL after a deadline. Exit is reported once, after the last output was delivered.
 import { randomUUID } from 'node:crypto';
-import { closeSync, constants as fsConstants, openSync, readSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  constants as fsConstants,
+  openSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { constants } from 'node:os';
+import { isAbsolute, join } from 'node:path';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
+import { elfMismatch } from './internal/native-helpers.js';
+import { forgetSpawned, recordSpawned } from './internal/signal-guard.js';
 import { findExecutable, nodePtyWrapper, spawnWithoutFork, type HelperExit } from './internal/spawner.js';
 import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
@@ -136,11 +147,33 @@ function checkSpawnable(command: string, cwd: string, env: NodeJS.ProcessEnv): v
   } catch {
     throw new PtyError('spawn_failed', `working directory ${cwd} does not exist or is not a directory`);
   }
-  if (process.platform === 'win32' || findExecutable(command, cwd, env) !== undefined) return;
-  throw new PtyError(
-    'spawn_failed',
-    `${command}: no such executable${command.includes('/') ? '' : ' on PATH'}`,
-  );
+  if (process.platform === 'win32') return;
+  const found = findExecutable(command, cwd, env);
+  if (found === undefined) {
+    const path = isAbsolute(command) ? command : join(cwd, command);
+    const present = command.includes('/') && existsSync(path);
+    throw new PtyError(
+      'spawn_failed',
+      present
+        ? `${command}: not executable (no execute permission, or its file system is mounted noexec)`
+        : `${command}: no such executable${command.includes('/') ? '' : ' on PATH'}`,
+    );
+  }
+  // A program built for another machine: exec would fail, or (execvp) run it as a shell script.
+  const mismatch = process.platform === 'linux' ? programMismatch(found) : undefined;
+  if (mismatch !== undefined) throw new PtyError('spawn_failed', `${command} ${mismatch}`);
+}
+
+function programMismatch(path: string): string | undefined {
+  try {
+    const fd = openSync(path, fsConstants.O_RDONLY);
+    const header = Buffer.alloc(20);
+    const length = readSync(fd, header, 0, 20, 0);
+    closeSync(fd);
+    return length === 20 && header.readUInt32BE(0) === 0x7f454c46 ? elfMismatch(header) : undefined;
+  } catch {
+    return undefined; // unreadable but executable: let exec decide
+  }
 }
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -204,13 +237,13 @@ export class PtySession {
         ? { TERM: 'xterm-256color', ...options.env }
         : { ...process.env, TERM: 'xterm-256color', ...options.env };
     checkSpawnable(this.command, cwd, env);
-    const wrapper = nodePtyWrapper(); // for node-pty: no inherited descriptor reaches the program
     try {
       // Linux: without forking this process (see internal/spawner.ts); elsewhere, node-pty.
+      let wrapper: string | undefined; // for node-pty: no inherited descriptor reaches the program
       this.#pty =
         spawnWithoutFork(this.command, this.args, { cols: options.cols, rows: options.rows, cwd, env }) ??
         nodePty.spawn(
-          wrapper ?? this.command,
+          (wrapper = nodePtyWrapper()) ?? this.command,
           wrapper ? ['--exec', this.command, ...this.args] : [...this.args],
           {
             name: env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
@@ -227,6 +260,7 @@ export class PtySession {
       });
     }
     this.pid = this.#pty.pid;
+    recordSpawned(this.pid, { leader: true }); // what close() may signal: this session, nothing else
     watchSession(this.pid); // if this process dies, even by SIGKILL, the session goes with it
     // node-pty 1.1.0 (pinned) keeps the master's descriptor, its stream and the slave's path here.
     const internals = this.#pty as unknown as { _fd?: unknown; _socket?: unknown; _pty?: unknown };
@@ -256,7 +290,9 @@ export class PtySession {
       this.#releaseSlave();
       // Whatever the program left running in its session (a `sleep 1000 &`) goes with it.
       void (treeAlive(this.pid) ? this.#endTree() : Promise.resolve()).then(() => {
-        if (!treeAlive(this.pid)) unwatchSession(this.pid);
+        if (treeAlive(this.pid)) return;
+        unwatchSession(this.pid);
+        forgetSpawned(this.pid);
       });
       for (const listener of this.#exitListeners) listener(info);
       this.#dataListeners.clear();

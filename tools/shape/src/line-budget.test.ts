@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 2024, files: 13 },
+  pty: { lines: 2509, files: 16 },
   verification: { lines: 2279, files: 22 },
   harness: { lines: 2195, files: 12 },
   gateway: { lines: 3173, files: 17 },

@@ -1,10 +1,13 @@
-// Ending a terminal's whole process tree. node-pty makes the child a session leader (pid == sid);
-// an interactive shell puts each job in its own process group, so killing one group is not enough:
-// on Linux we signal every process of the session, elsewhere the leader's process group.
-import { readdirSync, readFileSync } from 'node:fs';
+// Ending a terminal's whole process tree. The program is a session leader (pid == sid); an
+// interactive shell puts each job in its own process group, so killing one group is not enough:
+// on Linux we signal every process of the session, elsewhere the leader's process group. Every
+// signal goes through signal-guard.ts, which sends it only to processes proven ours.
+import { readProcess, scanProcesses, type ProcessEntry } from './process-table.js';
+import { ownedProcesses, signalOwned } from './signal-guard.js';
 
 /** Running — not merely a zombie waiting to be reaped (Linux `/proc`; elsewhere signal 0). */
 export function processAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
   if (process.platform !== 'linux') {
     try {
       process.kill(pid, 0);
@@ -13,64 +16,45 @@ export function processAlive(pid: number): boolean {
       return false;
     }
   }
+  const entry = readProcess(pid);
+  return entry !== undefined && !entry.zombie;
+}
+
+/** Live processes of the session led by `leader` that are proven ours, in `table`. */
+function ownedMembers(leader: number, table: readonly ProcessEntry[]): ProcessEntry[] {
+  return [...ownedProcesses(table).values()].filter((entry) => entry.session === leader && !entry.zombie);
+}
+
+export function signalTree(leader: number, signal: NodeJS.Signals): void {
+  const table = scanProcesses();
+  signalOwned([-leader, ...ownedMembers(leader, table).map(({ pid }) => pid)], signal, table);
+}
+
+export function treeAlive(leader: number): boolean {
+  if (process.platform === 'linux') return ownedMembers(leader, scanProcesses()).length > 0;
   try {
-    return !/^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    process.kill(-leader, 0);
+    return true;
   } catch {
     return false;
   }
 }
 
-interface ProcessEntry {
-  readonly pid: number;
-  readonly parent: number;
-  readonly group: number;
-  readonly session: number;
-}
-
-/** Every live (non-zombie) process, from /proc (Linux; elsewhere none). */
-function processTable(): ProcessEntry[] {
-  if (process.platform !== 'linux') return [];
-  const table: ProcessEntry[] = [];
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return [];
-  }
-  for (const entry of entries) {
-    const first = entry.charCodeAt(0);
-    if (first < 48 || first > 57) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    // Fields after the command name: state ppid pgrp session ...
-    const [state, ...fields] = stat.slice(stat.lastIndexOf(')') + 2).split(' ', 4);
-    if (state === 'Z' || state === 'X') continue;
-    const [parent = 0, group = 0, session = 0] = fields.map(Number);
-    table.push({ pid: Number(entry), parent, group, session });
-  }
-  return table;
-}
-
-/** Pids of live (non-zombie) processes whose session id is `sid`. */
-export function sessionMembers(sid: number): number[] {
-  return processTable()
-    .filter(({ session }) => session === sid)
-    .map(({ pid }) => pid);
-}
-
 /**
  * Live processes below `root` (by parent links) that are neither in nor below one of `sessions`
  * (running terminals, each led by the pid that is its session id): escapees `root` holds as their
- * subreaper. Each as its pid and, unless it is `root`'s own, its process group (negative).
+ * subreaper. Each as its pid and, unless it is `root`'s own, its process group (negative). A root
+ * that is not a real process (0, 1, below) holds nothing.
  */
-export function escapeesOf(root: number, sessions: ReadonlySet<number>): number[][] {
-  const table = processTable();
+export function escapeesOf(
+  root: number,
+  sessions: ReadonlySet<number>,
+  table: readonly ProcessEntry[],
+): number[][] {
+  if (!Number.isInteger(root) || root <= 1) return [];
   const byPid = new Map(table.map((entry) => [entry.pid, entry]));
-  const rootGroup = byPid.get(root)?.group;
+  const rootEntry = byPid.get(root);
+  if (rootEntry === undefined) return [];
   const held = new Map<number, boolean>();
   const isHeld = (entry: ProcessEntry | undefined): boolean => {
     if (entry === undefined || sessions.has(entry.pid) || sessions.has(entry.session)) return false;
@@ -81,31 +65,6 @@ export function escapeesOf(root: number, sessions: ReadonlySet<number>): number[
     return held.get(entry.pid) === true;
   };
   return table
-    .filter((entry) => entry.pid !== root && isHeld(entry))
-    .map(({ pid, group }) => (group > 1 && group !== rootGroup ? [pid, -group] : [pid]));
-}
-
-export function signalTree(leader: number, signal: NodeJS.Signals): void {
-  signalEach(new Set([-leader, ...sessionMembers(leader)]), signal);
-}
-
-/** Sends `signal` to each pid (a negative one: that process group). */
-export function signalEach(targets: Iterable<number>, signal: NodeJS.Signals): void {
-  for (const target of targets) {
-    try {
-      process.kill(target, signal);
-    } catch {
-      // ESRCH: already gone; EPERM: not ours to signal.
-    }
-  }
-}
-
-export function treeAlive(leader: number): boolean {
-  if (process.platform === 'linux') return sessionMembers(leader).length > 0;
-  try {
-    process.kill(-leader, 0);
-    return true;
-  } catch {
-    return false;
-  }
+    .filter((entry) => entry.pid !== root && !entry.zombie && isHeld(entry))
+    .map(({ pid, group }) => (group > 1 && group !== rootEntry.group ? [pid, -group] : [pid]));
 }

@@ -199,6 +199,9 @@ static void report_exits(void) {
   }
 }
 
+/* The server, which started us, and its group: read at start (after its death our parent changes). */
+static pid_t server, server_group;
+
 struct entry {
   pid_t pid, parent, group;
   char state;
@@ -244,6 +247,7 @@ static size_t signal_descendants(int sig) {
   }
   closedir(proc);
   pid_t self = getpid(), own_group = getpgrp();
+
   if (count > 0) qsort(entries, count, sizeof *entries, by_pid);
   for (int changed = 1; changed;) { // a process is below us if its parent is us or below us
     changed = 0;
@@ -257,10 +261,13 @@ static size_t signal_descendants(int sig) {
   }
   for (size_t at = 0; at < count; at++) {
     if (!entries[at].below || entries[at].state == 'Z' || entries[at].state == 'X') continue;
+    // Never pid 0 or 1, this process, the server or their groups: only what is below us.
+    pid_t pid = entries[at].pid, group = entries[at].group;
+    if (pid <= 1 || pid == self || pid == server) continue;
     found++;
     if (sig == 0) continue;
-    kill(entries[at].pid, sig);
-    if (entries[at].group > 1 && entries[at].group != own_group) kill(-entries[at].group, sig);
+    kill(pid, sig);
+    if (group > 1 && group != own_group && group != server && group != server_group) kill(-group, sig);
   }
   free(entries);
   return found;
@@ -289,6 +296,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s\r\n", argv[2], strerror(errno));
     return 127;
   }
+  server = getppid();
+  server_group = getpgid(server);
   if (argc != 3) {
     fprintf(stderr, "usage: %s REQUEST_FIFO REPLY_FIFO\n", argv[0]);
     return 2;

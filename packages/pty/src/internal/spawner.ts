@@ -14,7 +14,6 @@ import {
   accessSync,
   closeSync,
   constants,
-  existsSync,
   mkdtempSync,
   openSync,
   readFileSync,
@@ -29,10 +28,10 @@ import { delimiter, isAbsolute, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
-import { escapeesOf, processAlive, signalEach } from './process-tree.js';
-import { NATIVE_DIR } from './watchdog.js';
-
-const BINARY = `${NATIVE_DIR}aleph-pty-spawner`;
+import { escapeesOf, processAlive } from './process-tree.js';
+import { readProcess, scanProcesses } from './process-table.js';
+import { forgetSpawned, recordSpawned, signalOwned } from './signal-guard.js';
+import { markUnusable, nativeHelper } from './native-helpers.js';
 /**
  * How long a spawn waits for the helper's answer (the event loop is blocked meanwhile). It answers
  * once the program has exec'd: measured 3.8 ms median, 20 ms p99, 30 ms max over 300 spawns at a
@@ -53,6 +52,9 @@ interface Native {
 
 interface Helper {
   readonly process: ChildProcess;
+  /** Set: a helper without a pid never started, and is never tracked. */
+  readonly pid: number;
+  readonly path: string;
   readonly stdout: { ref(): void; unref(): void };
   readonly request: number;
   readonly reply: number;
@@ -63,6 +65,8 @@ interface Helper {
   lastId: number;
   /** Answers in a row that came too late. */
   strikes: number;
+  /** Whether it ever answered: one that dies before its first answer is a broken binary. */
+  answered: boolean;
   /** Reply text read but not yet a whole line. */
   replies: string;
 }
@@ -100,7 +104,8 @@ export function findExecutable(command: string, cwd: string, env: NodeJS.Process
 
 function startHelper(): Helper | null {
   if (process.platform !== 'linux' || process.env['ALEPH_PTY_FORK'] === '1') return null;
-  if (!existsSync(BINARY) || !findExecutable('mkfifo', '/', process.env)) return null;
+  const binary = nativeHelper('spawner');
+  if (binary.kind === 'unusable' || !findExecutable('mkfifo', '/', process.env)) return null;
   try {
     // node-pty 1.1.0 (pinned) exposes openpty and the window-size ioctl in its native module.
     const utils = createRequire(import.meta.url)('node-pty/lib/utils') as {
@@ -115,14 +120,22 @@ function startHelper(): Helper | null {
     const request = openSync(requestPath, constants.O_RDWR);
     const reply = openSync(replyPath, constants.O_RDWR | constants.O_NONBLOCK);
     // Its own process group, so a SIGKILL of the server's whole group leaves it to end the escapees.
-    const child = spawnProcess(BINARY, [requestPath, replyPath], {
+    const child = spawnProcess(binary.path, [requestPath, replyPath], {
       stdio: ['pipe', 'pipe', 'inherit'],
       detached: true,
     });
     child.on('error', () => {});
+    // No pid: it never started (EAGAIN, EMFILE, no exec bit…). Never tracked, never signalled.
+    if (!recordSpawned(child.pid)) {
+      for (const fd of [request, reply]) closeQuietly(fd);
+      rmSync(dir, { recursive: true, force: true });
+      return null;
+    }
     const stdout = child.stdout as unknown as NodeJS.ReadableStream & { ref(): void; unref(): void };
     const started: Helper = {
       process: child,
+      pid: child.pid as number,
+      path: binary.path,
       stdout,
       request,
       reply,
@@ -130,6 +143,7 @@ function startHelper(): Helper | null {
       terminals: new Map(),
       lastId: 0,
       strikes: 0,
+      answered: false,
       replies: '',
     };
     let lines = '';
@@ -149,6 +163,7 @@ function startHelper(): Helper | null {
     running.add(started);
     child.once('exit', () => {
       running.delete(started);
+      forgetSpawned(child.pid as number);
       retire(started);
       for (const fd of [request, reply]) closeQuietly(fd);
       rmSync(dir, { recursive: true, force: true });
@@ -169,9 +184,8 @@ function startHelper(): Helper | null {
 
 /** Stopped (SIGSTOP, a debugger) or gone: it will not answer. */
 function helperStuck(started: Helper): boolean {
-  const pid = started.process.pid ?? 0;
   try {
-    return /^\d+ \(.*\) [TtZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    return /^\d+ \(.*\) [TtZX]/.test(readFileSync(`/proc/${started.pid}/stat`, 'utf8'));
   } catch {
     return true;
   }
@@ -204,6 +218,7 @@ function ask(started: Helper, request: Buffer, id: number): Answer {
     for (let at; (at = started.replies.indexOf('\n')) >= 0;) {
       const [answerId, pid, ...why] = started.replies.slice(0, at).split(' ');
       started.replies = started.replies.slice(at + 1);
+      started.answered = true;
       if (Number(answerId) === id)
         return pid === 'E' ? { kind: 'failed', why: why.join(' ') } : { kind: 'ran', pid: Number(pid) };
       // An answer that came too late: that spawn went to node-pty, so this program must not run.
@@ -220,14 +235,9 @@ function ask(started: Helper, request: Buffer, id: number): Answer {
   }
 }
 
+/** A program the helper ran for a spawn that went to node-pty meanwhile: a child of the helper. */
 function killLate(pid: number): void {
-  for (const target of [-pid, pid]) {
-    try {
-      process.kill(target, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  signalOwned([-pid, pid], 'SIGKILL');
 }
 
 function closeQuietly(fd: number): void {
@@ -246,10 +256,12 @@ function closeQuietly(fd: number): void {
  */
 export async function endEscapees(stepMs: number): Promise<void> {
   const signal = (name: NodeJS.Signals | 0): number => {
+    if (running.size === 0) return 0;
+    const table = scanProcesses();
     const found = [...running].flatMap((started) =>
-      escapeesOf(started.process.pid ?? 0, new Set(started.terminals.keys())),
+      escapeesOf(started.pid, new Set(started.terminals.keys()), table),
     );
-    if (name !== 0) signalEach(found.flat(), name);
+    if (name !== 0) signalOwned(found.flat(), name, table);
     return found.length;
   };
   if (signal('SIGHUP') === 0) return;
@@ -262,15 +274,14 @@ export async function endEscapees(stepMs: number): Promise<void> {
   for (let round = 0; round < 100 && signal('SIGKILL') > 0; round++) await delay(10);
 }
 
-let wrapper: string | null | undefined;
 /**
  * What node-pty should run instead of a program, on Linux (its forkpty child closes no descriptor):
  * the helper's binary, which with `--exec FILE ARG…` closes every descriptor from 3 up and execs
  * FILE in place (same pid). Undefined elsewhere (macOS's posix_spawn closes them) or if not built.
  */
 export function nodePtyWrapper(): string | undefined {
-  wrapper ??= process.platform === 'linux' && existsSync(BINARY) ? BINARY : null;
-  return wrapper ?? undefined;
+  const binary = process.platform === 'linux' ? nativeHelper('spawner') : undefined;
+  return binary?.kind === 'usable' ? binary.path : undefined;
 }
 
 export interface HelperSpawnOptions {
@@ -312,9 +323,14 @@ export function spawnWithoutFork(
     closeQuietly(term.master);
     // The program itself cannot start (exec or chdir failed): node-pty would fail the same way.
     if (answer.kind === 'failed') throw new Error(answer.why);
+    if (!started.answered && readProcess(started.pid)?.zombie !== false) {
+      // Gone before its first answer: the binary does not work here (nor as node-pty's wrapper).
+      helper = null;
+      markUnusable('spawner', `${started.path} exited before answering its first spawn`);
+    }
     if ((started.strikes += 1) >= STRIKES || helperStuck(started)) {
       retire(started); // this spawn goes to node-pty; the next one starts a new helper
-      started.process.kill('SIGKILL'); // it ignores the others
+      signalOwned([started.pid], 'SIGKILL'); // it ignores the others
     }
     return undefined;
   }

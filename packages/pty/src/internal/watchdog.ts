@@ -4,33 +4,25 @@
 // registers its session here, on every platform and whichever way it was spawned; a session is
 // forgotten once its processes have ended. If the watchdog dies, the next registration restarts it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { nativeHelper } from './native-helpers.js';
+import { readProcess } from './process-table.js';
+import { recordSpawned } from './signal-guard.js';
 
-/** From src/internal (tests) and dist/internal alike, this is the package's dist/native. */
-export const NATIVE_DIR = fileURLToPath(new URL('../../dist/native/', import.meta.url));
-const BINARY = `${NATIVE_DIR}aleph-pty-watchdog`;
-
-const watched = new Set<number>();
+/** Registered session leaders: pid → start time (0 where unknown: not Linux). */
+const watched = new Map<number, number>();
 let watchdog: ChildProcess | undefined;
-let missingWarned = false;
 /** Restarts left: a watchdog that cannot stay up must not be restarted forever. */
 let restarts = 10;
 
 function start(): ChildProcess | undefined {
   if (process.platform === 'win32') return undefined; // no process groups: ConPTY ends with its console
-  if (!existsSync(BINARY)) {
-    if (!missingWarned) {
-      missingWarned = true;
-      process.emitWarning(
-        `@aleph/pty: ${BINARY} is missing (build the package): a killed server would leave its terminals running`,
-      );
-    }
-    return undefined;
-  }
+  const binary = nativeHelper('watchdog'); // if unusable, the package's one warning said so
+  if (binary.kind === 'unusable') return undefined;
   // Its own session, so a Ctrl-C or hangup meant for the server's process group does not reach it.
-  const child = spawn(BINARY, [], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  const child = spawn(binary.path, [], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
   child.on('error', () => {});
+  // No pid: it could not start (EAGAIN, EMFILE…). Not tracked; the next registration tries again.
+  if (!recordSpawned(child.pid)) return undefined;
   child.stdin?.on('error', () => {}); // EPIPE if it died: 'exit' restarts it
   child.once('exit', () => {
     if (watchdog !== child) return;
@@ -44,7 +36,8 @@ function start(): ChildProcess | undefined {
   // It must not keep this process alive; it goes when this process does (its stdin closes).
   child.unref();
   (child.stdin as unknown as { unref(): void } | null)?.unref();
-  if (watched.size > 0) child.stdin?.write([...watched].map((pid) => `+${pid}\n`).join(''));
+  if (watched.size > 0)
+    child.stdin?.write([...watched].map(([pid, started]) => `+${pid} ${started}\n`).join(''));
   return child;
 }
 
@@ -55,11 +48,13 @@ export function prepareWatchdog(): void {
 
 /** From now on, if this process dies, the session led by `pid` is ended with it. */
 export function watchSession(pid: number): void {
-  if (watched.has(pid)) return;
-  watched.add(pid);
+  if (watched.has(pid) || !Number.isInteger(pid) || pid <= 1) return;
+  // With its start time: the watchdog never takes a process that reused the pid for this session.
+  const started = readProcess(pid)?.startTime ?? 0;
+  watched.set(pid, started);
   if (watchdog === undefined)
     watchdog = start(); // writes every watched pid, this one included
-  else watchdog.stdin?.write(`+${pid}\n`);
+  else watchdog.stdin?.write(`+${pid} ${started}\n`);
 }
 
 /** The session's processes have all ended: its pid may be reused, so the watchdog must let go. */
