@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 2509, files: 16 },
   verification: { lines: 2279, files: 22 },
-  harness: { lines: 2195, files: 12 },
+  harness: { lines: 2800, files: 12 },
   gateway: { lines: 3173, files: 17 },
   sandbox: { lines: 813, files: 7 },
   server: { lines: 3133, files: 15 },
