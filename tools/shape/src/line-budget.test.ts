@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2800, files: 12 },
   gateway: { lines: 3173, files: 17 },
   sandbox: { lines: 813, files: 7 },
-  server: { lines: 3133, files: 15 },
+  server: { lines: 3149, files: 15 },
   console: { lines: 1671, files: 8 },
 };
 
