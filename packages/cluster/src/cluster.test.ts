@@ -1,0 +1,218 @@
+// The seams over a real nats-server with JetStream: connection faults, fenced session appends,
+// cluster-wide ordered events with resume, and runs that move when their node dies.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { BusEvent } from '@aleph/gateway';
+import { eventBusContract } from '@aleph/gateway/testing';
+import type { SessionEventBody } from '@aleph/harness';
+import { natsServerBinary, startNatsServer, type NatsServer } from '../test/nats-server.js';
+import {
+  ClusterError,
+  connectCluster,
+  JetStreamEventBus,
+  JetStreamRunQueue,
+  JetStreamSessionStore,
+  type ClusterConnection,
+  type RunTicket,
+} from './index.js';
+
+const binary = natsServerBinary();
+if (binary === undefined && process.env.CI)
+  throw new Error('nats-server is missing (Debian package nats-server)');
+
+const user = (content: string): SessionEventBody => ({ type: 'user', content });
+
+describe.skipIf(binary === undefined)('cluster over nats-server', () => {
+  let nats: NatsServer;
+  const open: ClusterConnection[] = [];
+  let clusterName = 0;
+  const name = (): string => `t${process.pid}_${++clusterName}`;
+  const node = async (cluster: string, nodeName: string, leaseTtlSecs = 2): Promise<ClusterConnection> => {
+    const connection = await connectCluster({
+      servers: [nats.url],
+      name: cluster,
+      node: nodeName,
+      leaseTtlSecs,
+    });
+    open.push(connection);
+    return connection;
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((connection) => connection.close().catch(() => undefined)));
+  });
+  afterAll(async () => {
+    await nats?.dispose();
+  });
+
+  it('refuses an unreachable server, naming it', async () => {
+    const error = await connectCluster({ servers: ['nats://127.0.0.1:1'], connectTimeoutMs: 1_000 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ClusterError);
+    expect((error as ClusterError).code).toBe('unreachable');
+    expect((error as ClusterError).message).toContain('nats://127.0.0.1:1');
+  });
+
+  it('refuses a second node with the name of a live one', async () => {
+    const cluster = name();
+    await node(cluster, 'a');
+    const error = await node(cluster, 'a').catch((e: unknown) => e);
+    expect((error as ClusterError).code).toBe('duplicate_node');
+    expect(await open[0]?.nodes()).toEqual(['a']);
+  });
+
+  it('refuses an existing stream of another configuration and keeps its data', async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a');
+    await a.jsm.streams.add({ name: `${cluster}_sessions`, subjects: ['elsewhere.>'] });
+    await a.js.publish('elsewhere.x', 'kept');
+    const error = await JetStreamSessionStore.open(a).catch((e: unknown) => e);
+    expect((error as ClusterError).code).toBe('incompatible');
+    expect((error as ClusterError).message).toContain(`${cluster}_sessions`);
+    expect((await a.jsm.streams.info(`${cluster}_sessions`)).state.messages).toBe(1);
+  });
+
+  it('fences a node whose session was taken over by another', async () => {
+    const cluster = name();
+    const a = await JetStreamSessionStore.open(await node(cluster, 'a'));
+    const b = await JetStreamSessionStore.open(await node(cluster, 'b'));
+    const id = await a.create();
+    await a.append(id, user('one'));
+    await a.append(id, user('two'));
+    const seen = await b.load(id);
+    expect(seen.events.map((event) => (event as { content?: string }).content)).toEqual(['one', 'two']);
+    expect(seen.events.map((event) => event.seq)).toEqual([0, 1]);
+    await b.append(id, user('three (b)'));
+    const error = await a.append(id, user('stale (a)')).catch((e: unknown) => e);
+    expect((error as ClusterError).code).toBe('fenced');
+    // A list of runs on the stale node reads the log but does not un-fence it.
+    await a.summaries();
+    await a.load(id);
+    expect(((await a.append(id, user('still stale')).catch((e: unknown) => e)) as ClusterError).code).toBe(
+      'fenced',
+    );
+    const final = await b.load(id);
+    expect(final.events.map((event) => (event as { content?: string }).content)).toEqual([
+      'one',
+      'two',
+      'three (b)',
+    ]);
+    expect(await b.list()).toContain(id);
+  });
+
+  describe('the EventBus contract of @aleph/gateway', () => {
+    for (const { name: caseName, run } of eventBusContract)
+      it(caseName, async () => {
+        const connection = await node(name(), 'a');
+        await run(() => JetStreamEventBus.open(connection));
+      });
+  });
+
+  it('gives one session gap-free sequences across nodes, and a client resumes on another node', async () => {
+    const cluster = name();
+    const a = await JetStreamEventBus.open(await node(cluster, 'a'));
+    const b = await JetStreamEventBus.open(await node(cluster, 'b'));
+    const c = await JetStreamEventBus.open(await node(cluster, 'c'));
+    const got: BusEvent[] = [];
+    const live = c.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
+    await live.ready;
+    // Two nodes publish to one session at once: every number is given once, none skipped.
+    const seqs = await Promise.all(
+      Array.from({ length: 60 }, (_, index) =>
+        (index % 2 === 0 ? a : b).publish('agent.step', 'run-x', { index }),
+      ),
+    );
+    expect([...seqs].sort((x, y) => x - y)).toEqual(Array.from({ length: 60 }, (_, index) => index + 1));
+    await expect.poll(() => got.length, { timeout: 10_000 }).toBe(60);
+    expect(got.map((event) => event.seq)).toEqual(Array.from({ length: 60 }, (_, index) => index + 1));
+    live.unsubscribe();
+    // A client that saw up to 41 reconnects to node b and resumes: 42..60, each once.
+    const resumed: BusEvent[] = [];
+    const again = b.subscribe(
+      { topics: ['*'], sessionId: 'run-x', afterSeq: 41 },
+      (event) => void resumed.push(event),
+    );
+    await again.ready;
+    await expect.poll(() => resumed.length, { timeout: 10_000 }).toBe(19);
+    expect(resumed.map((event) => event.seq)).toEqual(Array.from({ length: 19 }, (_, index) => index + 42));
+    again.unsubscribe();
+    // Session ids that are not one subject token still work.
+    expect(await a.publish('pty.exit', 'a.b c', { ok: true })).toBe(1);
+    expect(await a.publish('pty.exit', '', { ok: true })).toBe(1);
+    await expect(a.publish('pty out', 's', {})).rejects.toThrow(ClusterError);
+  });
+
+  it('moves a run to another node when its node stops renewing, and the old node is fenced', async () => {
+    const cluster = name();
+    const connectionA = await node(cluster, 'a', 1);
+    const connectionB = await node(cluster, 'b', 1);
+    const queueA = await JetStreamRunQueue.open(connectionA);
+    const queueB = await JetStreamRunQueue.open(connectionB);
+    const taken: { node: string; redelivered: boolean }[] = [];
+    let aSignal: AbortSignal | undefined;
+    queueA.serve(async (_ticket, lease) => {
+      taken.push({ node: lease.node, redelivered: lease.redelivered });
+      aSignal = lease.signal;
+      await new Promise<void>((resolve) => lease.signal.addEventListener('abort', () => resolve()));
+    });
+    const ticket: RunTicket = { runId: 'run-1', sessionId: 's-1', request: { prompt: 'p' } };
+    await queueA.submit(ticket);
+    await expect.poll(() => taken.length, { timeout: 10_000 }).toBe(1);
+    expect((await queueB.holder('run-1'))?.node).toBe('a');
+    // Node a stops (as under SIGSTOP): no renewals reach NATS. Simulated by closing its socket.
+    await connectionA.nc.close();
+    queueB.serve((_ticket, lease) => {
+      taken.push({ node: lease.node, redelivered: lease.redelivered });
+      return Promise.resolve();
+    });
+    await expect.poll(() => taken.length, { timeout: 10_000 }).toBe(2);
+    expect(taken).toEqual([
+      { node: 'a', redelivered: false },
+      { node: 'b', redelivered: true },
+    ]);
+    expect(aSignal?.aborted).toBe(false); // a cannot even learn it: it is cut off — its appends are fenced instead
+    await queueB.close();
+    await queueA.close();
+  });
+
+  it('cancels a run on the node that holds it', async () => {
+    const cluster = name();
+    const a = await JetStreamRunQueue.open(await node(cluster, 'a'));
+    const b = await JetStreamRunQueue.open(await node(cluster, 'b'));
+    let reason: unknown;
+    a.serve(async (_ticket, lease) => {
+      await new Promise<void>((resolve) => lease.signal.addEventListener('abort', () => resolve()));
+      reason = lease.signal.reason;
+    });
+    await b.submit({ runId: 'run-c', sessionId: 's', request: {} });
+    await expect.poll(() => a.running, { timeout: 10_000 }).toBe(1);
+    b.cancel('run-c');
+    await expect.poll(() => reason, { timeout: 5_000 }).toBeInstanceOf(ClusterError);
+    await expect.poll(() => a.running).toBe(0);
+    expect(await b.holder('run-c')).toBeUndefined();
+    await a.close();
+    await b.close();
+  });
+
+  it('loses no stored event across a nats-server restart', async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const bus = await JetStreamEventBus.open(connection);
+    for (let index = 0; index < 50; index++) await bus.publish('agent.step', 'r', index);
+    await nats.restart();
+    await connection.whenConnected();
+    await expect.poll(() => connection.health, { timeout: 10_000 }).toBe('ok');
+    for (let index = 50; index < 100; index++) await bus.publish('agent.step', 'r', index);
+    const got: unknown[] = [];
+    const subscription = bus.subscribe(
+      { topics: ['agent.*'], sessionId: 'r', afterSeq: 0 },
+      (event) => void got.push(event.data),
+    );
+    await expect.poll(() => got.length, { timeout: 10_000 }).toBe(100);
+    subscription.unsubscribe();
+    expect(got).toEqual(Array.from({ length: 100 }, (_, index) => index));
+  });
+});

@@ -1,0 +1,213 @@
+// Durable runs: `submit` puts a run on a JetStream work queue; each node takes runs while it has
+// room (`maxRuns`) and holds each by a lease — a KV entry with the bucket's TTL, created only when
+// absent and renewed by revision, while the queue message is kept in progress. A node that dies or
+// stops stops renewing: its lease expires and the message comes back, and another node takes it.
+// Invariant: a node runs a ticket only while it holds the lease; when a renewal finds the lease
+// gone or someone else's, the handler's signal is aborted at once (the session store's fenced
+// appends keep anything it still tries from landing).
+import { AckPolicy, DeliverPolicy, RetentionPolicy, type Consumer, type JsMsg } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import type { Subscription } from '@nats-io/transport-node';
+import { ensureStream, type ClusterConnection } from './connection.js';
+import { ClusterError } from './errors.js';
+
+export interface RunTicket {
+  readonly runId: string;
+  readonly sessionId: string;
+  /** What the server needs to start the run (its request as JSON); never a secret. */
+  readonly request: unknown;
+}
+
+export interface RunLease {
+  /** Aborted when the lease is lost (the run moved to another node) or the run was cancelled. */
+  readonly signal: AbortSignal;
+  /** The ticket was delivered before (its run may have a log to resume from). */
+  readonly redelivered: boolean;
+  readonly node: string;
+}
+
+export type RunHandler = (ticket: RunTicket, lease: RunLease) => Promise<void>;
+
+export interface RunHolder {
+  readonly node: string;
+  readonly since: number;
+}
+
+const NS_PER_MS = 1_000_000;
+
+export class JetStreamRunQueue {
+  readonly #connection: ClusterConnection;
+  readonly #consumer: Consumer;
+  readonly #leases: KV;
+  readonly #running: Map<string, AbortController>;
+  readonly #cancels: Subscription;
+  #closed = false;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+
+  private constructor(
+    connection: ClusterConnection,
+    consumer: Consumer,
+    leases: KV,
+    cancels: Subscription,
+    running: Map<string, AbortController>,
+  ) {
+    this.#running = running;
+    this.#connection = connection;
+    this.#consumer = consumer;
+    this.#leases = leases;
+    this.#cancels = cancels;
+  }
+
+  static async open(connection: ClusterConnection): Promise<JetStreamRunQueue> {
+    const { names, options, jsm, js, nc } = connection;
+    await ensureStream(jsm, {
+      name: names.runsStream,
+      subjects: [names.runsSubject],
+      retention: RetentionPolicy.Workqueue,
+      num_replicas: options.replicas,
+    });
+    const ackWait = options.leaseTtlMs * NS_PER_MS;
+    let info;
+    try {
+      info = await jsm.consumers.info(names.runsStream, names.runsConsumer);
+    } catch {
+      info = undefined;
+    }
+    if (info === undefined) {
+      await jsm.consumers.add(names.runsStream, {
+        durable_name: names.runsConsumer,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: ackWait,
+        max_deliver: -1,
+        filter_subject: names.runsSubject,
+      });
+    } else if (info.config.ack_wait !== ackWait || info.config.ack_policy !== AckPolicy.Explicit) {
+      throw new ClusterError(
+        'incompatible',
+        `consumer ${names.runsConsumer} exists with ack_wait ${(info.config.ack_wait ?? 0) / NS_PER_MS} ms, this node needs ${options.leaseTtlMs} ms (lease_ttl_secs must be the same on every node); it was left as it is`,
+      );
+    }
+    const consumer = await js.consumers.get(names.runsStream, names.runsConsumer);
+    const leases = await connection.kv(names.leasesBucket, options.leaseTtlMs);
+    const running = new Map<string, AbortController>();
+    const cancels = nc.subscribe(`${names.runsSubject}.cancel`, {
+      callback: (_error, message) => {
+        const runId = message.string();
+        running.get(runId)?.abort(new ClusterError('closed', `run ${runId} was cancelled`));
+      },
+    });
+    return new JetStreamRunQueue(connection, consumer, leases, cancels, running);
+  }
+
+  async submit(ticket: RunTicket): Promise<void> {
+    await this.#connection.js.publish(this.#connection.names.runsSubject, JSON.stringify(ticket), {
+      msgID: ticket.runId,
+    });
+  }
+
+  /** Cancels a run wherever it is held (a run still waiting is dropped when it is taken). */
+  cancel(runId: string): void {
+    this.#connection.nc.publish(`${this.#connection.names.runsSubject}.cancel`, runId);
+  }
+
+  /** The node holding a run now, if any. */
+  async holder(runId: string): Promise<RunHolder | undefined> {
+    const entry = await this.#leases.get(runId);
+    if (entry === null || entry.operation !== 'PUT') return undefined;
+    return entry.json<RunHolder>();
+  }
+
+  /** Runs held by this node now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  /** Starts taking runs; at most `maxRuns` at once. */
+  serve(handler: RunHandler): void {
+    if (this.#loop !== undefined) throw new ClusterError('invalid_options', 'serve() was already called');
+    this.#loop = this.#serve(handler);
+  }
+
+  async #serve(handler: RunHandler): Promise<void> {
+    const { maxRuns } = this.#connection.options;
+    while (!this.#closed) {
+      const room = maxRuns - this.#running.size;
+      if (room <= 0 || this.#connection.health !== 'ok') {
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+          setTimeout(resolve, 500).unref();
+        });
+        continue;
+      }
+      try {
+        const batch = await this.#consumer.fetch({ max_messages: room, expires: 1_000 });
+        for await (const message of batch) void this.#take(message, handler);
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 250).unref());
+      }
+    }
+  }
+
+  async #take(message: JsMsg, handler: RunHandler): Promise<void> {
+    const ticket = message.json<RunTicket>();
+    const node = this.#connection.options.node;
+    const holder = JSON.stringify({ node, since: Date.now() } satisfies RunHolder);
+    let revision: number;
+    try {
+      revision = await this.#leases.create(ticket.runId, holder);
+    } catch {
+      // Still held (its node may be alive and slow, or dead with the lease not yet expired).
+      message.nak(Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 10)));
+      return;
+    }
+    const controller = new AbortController();
+    this.#running.set(ticket.runId, controller);
+    const renew = async (): Promise<void> => {
+      try {
+        revision = await this.#leases.update(ticket.runId, holder, revision);
+        message.working();
+      } catch (error) {
+        if (this.#connection.health === 'ok')
+          controller.abort(
+            new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node}`, { cause: error }),
+          );
+      }
+    };
+    const beat = setInterval(
+      () => void renew(),
+      Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 3)),
+    );
+    try {
+      await handler(ticket, {
+        signal: controller.signal,
+        redelivered: message.info.deliveryCount > 1,
+        node,
+      });
+    } catch {
+      /* the handler records its own failures in the run's log */
+    } finally {
+      clearInterval(beat);
+      this.#running.delete(ticket.runId);
+      const reason: unknown = controller.signal.reason;
+      const fenced = reason instanceof ClusterError && reason.code === 'fenced';
+      if (!fenced) {
+        // A node that is shutting down hands the run back (another node resumes it from its log).
+        if (this.#closed) message.nak();
+        else message.ack();
+        await this.#leases.delete(ticket.runId, { previousSeq: revision }).catch(() => undefined);
+      }
+      this.#wake?.();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#wake?.();
+    this.#cancels.unsubscribe();
+    for (const controller of this.#running.values())
+      controller.abort(new ClusterError('closed', 'the node is closing'));
+    await this.#loop;
+  }
+}

@@ -1,0 +1,188 @@
+// The harness's SessionStore over JetStream: one subject per session in one stream, so every node
+// reads every session's log. Invariant: an append lands only when the log's last message is the
+// one this store last saw for that session (JetStream's expected-last-subject-sequence), so once
+// another node has loaded the log and appended — it resumed the run — a node that was stopped or
+// cut off can never append to it again: its append is refused as `fenced`.
+import { randomUUID } from 'node:crypto';
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import type {
+  SessionEvent,
+  SessionEventBody,
+  SessionLoad,
+  SessionStore,
+  SessionSummary,
+} from '@aleph/harness';
+import type { ClusterConnection } from './connection.js';
+import { ensureStream } from './connection.js';
+import { ClusterError } from './errors.js';
+
+const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
+const WRONG_LAST_SEQUENCE = 10071;
+
+interface Tail {
+  /** Stream sequence of the session's last message this store knows of (0: none). */
+  lastStreamSeq: number;
+  /** Events in the log (the next event's `seq`). */
+  count: number;
+  /** Appends of one session are chained so they land in order. */
+  chain: Promise<unknown>;
+}
+
+export interface JetStreamSessionStoreOptions {
+  /** The harness's `summarize` (a list of runs reads each log); injected so this package imports types only. */
+  readonly summarize?: (sessionId: string, load: SessionLoad, live: boolean) => SessionSummary;
+  /** Whether a run holds the session now (anywhere in the cluster): its lease is alive. */
+  readonly isLive?: (sessionId: string) => boolean | Promise<boolean>;
+}
+
+function checkId(sessionId: string): void {
+  if (!SESSION_ID.test(sessionId))
+    throw new ClusterError('invalid_options', `invalid session id ${JSON.stringify(sessionId)}`);
+}
+
+export class JetStreamSessionStore implements SessionStore {
+  readonly #js: JetStreamClient;
+  readonly #jsm: JetStreamManager;
+  readonly #stream: string;
+  readonly #subject: (sessionId: string) => string;
+  readonly #options: JetStreamSessionStoreOptions;
+  readonly #tails = new Map<string, Tail>();
+
+  private constructor(connection: ClusterConnection, options: JetStreamSessionStoreOptions) {
+    this.#js = connection.js;
+    this.#jsm = connection.jsm;
+    this.#stream = connection.names.sessionsStream;
+    this.#subject = connection.names.sessionSubject;
+    this.#options = options;
+  }
+
+  static async open(
+    connection: ClusterConnection,
+    options: JetStreamSessionStoreOptions = {},
+  ): Promise<JetStreamSessionStore> {
+    await ensureStream(connection.jsm, {
+      name: connection.names.sessionsStream,
+      subjects: [connection.names.sessionSubject('>')],
+      num_replicas: connection.options.replicas,
+    });
+    return new JetStreamSessionStore(connection, options);
+  }
+
+  create(): Promise<string> {
+    const id = randomUUID();
+    this.#tails.set(id, { lastStreamSeq: 0, count: 0, chain: Promise.resolve() });
+    return Promise.resolve(id);
+  }
+
+  async #tail(sessionId: string): Promise<Tail> {
+    checkId(sessionId);
+    let tail = this.#tails.get(sessionId);
+    if (tail === undefined) {
+      await this.load(sessionId);
+      tail = this.#tails.get(sessionId);
+    }
+    return tail as Tail;
+  }
+
+  async append(sessionId: string, body: SessionEventBody): Promise<SessionEvent> {
+    const tail = await this.#tail(sessionId);
+    const write = tail.chain.then(async () => {
+      const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
+      try {
+        const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
+          expect: { lastSubjectSequence: tail.lastStreamSeq },
+        });
+        tail.lastStreamSeq = ack.seq;
+        tail.count += 1;
+        return event;
+      } catch (error) {
+        const code = (error as { code?: unknown; api_error?: { err_code?: number } }).api_error?.err_code;
+        if (code === WRONG_LAST_SEQUENCE || /wrong last sequence/i.test(String(error)))
+          throw new ClusterError(
+            'fenced',
+            `session ${sessionId} was appended to by another node; this node no longer holds it`,
+            {
+              cause: error,
+            },
+          );
+        throw error;
+      }
+    });
+    tail.chain = write.catch(() => undefined);
+    return await write;
+  }
+
+  /** Appends are durable once JetStream acknowledged them. */
+  flush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /**
+   * Reads the log. The first read of a session on this store also takes its tail (what the next
+   * append must follow); a store that already holds a tail keeps it, so a stale holder stays fenced.
+   */
+  async load(sessionId: string): Promise<SessionLoad> {
+    const { load, last } = await this.#read(sessionId);
+    if (!this.#tails.has(sessionId))
+      this.#tails.set(sessionId, {
+        lastStreamSeq: last,
+        count: load.events.length,
+        chain: Promise.resolve(),
+      });
+    return load;
+  }
+
+  async #read(sessionId: string): Promise<{ load: SessionLoad; last: number }> {
+    checkId(sessionId);
+    const subject = this.#subject(sessionId);
+    let last: number;
+    try {
+      const message = await this.#jsm.streams.getMessage(this.#stream, { last_by_subj: subject });
+      last = message?.seq ?? 0;
+    } catch {
+      last = 0;
+    }
+    const events: SessionEvent[] = [];
+    const corruptLines: number[] = [];
+    if (last > 0) {
+      const consumer = await this.#js.consumers.get(this.#stream, {
+        filter_subjects: subject,
+        deliver_policy: DeliverPolicy.All,
+      });
+      const messages = await consumer.consume();
+      for await (const message of messages) {
+        try {
+          events.push(message.json<SessionEvent>());
+        } catch {
+          corruptLines.push(events.length + corruptLines.length + 1);
+        }
+        if (message.seq >= last) break;
+      }
+      await messages.close();
+    }
+    return { load: { events, tornTail: false, corruptLines }, last };
+  }
+
+  async list(): Promise<string[]> {
+    const prefix = this.#subject('');
+    const info = await this.#jsm.streams.info(this.#stream, { subjects_filter: this.#subject('>') });
+    return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
+  }
+
+  end(sessionId: string): Promise<void> {
+    this.#tails.delete(sessionId);
+    return Promise.resolve();
+  }
+
+  async summaries(): Promise<SessionSummary[]> {
+    const summarize = this.#options.summarize;
+    if (summarize === undefined) return [];
+    const out: SessionSummary[] = [];
+    for (const id of await this.list()) {
+      const live = (await this.#options.isLive?.(id)) ?? false;
+      const { load } = await this.#read(id);
+      out.push(summarize(id, load, live));
+    }
+    return out;
+  }
+}
