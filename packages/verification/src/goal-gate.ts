@@ -66,7 +66,7 @@ export async function gateVeto(
 export interface EffectiveGateOptions {
   readonly cwd?: string | undefined;
   readonly timeoutMs?: number | undefined;
-  /** Runs the model-set `gate_command` inside a sandbox (TEAM contract 1); the global gate runs as configured. */
+  /** Runs the model-set `gate_command` inside a sandbox; the global gate runs as configured. */
   readonly wrap?: CommandWrapper | undefined;
   /** Environment variable names the gates never see (`ALEPH_TOKEN`, the provider key …). */
   readonly stripEnv?: readonly string[] | undefined;

@@ -54,7 +54,7 @@ export interface ShellStopHookOptions {
   readonly env?: Record<string, string> | undefined;
   /** Environment variable names never passed to the hook (`ALEPH_TOKEN`, the provider key …). */
   readonly stripEnv?: readonly string[] | undefined;
-  /** Runs the command inside a sandbox (TEAM contract 1: `Sandbox.wrap`). */
+  /** Runs the command inside a sandbox (`Sandbox.wrap`). */
   readonly wrap?: CommandWrapper | undefined;
   /** `claude_code` reads exit 3 as a non-blocking error; the default route keeps 3 = halt. */
   readonly route?: HookRoute | undefined;

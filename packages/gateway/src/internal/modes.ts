@@ -1,6 +1,6 @@
 // The few terminal modes a screen depends on, tracked for every session from its first byte, so
 // that pty.snapshot's terminal — made late, from the scrollback — starts in the modes in force at
-// the scrollback's start (issue 17: vim's `ESC[?1049h` more than 1 MiB ago). The scan looks for ESC
+// the scrollback's start (vim's `ESC[?1049h` sent more than 1 MiB ago still holds). The scan looks for ESC
 // with indexOf and parses only `ESC [ ? Pm h/l`, `ESC =`, `ESC >` and `ESC c`, across chunks.
 //
 // The state at the scrollback's start: an exact log of changes would hold ~10^5 entries per MiB

@@ -74,7 +74,7 @@ const passThrough = <T extends object>(target: T, key: string | symbol): unknown
  * The terminal as the serializer sees it: each line ends at the terminal's width. xterm.js keeps a
  * line's cells past a shrink (`IBufferLine.length` > `cols`: documented) and addon-serialize 0.14
  * reads them, so a full-width wrapped row lost its last column and gained `---` junk after a shrink
- * (outside tester, T-B; fixed upstream only in 0.15 betas, which need a beta @xterm/xterm). The
+ * (fixed upstream only in 0.15 betas, which need a beta @xterm/xterm). The
  * cells cut off are ones no client of this width can show.
  */
 function widthBound(terminal: headless.Terminal): Parameters<serializeModule.SerializeAddon['activate']>[0] {

@@ -155,7 +155,7 @@ const shQuote = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
 
 /**
  * The whole command: bwrap itself, or a `sh` that opens the seccomp filter file on an fd for bwrap
- * (a spawner passes no extra fds: contract 1 is file, args, cwd, env) and, once bwrap has ended
+ * (a spawner passes no extra fds: a wrapped command is file, args, cwd, env) and, once bwrap has ended
  * (nothing of the sandbox outlives it), removes the protected files that appeared (`created`).
  */
 export function bubblewrapCommand(

@@ -29,7 +29,7 @@ export type ProcessOutcome =
   | { kind: 'aborted' }
   | { kind: 'spawn_failed'; message: string };
 
-/** The command about to run, the shape a sandbox's `wrap` takes (TEAM contract 1). */
+/** The command about to run, the shape a sandbox's `wrap` takes (`Sandbox.wrap` of @aleph/sandbox). */
 export interface CommandToRun {
   readonly file: string;
   readonly args: readonly string[];
