@@ -30,6 +30,7 @@ import {
 } from '@aleph/verification';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
@@ -52,6 +53,18 @@ export interface AgentServiceOptions {
   readonly logger: Logger;
   /** Builds the provider for a run (a model override may be given); undefined when none is configured. */
   readonly providerFor: (model: string | undefined) => AiProvider | undefined;
+  /**
+   * Cluster mode: agent.run submits here and any node with room takes the run (this one through
+   * `serve`); absent, a run starts at once in this process.
+   */
+  readonly queue?: ClusterRunQueue;
+}
+
+/** What a queued run carries to the node that takes it (never a secret). */
+interface RunRequest {
+  readonly prompt: string;
+  readonly cwd: string;
+  readonly model?: string;
 }
 
 interface RunRecord {
@@ -139,6 +152,12 @@ interface EarlierRun {
   readonly terminateReason: TerminateReason;
 }
 
+/** A run as agent.list shows it in cluster mode: it may be running on another node. */
+type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
+  readonly state: 'running' | 'done';
+  readonly terminateReason?: TerminateReason;
+};
+
 /** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
 export type SandboxLabel = 'bubblewrap' | 'sandbox-exec' | 'off';
 const sandboxLabel = (sandbox: Sandbox): SandboxLabel =>
@@ -181,14 +200,18 @@ export class AgentService {
       }),
       (params) => this.start(params),
     );
-    gateway.register('agent.cancel', z.strictObject({ runId: z.string().min(1) }), ({ runId }) => {
+    gateway.register('agent.cancel', z.strictObject({ runId: z.string().min(1) }), async ({ runId }) => {
       const run = this.#runs.get(runId);
+      if (run === undefined && options.queue !== undefined && (await options.queue.holder(runId))) {
+        options.queue.cancel(runId); // held by another node: it aborts the run there
+        return { cancelled: true };
+      }
       if (run === undefined) throw new GatewayError('unknown_run', `unknown run ${runId}`);
       run.controller.abort(new Error('cancelled by agent.cancel'));
       return { cancelled: run.result === undefined };
     });
-    gateway.register('agent.list', z.strictObject({}).optional(), () => [
-      ...this.#earlier,
+    gateway.register('agent.list', z.strictObject({}).optional(), async () => [
+      ...(options.queue === undefined ? this.#earlier : await this.#clusterRuns()),
       ...[...this.#runs.values()].map((run) => ({
         runId: run.runId,
         sessionId: run.sessionId,
@@ -256,9 +279,9 @@ export class AgentService {
     cwd?: string | undefined;
     model?: string | undefined;
   }): Promise<{ runId: string; sessionId: string; sandbox: SandboxLabel }> {
-    const { config, gateway, logger } = this.#options;
-    const provider = this.#options.providerFor(params.model);
-    if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
+    const { config, logger } = this.#options;
+    if (this.#options.providerFor(params.model) === undefined)
+      throw new GatewayError('no_provider', NO_PROVIDER);
     // The run's directory is the client's to say (or the config's): never the server's own folder.
     const given = params.cwd ?? config.agent.workdir;
     if (given === undefined)
@@ -284,9 +307,71 @@ export class AgentService {
         `params.cwd: ${cwd} is under ${under.path}, denied by ${under.key}: choose a directory outside it`,
       );
 
-    const runId = randomUUID();
+    const request: RunRequest = {
+      prompt: params.prompt,
+      cwd,
+      ...(params.model === undefined ? {} : { model: params.model }),
+    };
+    const queue = this.#options.queue;
+    if (queue === undefined)
+      return this.#launch(request, randomUUID(), await this.#options.sessions.create());
+    // Cluster: the run's id is its session's; whichever node takes it runs it.
     const sessionId = await this.#options.sessions.create();
+    await queue.submit({ runId: sessionId, sessionId, request });
+    logger.info({ runId: sessionId, cwd }, 'run queued');
+    return { runId: sessionId, sessionId, sandbox: sandboxLabel(this.#options.sandbox) };
+  }
+
+  /** Cluster mode: takes queued runs while this node has room, and resumes those whose node was lost. */
+  serveQueue(): void {
+    const { queue, logger } = this.#options;
+    queue?.serve(async (ticket, lease) => {
+      const request = ticket.request as RunRequest;
+      const load = await this.#options.sessions.load(ticket.sessionId);
+      const last = load.events.at(-1);
+      if (last?.type === 'terminate') return; // it ended before its node could say so
+      const resume = load.events.some((event) => event.type === 'user');
+      if (resume) logger.warn({ runId: ticket.runId, node: lease.node }, 'run taken over from a lost node');
+      const started = this.#launch(request, ticket.runId, ticket.sessionId, { resume, lease: lease.signal });
+      await this.#runs.get(started.runId)?.done;
+    });
+  }
+
+  /** Every run of the cluster, read from the shared store (the ones running here as this node sees them). */
+  async #clusterRuns(): Promise<ListedRun[]> {
+    const summaries = (await this.#options.sessions.summaries?.()) ?? [];
+    return summaries
+      .filter((summary) => summary.prompt !== undefined && !this.#runs.has(summary.sessionId))
+      .sort((a, b) => (a.startedAt ?? 0) - (b.startedAt ?? 0))
+      .slice(-MAX_FINISHED_RUNS)
+      .map((summary): ListedRun => ({
+        runId: summary.sessionId,
+        sessionId: summary.sessionId,
+        prompt: summary.prompt ?? '',
+        cwd: summary.cwd ?? '',
+        startedAt: summary.startedAt ?? 0,
+        state: summary.state === 'running' ? 'running' : 'done',
+        ...(summary.state === 'running'
+          ? {}
+          : { terminateReason: summary.terminateReason ?? { kind: 'interrupted' } }),
+      }));
+  }
+
+  #launch(
+    request: RunRequest,
+    runId: string,
+    sessionId: string,
+    cluster: { resume: boolean; lease: AbortSignal } | undefined = undefined,
+  ): { runId: string; sessionId: string; sandbox: SandboxLabel } {
+    const { gateway, logger } = this.#options;
+    const { cwd } = request;
+    const params = request;
+    const provider = this.#options.providerFor(request.model);
+    if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
     const controller = new AbortController();
+    // A lost lease (another node holds the run now) or a cancel from another node ends it here at
+    // once, and nothing more of it is published from this node.
+    cluster?.lease.addEventListener('abort', () => controller.abort(cluster.lease.reason), { once: true });
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
     const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
     const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
@@ -294,8 +379,13 @@ export class AgentService {
       depsFor: (flow) =>
         this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection, limits),
     });
-    const publish = (topic: string, data: object): void =>
-      gateway.publish(topic, { runId, sessionId, ...data });
+    const lost = (): boolean =>
+      cluster !== undefined &&
+      cluster.lease.aborted &&
+      (cluster.lease.reason as { code?: string })?.code === 'fenced';
+    const publish = (topic: string, data: object): void => {
+      if (!lost()) gateway.publish(topic, { runId, sessionId, ...data });
+    };
     const sandbox = sandboxLabel(this.#options.sandbox);
     const record: RunRecord = {
       runId,
@@ -306,7 +396,7 @@ export class AgentService {
       controller,
       done: orchestrator
         .dispatch(
-          { prompt: params.prompt, sessionId, cwd },
+          { prompt: params.prompt, sessionId, cwd, ...(cluster?.resume ? { resume: true } : {}) },
           {
             signal: controller.signal,
             onStep: (step) => {

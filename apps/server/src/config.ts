@@ -7,6 +7,7 @@ import { dirname, resolve } from 'node:path';
 import { stopHookEntrySchema } from '@aleph/verification';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
+import { clusterConfigSchema } from './cluster-mode.js';
 
 const positiveInt = z
   .int({ error: 'must be a positive integer' })
@@ -98,6 +99,8 @@ export const configSchema = z.strictObject({
       headers: z.record(z.string(), z.string()).optional(),
     })
     .prefault({}),
+  /** Cluster mode on NATS JetStream; absent: one process, files on disk. */
+  cluster: clusterConfigSchema.optional(),
   log: z
     .strictObject({
       level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),

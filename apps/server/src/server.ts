@@ -3,13 +3,14 @@
 import { existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
-import { createFileSessionStore, type SessionStore } from '@aleph/harness';
+import { createFileSessionStore, summarize, type SessionStore } from '@aleph/harness';
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
 import { createSandbox, isWithin, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
+import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
 import { createProvider, providerKeyVariable } from './providers.js';
 import { resolveToken, writeServerInfo } from './state.js';
@@ -35,6 +36,8 @@ export interface RunningServer {
   readonly sandbox: ConfiguredSandbox;
   readonly gateway: Gateway;
   readonly agents: AgentService;
+  /** Cluster mode's node (`[cluster]`), undefined when the server runs alone. */
+  readonly cluster: ClusterMode | undefined;
   close(): Promise<void>;
 }
 
@@ -72,7 +75,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const logger = options.logger ?? pino({ level: config.log.level }, pino.destination(2));
   // Fail at start, not at the first run: bad hook files and provider settings are config errors.
   for (const file of config.hooks.files) loadHooksFile(file);
-  const sessions = openSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
+  const cluster = config.cluster === undefined ? undefined : await openCluster(config, logger);
+  const sessions = cluster?.sessions ?? openSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const defaultProvider = createProvider(config.agent, env);
   const keyVariable = providerKeyVariable(config.agent);
   // Every child of this process (terminals, tools, hooks, gates) inherits process.env: the server's
@@ -114,6 +118,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ptyManager,
     logger: logger.child({ component: 'gateway' }),
     ...(consoleBuilt ? { static: { root: CONSOLE_DIR } } : {}),
+    ...(cluster === undefined ? {} : { bus: cluster.bus }),
   });
   const agents = new AgentService({
     config,
@@ -138,8 +143,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     logger: logger.child({ component: 'agent' }),
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
+    ...(cluster === undefined ? {} : { queue: cluster.queue }),
   });
   await agents.restore();
+  agents.serveQueue();
   writeServerInfo(stateDir, { url: gateway.url, token, pid: process.pid });
 
   let closing: Promise<void> | undefined;
@@ -153,17 +160,32 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     sandbox,
     gateway,
     agents,
+    cluster,
     close() {
       closing ??= (async () => {
         await agents.shutdown(); // runs cancelled first: their tools' ptys go with the gateway next
         await gateway.close(); // every pty's process group ended (reason: shutdown)
         await sessions.close?.();
+        await cluster?.close();
         await telemetry?.shutdown().catch(() => {}); // the last spans out
         logger.flush();
       })();
       return closing;
     },
   };
+}
+
+/** Cluster mode's errors (NATS unreachable, refused credentials, a live node of the same name, an incompatible stream) are config errors naming the servers. */
+async function openCluster(config: Config, logger: Logger): Promise<ClusterMode | undefined> {
+  const settings = config.cluster;
+  if (settings === undefined) return undefined;
+  try {
+    const cluster = await startClusterMode(settings, logger.child({ component: 'cluster' }), summarize);
+    logger.info({ component: 'cluster', node: cluster.node, cluster: cluster.name }, 'joined the cluster');
+    return cluster;
+  } catch (error) {
+    throw new ConfigError(`[cluster]: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 /**

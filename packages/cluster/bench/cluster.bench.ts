@@ -6,7 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { createHash } from 'node:crypto';
 import { connectCluster, JetStreamEventBus, JetStreamSessionStore } from '../src/index.js';
-import { natsServerBinary, startNatsServer } from '../test/nats-server.js';
+import { natsServerBinary, startNatsServer } from '../src/testing.js';
 
 const MIB = 1024 * 1024;
 const TOTAL = Number(process.env.CLUSTER_BENCH_MIB ?? 64) * MIB;

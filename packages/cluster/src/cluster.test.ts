@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { BusEvent } from '@aleph/gateway';
 import { eventBusContract } from '@aleph/gateway/testing';
 import type { SessionEventBody } from '@aleph/harness';
-import { natsServerBinary, startNatsServer, type NatsServer } from '../test/nats-server.js';
+import { natsServerBinary, startNatsServer, type NatsServer } from './testing.js';
 import {
   ClusterError,
   connectCluster,

@@ -44,6 +44,12 @@ export interface RunInput {
   readonly cwd?: string;
   /** Told to hooks as Claude Code's `permission_mode` (default `bypassPermissions`: nobody asks). */
   readonly permissionMode?: string;
+  /**
+   * Take over a run whose log already holds its prompt (its node was lost): the prompt is not
+   * appended again, completed turns are not repeated, and a call without a result is told to the
+   * model as interrupted.
+   */
+  readonly resume?: boolean;
 }
 
 export interface RunOptions {
@@ -313,7 +319,10 @@ export class AgentHarness {
     };
 
     try {
-      await log({ type: 'user', content: input.prompt, ...(input.cwd ? { cwd: input.cwd } : {}) });
+      // A taken-over run goes on from its log; its turns so far count toward maxIterations.
+      if (input.resume === true && events.some((event) => event.type === 'user'))
+        iterations = events.filter((event) => event.type === 'turn_step').length;
+      else await log({ type: 'user', content: input.prompt, ...(input.cwd ? { cwd: input.cwd } : {}) });
       for (;;) {
         if (signal.aborted) return await finish({ kind: 'cancelled' });
         if (iterations >= maxIterations) return await finish({ kind: 'max_iterations' });

@@ -12,6 +12,8 @@ export interface FlowRequest {
   readonly parentSessionId?: string;
   /** The flow's project root; a sub-agent works in its parent's. */
   readonly cwd?: string;
+  /** Take over `sessionId`'s run from its log (see `RunInput.resume`). */
+  readonly resume?: boolean;
 }
 
 export interface OrchestratorOptions {
@@ -45,7 +47,12 @@ export class Orchestrator {
     this.#flows.set(sessionId, { depth, cwd });
     try {
       return await harness.run(
-        { prompt: flow.prompt, sessionId, ...(cwd === undefined ? {} : { cwd }) },
+        {
+          prompt: flow.prompt,
+          sessionId,
+          ...(cwd === undefined ? {} : { cwd }),
+          ...(flow.resume === true ? { resume: true } : {}),
+        },
         options,
       );
     } finally {

@@ -15,12 +15,12 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 2509, files: 16 },
   verification: { lines: 2279, files: 22 },
-  harness: { lines: 2195, files: 12 },
+  harness: { lines: 2211, files: 12 },
   gateway: { lines: 3173, files: 17 },
   sandbox: { lines: 813, files: 7 },
-  server: { lines: 3133, files: 15 },
+  server: { lines: 3362, files: 16 },
   console: { lines: 1671, files: 8 },
-  cluster: { lines: 964, files: 7 },
+  cluster: { lines: 1065, files: 8 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

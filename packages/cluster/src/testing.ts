@@ -1,5 +1,5 @@
-// Starts a real nats-server with JetStream on a free loopback port and a temp store, for tests and
-// benches. stop() ends it (and waits for the exit); restart() keeps the store and the port.
+// @aleph/cluster/testing: starts a real nats-server with JetStream on a free loopback port and a
+// temp store, for tests and benches. stop() ends it (and waits); restart() keeps the store and port.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect as tcpConnect } from 'node:net';

@@ -1,0 +1,114 @@
+// Cluster mode: with `[cluster]` in aleph.toml the server's seams are NATS JetStream's — the event
+// bus (every node's clients see every node's events), the session store (every node reads every
+// run's log; a node that lost a run is fenced from it) and the run queue (a run waits in a work
+// queue, a node holds it by a lease, another node resumes it from its log when the holder dies).
+// Without `[cluster]` none of this is loaded and nothing changes.
+import type { EventBus } from '@aleph/gateway';
+import type { SessionLoad, SessionStore, SessionSummary } from '@aleph/harness';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+
+const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be 1-64 letters, digits, _ or -' });
+
+export const clusterConfigSchema = z.strictObject({
+  servers: z
+    .array(z.string().regex(/^(nats|tls|ws|wss):\/\/\S+$/, { error: 'must be nats:// URLs' }))
+    .min(1, {
+      error: 'must name at least one NATS server',
+    }),
+  name: name.default('aleph'),
+  node: name.optional(),
+  max_runs: z
+    .int({ error: 'must be a positive integer' })
+    .positive({ error: 'must be a positive integer' })
+    .default(4),
+  lease_ttl_secs: z.number({ error: 'must be a number of seconds' }).min(1).max(3600).default(10),
+  replicas: z.int({ error: 'must be an integer from 1 to 5' }).min(1).max(5).default(1),
+  token: z.string().min(1).optional(),
+  creds_file: z.string().min(1).optional(),
+  nkey_file: z.string().min(1).optional(),
+  /** false: start degraded (local terminals only, runs wait) when NATS is unreachable at start. */
+  required: z.boolean({ error: 'must be true or false' }).default(true),
+});
+
+export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
+
+export interface ClusterRunQueue {
+  submit(ticket: { runId: string; sessionId: string; request: unknown }): Promise<void>;
+  serve(
+    handler: (
+      ticket: { runId: string; sessionId: string; request: unknown },
+      lease: { signal: AbortSignal; redelivered: boolean; node: string },
+    ) => Promise<void>,
+  ): void;
+  cancel(runId: string): void;
+  holder(runId: string): Promise<{ node: string } | undefined>;
+  close(): Promise<void>;
+}
+
+export interface ClusterMode {
+  readonly node: string;
+  readonly name: string;
+  readonly bus: EventBus;
+  readonly sessions: SessionStore;
+  readonly queue: ClusterRunQueue;
+  health(): 'ok' | 'degraded' | 'closed';
+  nodes(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/**
+ * Connects this node to the cluster. Loaded only when `[cluster]` is configured (the NATS clients
+ * are not imported otherwise). Errors are the cluster's own (unreachable, auth, duplicate node,
+ * incompatible stream), for the caller to report as configuration errors.
+ */
+export async function startClusterMode(
+  config: ClusterConfig,
+  logger: Logger,
+  summarize: (sessionId: string, load: SessionLoad, live: boolean) => SessionSummary,
+): Promise<ClusterMode> {
+  const cluster = await import('@aleph/cluster');
+  const connection = await cluster.connectCluster({
+    servers: config.servers,
+    name: config.name,
+    ...(config.node !== undefined ? { node: config.node } : {}),
+    maxRuns: config.max_runs,
+    leaseTtlSecs: config.lease_ttl_secs,
+    replicas: config.replicas,
+    ...(config.token !== undefined ? { token: config.token } : {}),
+    ...(config.creds_file !== undefined ? { credsFile: config.creds_file } : {}),
+    ...(config.nkey_file !== undefined ? { nkeyFile: config.nkey_file } : {}),
+  });
+  try {
+    const queue = await cluster.JetStreamRunQueue.open(connection);
+    const sessions = await cluster.JetStreamSessionStore.open(connection, {
+      summarize,
+      isLive: async (sessionId) => (await queue.holder(sessionId)) !== undefined,
+    });
+    const bus = await cluster.JetStreamEventBus.open(connection);
+    connection.onHealth((health) =>
+      logger[health === 'ok' ? 'info' : 'warn'](
+        { component: 'cluster', node: connection.options.node },
+        health === 'degraded'
+          ? `NATS unreachable (${config.servers.join(', ')}): degraded — local terminals go on, runs wait`
+          : `cluster ${health}`,
+      ),
+    );
+    return {
+      node: connection.options.node,
+      name: connection.options.name,
+      bus,
+      sessions,
+      queue,
+      health: () => connection.health,
+      nodes: () => connection.nodes(),
+      async close() {
+        await queue.close();
+        await connection.close();
+      },
+    };
+  } catch (error) {
+    await connection.close();
+    throw error;
+  }
+}

@@ -1,0 +1,185 @@
+// Cluster mode end to end: three real server processes on loopback sharing a real nats-server,
+// a fake OpenAI-compatible model, and a client on one node. A run submitted anywhere runs on some
+// node and every event reaches the client; a node SIGKILLed mid-run loses it to another node,
+// which resumes from the log without repeating a completed step.
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectCluster, JetStreamRunQueue } from '@aleph/cluster';
+import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+const binary = natsServerBinary();
+if (binary === undefined && process.env.CI)
+  throw new Error('nats-server is missing (Debian package nats-server)');
+
+const TOKEN = 'cluster-shared-token-0123456789';
+const STEPS = 10;
+
+/** Ten shell steps (each takes a moment), then a stop. */
+const tenSteps: Brain = (conversation) => {
+  // Steps that completed (a step cut short by a lost node has no output and is run again).
+  const done = conversation.filter((turn) => turn.role === 'tool' && /step-\d+/.test(turn.text)).length;
+  if (done >= STEPS) return { text: `ran ${done} steps\nVERDICT: PASS` };
+  return { call: { name: 'shell', args: { command: `sleep 0.4; echo step-${done + 1}` } } };
+};
+
+describe.skipIf(binary === undefined)('cluster mode across three server processes', () => {
+  let nats: NatsServer;
+  let llm: FakeLlm;
+  let work: string;
+  const servers: ServerProcess[] = [];
+  const clients: GatewayClient[] = [];
+
+  const config = (node: string, name: string) => `
+[gateway]
+port = 0
+token = "${TOKEN}"
+
+[agent]
+provider = "openai-compatible"
+model = "fake-coder"
+base_url = "${llm.baseUrl}"
+max_iterations = 30
+
+[sandbox]
+mode = "off"
+
+[power]
+inhibit_sleep = false
+
+[cluster]
+servers = ["${nats.url}"]
+name = "${name}"
+node = "${node}"
+lease_ttl_secs = 2
+max_runs = 2
+`;
+
+  const startNodes = async (name: string): Promise<ServerProcess[]> => {
+    const started = await Promise.all(['a', 'b', 'c'].map((node) => startServerProcess(config(node, name))));
+    servers.push(...started);
+    return started;
+  };
+  const client = async (server: ServerProcess): Promise<GatewayClient> => {
+    const connected = await connectGateway(server.url, { token: server.token });
+    clients.push(connected);
+    return connected;
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    llm = await startFakeLlm(tenSteps);
+    work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cluster-e2e-')));
+  });
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((connected) => connected.close()));
+    for (const server of servers.splice(0)) {
+      await server.stop();
+      rmSync(server.stateDir, { recursive: true, force: true });
+    }
+  });
+  afterAll(async () => {
+    await llm?.close();
+    await nats?.dispose();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop', async () => {
+    const [a] = await startNodes('e2e1');
+    const viewer = await client(a as ServerProcess);
+    await viewer.subscribe(['agent.*']);
+    const events: { topic: string; params: Record<string, unknown> }[] = [];
+    viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+    const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+      prompt: 'ten steps',
+      cwd: work,
+    });
+    await expect
+      .poll(() => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId), {
+        timeout: 60_000,
+      })
+      .toBeDefined();
+    const done = events.find((event) => event.topic === 'agent.done')?.params;
+    expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+    const tools = events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
+    expect(tools.map((event) => /step-\d+/.exec(String(event.params['output']))?.[0])).toEqual(
+      Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`),
+    );
+    // Every node lists it and serves its history.
+    for (const server of servers) {
+      const other = await client(server);
+      const listed = await other.request<{ runId: string; state: string }[]>('agent.list', {});
+      expect(listed.find((run) => run.runId === runId)?.state).toBe('done');
+    }
+  });
+
+  it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {
+    const nodes = await startNodes('e2e2');
+    const probe = await connectCluster({ servers: [nats.url], name: 'e2e2', node: 'probe', leaseTtlSecs: 2 });
+    const queue = await JetStreamRunQueue.open(probe);
+    try {
+      const front = nodes[0] as ServerProcess;
+      const viewer = await client(front);
+      await viewer.subscribe(['agent.*']);
+      const events: { topic: string; params: Record<string, unknown> }[] = [];
+      viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+      const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+        prompt: 'ten steps',
+        cwd: work,
+      });
+      const toolsSeen = () =>
+        events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
+      await expect.poll(() => toolsSeen().length, { timeout: 60_000 }).toBeGreaterThanOrEqual(5);
+      const holder = (await queue.holder(runId))?.node;
+      expect(holder).toBeDefined();
+      const victim = nodes[['a', 'b', 'c'].indexOf(holder as string)] as ServerProcess;
+      let viewerNode = front;
+      if (victim === front) {
+        // The client's own node dies: it reconnects to another and follows the run there.
+        viewerNode = nodes.find((node) => node !== victim) as ServerProcess;
+      }
+      const killedAt = Date.now();
+      await victim.stop('SIGKILL');
+      const follower = viewerNode === front ? viewer : await client(viewerNode);
+      if (follower !== viewer) {
+        await follower.subscribe(['agent.*']);
+        follower.onEvent((topic, params) =>
+          events.push({ topic, params: params as Record<string, unknown> }),
+        );
+      }
+      await expect
+        .poll(() => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId), {
+          timeout: 60_000,
+        })
+        .toBeDefined();
+      const newHolderStepAt = events.findIndex(
+        (event) => event.topic === 'agent.step' && event.params['runId'] === runId,
+      );
+      expect(newHolderStepAt).toBeGreaterThanOrEqual(0);
+      const done = events.find(
+        (event) => event.topic === 'agent.done' && event.params['runId'] === runId,
+      )?.params;
+      expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+      expect(Date.now() - killedAt).toBeLessThan(60_000);
+      // The log holds each completed step once: tool results of step-1..step-10, no step twice.
+      const history = await follower.request<{ events: { type: string; output?: string }[] }>(
+        'agent.history',
+        {
+          sessionId: runId,
+        },
+      );
+      const outputs = history.events
+        .map((event) => (event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined))
+        .filter((step) => step !== undefined);
+      expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
+      expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
+    } finally {
+      await queue.close();
+      await probe.close();
+    }
+  });
+});
