@@ -49,14 +49,19 @@ describe('the layout', () => {
   });
 });
 
-describe('over a real gateway', () => {
-  let h: Harness;
+let h: Harness;
+/** Each test of the block gets a gateway of its own. */
+function withGateway(): void {
   beforeEach(async () => {
     h = await startGateway();
   });
   afterEach(async () => {
     await h.dispose();
   });
+}
+
+describe('over a real gateway: output', () => {
+  withGateway();
 
   it('a binary viewer and a JSON viewer get the same bytes at the same offsets as the scrollback holds', async () => {
     const binary = await h.connect();
@@ -93,6 +98,10 @@ describe('over a real gateway', () => {
       Buffer.from(Array.from({ length: 256 }, (_, i) => i)),
     );
   });
+});
+
+describe('over a real gateway: keystrokes', () => {
+  withGateway();
 
   it('keystrokes in binary frames reach the program as the JSON requests do, byte for byte', async () => {
     const client = await h.connect();

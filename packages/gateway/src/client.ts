@@ -4,6 +4,7 @@
 import { WebSocket } from 'ws';
 import { GatewayError } from './errors.js';
 import { binaryInputFrame, readBinaryFrame } from './internal/binary-frames.js';
+import { ACK_AFTER_MS, ACK_EVERY_BYTES } from './internal/wire-constants.js';
 import { rawBuffer, rawText, readOutputFrame } from './internal/frames.js';
 import {
   ErrorCodes,
@@ -15,15 +16,6 @@ import {
   type PtyExitEvent,
   type RpcErrorObject,
 } from './protocol.js';
-
-/**
- * A terminal's answers to a program's queries — CPR and DECXCPR, DA1/DA2, DSR status, DECRQM,
- * window reports, OSC/DCS replies — as every viewer's terminal sends them. A program must get one
- * answer, not one per viewer: a viewer that is not the one used last drops input made only of these.
- */
-export const TERMINAL_ANSWERS =
-  // eslint-disable-next-line no-control-regex
-  /\x1b\[(?:\??\d+(?:;\d+)*R|[?>][\d;]*c|\d*n|\??[\d;]*\$y|\d+(?:;\d+)*t)|\x1b[P\]][^\x07\x1b]*(?:\x07|\x1b\\)/g;
 
 export interface PtyOutput {
   readonly sessionId: string;
@@ -44,15 +36,6 @@ export interface ConnectOptions {
 }
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };
-
-/**
- * Auto-acks go out once this much of a session's output was handled since its last ack (half the
- * server's default low-water mark), and otherwise at most ACK_AFTER_MS after the first output not
- * yet acked: flow control sees a client that keeps up as keeping up, with one ack per 128 KiB
- * instead of one per frame (each ack costs the server a wakeup and a parse).
- */
-const ACK_EVERY_BYTES = 128 * 1024;
-const ACK_AFTER_MS = 20;
 
 export class GatewayClient {
   readonly socket: WebSocket;
@@ -395,3 +378,4 @@ export function connectGateway(url: string, options: ConnectOptions): Promise<Ga
 
 export { GatewayError } from './errors.js';
 export * from './protocol.js';
+export { ACK_AFTER_MS, ACK_EVERY_BYTES, TERMINAL_ANSWERS } from './internal/wire-constants.js';

@@ -147,27 +147,28 @@ describe('caps', () => {
   });
 });
 
-describe('bad input gets a stable error and the connection stays usable', () => {
-  const raw = async (): Promise<{ ws: WebSocket; next: () => Promise<any> }> => {
-    const ws = new WebSocket(h.gateway.url, [PROTOCOL_VERSION], {
-      headers: { authorization: `Bearer ${TOKEN}` },
-    });
-    const queue: any[] = [];
-    const waiters: ((value: any) => void)[] = [];
-    ws.on('message', (data) => {
-      const parsed = JSON.parse(data.toString());
-      const waiter = waiters.shift();
-      if (waiter) waiter(parsed);
-      else queue.push(parsed);
-    });
-    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-    return {
-      ws,
-      next: () =>
-        queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve) => waiters.push(resolve)),
-    };
+/** A bare socket that reads every answer as JSON, in order. */
+const raw = async (): Promise<{ ws: WebSocket; next: () => Promise<any> }> => {
+  const ws = new WebSocket(h.gateway.url, [PROTOCOL_VERSION], {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
+  const queue: any[] = [];
+  const waiters: ((value: any) => void)[] = [];
+  ws.on('message', (data) => {
+    const parsed = JSON.parse(data.toString());
+    const waiter = waiters.shift();
+    if (waiter) waiter(parsed);
+    else queue.push(parsed);
+  });
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  return {
+    ws,
+    next: () =>
+      queue.length ? Promise.resolve(queue.shift()) : new Promise((resolve) => waiters.push(resolve)),
   };
+};
 
+describe('bad input gets a stable error and the connection stays usable', () => {
   it.each([
     ['not JSON', '{"jsonrpc": "2.0", "id": 1, ', ErrorCodes.parse_error, 'parse_error', /^not JSON/],
     [
@@ -263,7 +264,9 @@ describe('bad input gets a stable error and the connection stays usable', () => 
     expect(await next()).toEqual({ jsonrpc: '2.0', id: 99, result: [] });
     ws.close();
   });
+});
 
+describe('bad input gets a stable error and the connection stays usable: frames and payloads', () => {
   it('a binary frame', async () => {
     const { ws, next } = await raw();
     ws.send(Buffer.from([1, 2, 3]), { binary: true });
@@ -507,7 +510,9 @@ describe('flow control, replay and keepalive', () => {
       await slow.dispose();
     }
   });
+});
 
+describe('flow control: acks, replay and keepalive', () => {
   it('the typed client acks every 128 KiB, and keeps a session flowing under tighter marks', async () => {
     // Each ack with how far it moved, and how long after the first output it covers it was sent.
     type Ack = { offset: number; step: number; waitedMs: number };

@@ -2,38 +2,16 @@
 // wire types — the server validates with them at the socket edge and the client infers from them.
 import { z } from 'zod';
 
-export const PROTOCOL_VERSION = 'aleph.v1';
-/** Browsers cannot set headers: they offer this subprotocol prefix + base64url(token) instead. */
-export const TOKEN_SUBPROTOCOL_PREFIX = 'aleph.token.';
-export const WEBSOCKET_PATH = '/ws';
-/** Largest decoded `pty.input` payload. */
-export const MAX_INPUT_BYTES = 64 * 1024;
-/** Most output bytes one `pty.replay` answer carries: ask again from where it ended for more. */
-export const MAX_REPLAY_BYTES = 64 * 1024;
-/**
- * Most cells (cols × rows) of a session `pty.snapshot` serves (e.g. 1000 × 500): its terminal costs
- * ~12 bytes a cell, and a 10000 × 10000 one over a gigabyte. A bigger session answers `screen_too_large`.
- */
-export const MAX_SNAPSHOT_CELLS = 500_000;
-
-/** Stable error codes: the number is JSON-RPC's, `data.code` the name clients match on. */
-export const ErrorCodes = {
-  parse_error: -32700,
-  invalid_request: -32600,
-  method_not_found: -32601,
-  invalid_params: -32602,
-  internal_error: -32603,
-  unknown_session: -32001,
-  frame_too_large: -32002,
-  busy: -32003,
-  session_limit: -32004,
-  spawn_failed: -32005,
-  session_closed: -32006,
-  screen_too_large: -32008,
-  unknown_run: -32007,
-  no_provider: -32010,
-} as const;
-export type ErrorCodeName = keyof typeof ErrorCodes;
+export {
+  ErrorCodes,
+  MAX_INPUT_BYTES,
+  MAX_REPLAY_BYTES,
+  MAX_SNAPSHOT_CELLS,
+  PROTOCOL_VERSION,
+  TOKEN_SUBPROTOCOL_PREFIX,
+  WEBSOCKET_PATH,
+  type ErrorCodeName,
+} from './internal/wire-constants.js';
 
 const sessionId = z.string().min(1, { error: 'must be a session id' });
 const DIMENSION = 'must be an integer from 1 to 10000';

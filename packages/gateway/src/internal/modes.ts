@@ -16,7 +16,7 @@ const CHECKPOINT_BYTES = 4096;
  * from the output just before the switch: this much of it, copied when the scrollback is about to
  * drop it (within TAIL_MARGIN_BYTES of its start; a read is at most 64 KiB).
  */
-const NORMAL_TAIL_BYTES = 32 * 1024;
+export const NORMAL_TAIL_BYTES = 32 * 1024;
 const TAIL_MARGIN_BYTES = 256 * 1024;
 /** Alternate-screen periods remembered at most (a program toggling it in a loop). */
 const MAX_PERIODS = 256;

@@ -30,7 +30,7 @@ const SOON = Symbol('soon');
  * stream buffered (up to a read), and a read in flight. 128 KiB was one read short: a reconnect
  * storm under load lost 25 KB of a held session's output.
  */
-const HOLD_MARGIN_BYTES = 256 * 1024;
+export const HOLD_MARGIN_BYTES = 256 * 1024;
 /** How often viewers that are behind are looked at (acks also wake the pump at once). */
 const BEHIND_CHECK_MS = 10;
 

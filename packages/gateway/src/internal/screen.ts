@@ -21,7 +21,7 @@ export const SNAPSHOT_SCROLLBACK_LINES = 1000;
 /** Cells of the normal buffer (screen and scrollback) at most: ~12 bytes each in xterm.js. */
 const BUFFER_CELLS = 2 * MAX_SNAPSHOT_CELLS;
 /** Output written to the terminal and not parsed yet past which it is dropped (a flood). */
-const MAX_BEHIND_BYTES = 2 * 1024 * 1024;
+export const MAX_BEHIND_BYTES = 2 * 1024 * 1024;
 const EMPTY = new Uint8Array(0);
 /** How addon-serialize switches to the alternate buffer in a snapshot. */
 const ALTERNATE_SWITCH = '\x1b[?1049h\x1b[H';

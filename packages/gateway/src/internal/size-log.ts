@@ -9,7 +9,7 @@
 // (a client resizing in a loop), the oldest forgotten first.
 
 /** Resizes remembered at most; older ones are forgotten (their output is replayed at a later size). */
-const MAX_ENTRIES = 1024;
+export const MAX_ENTRIES = 1024;
 
 export interface SizeChange {
   readonly offset: number;
