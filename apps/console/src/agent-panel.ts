@@ -1,39 +1,23 @@
 // The agent side of the page: a prompt that starts `agent.run`, the list of runs, and one run's
 // timeline. The timeline is drawn from the run's session log (`agent.history`), refetched when an
-// agent.* event says it grew: one rendering path for a live run and for a run seen after a reload.
+// agent.* event says it grew, and drawn incrementally (RunView): one rendering path for a live run,
+// a run seen after a reload, and a run resumed after a dropped connection. A run that is over can
+// be followed up (agent.run on its session) from the box under its timeline.
 // The wire shapes below are the server's (apps/server agent-service.ts), declared here because the
 // console may import only the gateway.
 import { brief, h } from './dom.js';
 import { RpcError, type GatewayConnection } from './gateway-client.js';
+import {
+  describeEnd,
+  describeTotals,
+  RunView,
+  type LogEvent,
+  type RunTotals,
+  type TerminateReason,
+} from './run-view.js';
 
-type Verdict =
-  | { kind: 'continue' }
-  | { kind: 'veto'; reason: string; feedback: string; source?: string }
-  | { kind: 'halt'; reason: string; source?: string };
-type TerminateReason =
-  | { kind: 'model_stop' | 'max_iterations' | 'cancelled' | 'interrupted' }
-  | { kind: 'halted'; by: string; reason: string }
-  | { kind: 'consecutive_failures'; count: number; lastError?: string }
-  | { kind: 'error'; error: { kind: string; message?: string; elapsedMs?: number } };
-type LogEvent = { seq: number } & (
-  | { type: 'user' | 'feedback'; content: string }
-  | { type: 'assistant'; content: string; toolCalls: { id: string; name: string; args: unknown }[] }
-  | { type: 'tool_result'; callId: string; name: string; output: string; isError: boolean }
-  | { type: 'verdict'; verdict: Verdict }
-  | { type: 'compaction'; mode: string; fromTokens: number; toTokens: number }
-  | {
-      type: 'turn_step';
-      step: {
-        iteration: number;
-        state: string;
-        executed: number;
-        vetoed: boolean;
-        error?: string;
-        splitChild?: string;
-      };
-    }
-  | { type: 'terminate'; reason: TerminateReason }
-);
+export { describeEnd, describeStep } from './run-view.js';
+
 interface Run {
   runId: string;
   sessionId: string;
@@ -43,49 +27,10 @@ interface Run {
   terminateReason?: TerminateReason;
   finalText?: string;
   selfVerdict?: string | null;
-}
-
-export function describeEnd(reason: TerminateReason): string {
-  switch (reason.kind) {
-    case 'model_stop':
-      return 'finished: the model stopped';
-    case 'max_iterations':
-      return 'stopped: iteration limit reached';
-    case 'cancelled':
-      return 'cancelled';
-    case 'interrupted':
-      return 'interrupted: the server stopped during the run';
-    case 'halted':
-      return `halted by ${reason.by}: ${reason.reason}`;
-    case 'consecutive_failures':
-      return `stopped: ${plural(reason.count, 'turn')} in a row failed${reason.lastError ? `; last: ${brief(reason.lastError.split('\n')[0], 200)}` : ''}`;
-    case 'error':
-      return `error (${reason.error.kind})${reason.error.message ? `: ${reason.error.message}` : ''}`;
-  }
+  totals?: RunTotals;
 }
 
 const DIRECTORY_KEY = 'aleph.directory';
-const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
-
-/**
- * A turn in the words `aleph run` prints (apps/server cli-format.ts `stepLine`): `Turn 2: 3 tool
- * calls (1 failed), vetoed`, or why the provider failed. `calls` are the turn's results: the
- * step's own `executed` counts only the calls that succeeded.
- */
-export function describeStep(
-  step: Extract<LogEvent, { type: 'turn_step' }>['step'],
-  calls: { ok: number; failed: number },
-): string {
-  if (step.error !== undefined)
-    return `Turn ${step.iteration}: the provider failed: ${brief(step.error, 200)}`;
-  const parts = [
-    `${plural(calls.ok + calls.failed, 'tool call')}${calls.failed > 0 ? ` (${calls.failed} failed)` : ''}`,
-  ];
-  if (step.vetoed) parts.push('vetoed');
-  if (step.splitChild !== undefined) parts.push(`sub-agent ${step.splitChild}`);
-  return `Turn ${step.iteration}: ${parts.join(', ')}`;
-}
-
 export class AgentPanel {
   readonly element: HTMLElement;
   readonly prompt = h('textarea', {
@@ -106,14 +51,27 @@ export class AgentPanel {
   readonly #runs = new Map<string, Run>();
   readonly #message = h('div', { class: 'message', role: 'alert', hidden: true });
   readonly #runList = h('ul', { class: 'run-list', 'aria-label': 'Runs' });
-  readonly #timeline = h('ol', { class: 'timeline', 'aria-live': 'polite' });
+  readonly #timeline = h('div', { class: 'timeline-host' });
   readonly #header = h('div', { class: 'run-header' });
+  /** Each run's drawn timeline, kept while the page lives: folds stay as left, across selections. */
+  readonly #views = new Map<string, RunView>();
+  readonly #followUp = h('textarea', {
+    rows: '2',
+    placeholder: 'Follow up on this run… (Ctrl+Enter)',
+    'aria-label': 'Follow-up',
+  });
+  readonly #followUpForm: HTMLFormElement;
   #selected: string | undefined;
   #refetch: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     connection: GatewayConnection,
-    readonly openShell: (ptySessionId: string, command: string) => void,
+    readonly on: {
+      /** A run's `shell` call started a terminal. */
+      shell(runId: string, ptySessionId: string, command: string): void;
+      /** A run ended. */
+      done(runId: string): void;
+    },
   ) {
     this.#connection = connection;
     const form = h(
@@ -125,6 +83,18 @@ export class AgentPanel {
     this.prompt.addEventListener('keydown', (event) => {
       if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
     });
+    this.#followUpForm = h(
+      'form',
+      {
+        class: 'prompt-form follow-up',
+        hidden: true,
+        onsubmit: (event) => (event.preventDefault(), void this.followUp()),
+      },
+      h('div', { class: 'prompt-row' }, this.#followUp, h('button', { type: 'submit' }, 'Send')),
+    );
+    this.#followUp.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) this.#followUpForm.requestSubmit();
+    });
     this.element = h(
       'section',
       { class: 'agent', 'aria-label': 'Agent runs' },
@@ -133,6 +103,7 @@ export class AgentPanel {
       this.#runList,
       this.#header,
       this.#timeline,
+      this.#followUpForm,
     );
     connection.onEvent((topic, params) => this.#onEvent(topic, params as Run & Record<string, unknown>));
   }
@@ -148,21 +119,43 @@ export class AgentPanel {
     else this.#renderRuns();
   }
 
-  async run(): Promise<void> {
-    const prompt = this.prompt.value.trim();
-    if (prompt === '') return;
+  /** On a new connection: the runs' states again (events were missed), and the selected timeline. */
+  async resume(): Promise<void> {
+    const runs = await this.#connection.request<Run[]>('agent.list', {});
+    for (const run of runs) {
+      const known = this.#runs.get(run.runId);
+      if (known?.state === 'running' && run.state === 'done') this.on.done(run.runId);
+      this.#runs.set(run.runId, { ...known, ...run });
+    }
+    this.#renderRuns();
+    this.#scheduleHistory(0);
+  }
+
+  /** Sends the follow-up box to the selected run's session: the conversation goes on there. */
+  async followUp(): Promise<void> {
+    const run = this.#selected === undefined ? undefined : this.#runs.get(this.#selected);
+    const prompt = this.#followUp.value.trim();
+    if (run === undefined || prompt === '') return;
+    if (await this.run({ prompt, sessionId: run.sessionId, ...(run.cwd ? { cwd: run.cwd } : {}) }))
+      this.#followUp.value = '';
+  }
+
+  async run(followUp?: { prompt: string; sessionId: string; cwd?: string }): Promise<boolean> {
+    const prompt = followUp?.prompt ?? this.prompt.value.trim();
+    if (prompt === '') return false;
     this.#message.hidden = true;
     this.directory.removeAttribute('aria-invalid');
-    const cwd = this.directory.value.trim();
+    const cwd = followUp === undefined ? this.directory.value.trim() : (followUp.cwd ?? '');
     try {
       const { runId, sessionId } = await this.#connection.request<{ runId: string; sessionId: string }>(
         'agent.run',
-        { prompt, ...(cwd === '' ? {} : { cwd }) },
+        { prompt, ...(cwd === '' ? {} : { cwd }), ...(followUp ? { sessionId: followUp.sessionId } : {}) },
       );
-      this.#runs.set(runId, this.#runs.get(runId) ?? { runId, sessionId, prompt, state: 'running' });
-      this.prompt.value = '';
-      if (cwd !== '') localStorage.setItem(DIRECTORY_KEY, cwd);
+      this.#runs.set(runId, this.#runs.get(runId) ?? { runId, sessionId, prompt, state: 'running', cwd });
+      if (followUp === undefined) this.prompt.value = '';
+      if (cwd !== '' && followUp === undefined) localStorage.setItem(DIRECTORY_KEY, cwd);
       this.select(runId);
+      return true;
     } catch (error) {
       const code = error instanceof RpcError ? error.code : undefined;
       const message = error instanceof Error ? error.message : String(error);
@@ -178,6 +171,7 @@ export class AgentPanel {
       } else this.#message.textContent = message; // no_provider's says how to configure one
       this.#message.classList.toggle('no-provider', code === 'no_provider');
       this.#message.hidden = false;
+      return false;
     }
   }
 
@@ -196,14 +190,30 @@ export class AgentPanel {
       state: 'running',
     };
     this.#runs.set(run.runId, run);
-    if (topic === 'agent.shell') this.openShell(event['ptySessionId'] as string, event['command'] as string);
+    if (topic === 'agent.shell')
+      this.on.shell(run.runId, event['ptySessionId'] as string, event['command'] as string);
+    if (topic === 'agent.delta') {
+      const text = event['delta'] ?? event['text'];
+      if (typeof text === 'string') this.#viewOf(run).delta(text);
+      return;
+    }
     if (topic === 'agent.done') {
+      const number = (key: string): number | undefined =>
+        typeof event[key] === 'number' ? event[key] : undefined;
       Object.assign(run, {
         state: 'done',
         terminateReason: event.terminateReason,
         finalText: event.finalText,
         selfVerdict: event.selfVerdict,
+        totals: {
+          iterations: number('iterations'),
+          totalTokens: number('totalTokens'),
+          elapsedMs: number('elapsedMs'),
+          costUsd: number('costUsd'),
+        },
       });
+      this.#viewOf(run).totals(run.totals ?? {});
+      this.on.done(run.runId);
       this.#renderRuns();
     }
     if (this.#selected === undefined) this.select(run.runId);
@@ -229,7 +239,20 @@ export class AgentPanel {
     } catch {
       // a run that has not written its log yet: the next event refetches
     }
-    if (run.runId === this.#selected) this.#renderTimeline(run, events);
+    const view = this.#viewOf(run);
+    view.update(events);
+    if (run.totals !== undefined) view.totals(run.totals);
+    if (run.runId === this.#selected) this.#timeline.replaceChildren(view.element);
+  }
+
+  /** The run's timeline view (a follow-up shares its session's). */
+  #viewOf(run: Run): RunView {
+    let view = this.#views.get(run.sessionId);
+    if (view === undefined) {
+      view = new RunView();
+      this.#views.set(run.sessionId, view);
+    }
+    return view;
   }
 
   #renderRuns(): void {
@@ -265,6 +288,9 @@ export class AgentPanel {
             run.selfVerdict
               ? h('span', { class: 'self-verdict' }, `model's verdict: ${run.selfVerdict}`)
               : null,
+            run.state === 'done' && run.totals
+              ? h('span', { class: 'totals' }, describeTotals(run.totals))
+              : null,
             run.state === 'running'
               ? h(
                   'button',
@@ -278,95 +304,6 @@ export class AgentPanel {
               : null,
           ].filter((node) => node !== null)),
     );
-  }
-
-  #renderTimeline(run: Run, events: LogEvent[]): void {
-    const results = new Map(
-      events.flatMap((event) => (event.type === 'tool_result' ? [[event.callId, event] as const] : [])),
-    );
-    const items: HTMLElement[] = [];
-    const calls = { ok: 0, failed: 0 }; // the results since the last step: this turn's
-    for (const event of events) {
-      switch (event.type) {
-        case 'user':
-          items.push(h('li', { class: 'user' }, h('b', {}, 'Prompt '), event.content));
-          break;
-        case 'feedback':
-          items.push(h('li', { class: 'feedback' }, h('b', {}, 'Feedback to the model '), event.content));
-          break;
-        case 'assistant':
-          if (event.content.trim() !== '') items.push(h('li', { class: 'assistant' }, event.content));
-          for (const call of event.toolCalls) {
-            const result = results.get(call.id);
-            items.push(
-              h(
-                'li',
-                { class: `tool ${result === undefined ? 'pending' : result.isError ? 'failed' : 'ok'}` },
-                h(
-                  'details',
-                  {},
-                  h(
-                    'summary',
-                    {},
-                    `${result === undefined ? '…' : result.isError ? '✗' : '✓'} ${call.name} ${brief(call.args)}`,
-                  ),
-                  h('pre', { class: 'args' }, JSON.stringify(call.args, null, 2)),
-                  result === undefined ? null : h('pre', { class: 'result' }, result.output),
-                ),
-              ),
-            );
-          }
-          break;
-        case 'verdict':
-          if (event.verdict.kind === 'veto')
-            items.push(
-              h(
-                'li',
-                { class: 'verdict veto' },
-                h('b', {}, `Veto${event.verdict.source ? ` (${event.verdict.source})` : ''}: `),
-                event.verdict.reason,
-                h('pre', {}, event.verdict.feedback),
-              ),
-            );
-          else if (event.verdict.kind === 'halt')
-            items.push(
-              h(
-                'li',
-                { class: 'verdict halt' },
-                h('b', {}, `Halt${event.verdict.source ? ` (${event.verdict.source})` : ''}: `),
-                event.verdict.reason,
-              ),
-            );
-          break;
-        case 'turn_step':
-          items.push(h('li', { class: 'step' }, describeStep(event.step, calls)));
-          calls.ok = calls.failed = 0;
-          break;
-        case 'compaction':
-          items.push(
-            h(
-              'li',
-              { class: 'step' },
-              `Context ${event.mode}: ${event.fromTokens} → ${event.toTokens} tokens`,
-            ),
-          );
-          break;
-        case 'tool_result':
-          if (event.isError) calls.failed += 1;
-          else calls.ok += 1;
-          break; // drawn with its call
-        case 'terminate':
-          items.push(
-            h(
-              'li',
-              { class: `end ${event.reason.kind}` },
-              h('b', {}, 'Final state: '),
-              describeEnd(event.reason),
-            ),
-          );
-          break;
-      }
-    }
-    this.#timeline.replaceChildren(...items);
+    this.#followUpForm.hidden = run === undefined || run.state === 'running';
   }
 }

@@ -6,7 +6,9 @@ import './style.css';
 import { AgentPanel } from './agent-panel.js';
 import { h } from './dom.js';
 import { ConnectError, GatewayConnection } from './gateway-client.js';
-import { Terminals } from './terminals.js';
+import { LinkBanner } from './link-banner.js';
+import { isPageKey } from './terminal-tab.js';
+import { DEFAULT_IDLE_TTL_MINUTES, Terminals } from './terminals.js';
 
 const TOKEN_KEY = 'aleph.token';
 const root = document.getElementById('app')!;
@@ -79,11 +81,15 @@ async function start(): Promise<void> {
   }
   await connection.call('events.subscribe', { topics: ['agent.*'] });
   const terminals = new Terminals(connection);
-  const agent = new AgentPanel(connection, (ptySessionId, command) => {
-    terminals.markAgentSession(ptySessionId);
-    void terminals.open(ptySessionId, undefined, { focus: false, title: `agent: ${command}` });
+  const agent = new AgentPanel(connection, {
+    shell: (runId, ptySessionId, command) => terminals.agentShell(runId, ptySessionId, command),
+    done: (runId) => terminals.runEnded(runId),
   });
-  const status = h('span', { class: 'status', role: 'status' }, 'connected');
+  // A new socket: agent events again, every tab followed on from its offset, the runs reloaded.
+  connection.onReopen(() => connection.call('events.subscribe', { topics: ['agent.*'] }));
+  connection.onReopen(() => terminals.resume());
+  connection.onReopen(() => agent.resume());
+  const banner = new LinkBanner(connection, () => terminals.queuedBytes);
   const empty = h(
     'p',
     { class: 'empty' },
@@ -91,7 +97,47 @@ async function start(): Promise<void> {
     h('button', { onclick: () => void terminals.spawn() }, 'New terminal'),
     ' (Alt+N)',
   );
+  const pageKeys = h('input', { type: 'checkbox', id: 'page-keys', checked: true });
+  pageKeys.addEventListener('change', () => {
+    const tab = terminals.activeTab;
+    if (tab !== undefined) tab.pageKeys = pageKeys.checked;
+    tab?.terminal.focus();
+  });
+  const side = h(
+    'aside',
+    { class: 'side', id: 'side', 'aria-label': 'Agent and sessions' },
+    agent.element,
+    h('details', { class: 'sessions', open: true }, h('summary', {}, 'Sessions'), terminals.sessionList),
+    h(
+      'p',
+      { class: 'ttl-note' },
+      `A closed tab detaches: the program runs on. A user terminal nobody views ends after ${DEFAULT_IDLE_TTL_MINUTES} minutes idle by default (the server's [pty] idle_ttl_secs); one open in a tab is never ended for idling.`,
+    ),
+  );
+  const drawer = h(
+    'button',
+    {
+      class: 'drawer-toggle',
+      'aria-controls': 'side',
+      'aria-expanded': 'false',
+      onclick: () => toggleDrawer(),
+    },
+    'Agent',
+  );
+  const toggleDrawer = (open = !document.body.classList.contains('drawer-open')): void => {
+    document.body.classList.toggle('drawer-open', open);
+    drawer.setAttribute('aria-expanded', String(open));
+    if (open) agent.prompt.focus();
+    else terminals.activeTab?.terminal.focus();
+  };
+  // Escape closes the drawer, unless a terminal has the key (vim's Escape is vim's).
+  document.addEventListener('keydown', (event) => {
+    const inTerminal = terminals.area.contains(document.activeElement);
+    if (event.key === 'Escape' && !inTerminal && document.body.classList.contains('drawer-open'))
+      toggleDrawer(false);
+  });
   root.replaceChildren(
+    banner.element,
     h(
       'header',
       {},
@@ -101,41 +147,58 @@ async function start(): Promise<void> {
         { id: 'new-terminal', onclick: () => void terminals.spawn(), title: 'Alt+N' },
         'New terminal',
       ),
-      status,
+      h(
+        'label',
+        { class: 'page-keys', title: 'Off: Alt+N, Alt+W, Alt+A and Alt+1…9 go to the program in this tab' },
+        pageKeys,
+        'Alt keys',
+        h('span', { class: 'wide-only' }, ' for the page'),
+      ),
+      banner.status,
+      drawer,
     ),
     h(
       'main',
       { class: 'split' },
       h('div', { class: 'terminals' }, terminals.tabBar, empty, terminals.area),
-      h(
-        'aside',
-        { class: 'side' },
-        agent.element,
-        h('details', { class: 'sessions', open: true }, h('summary', {}, 'Sessions'), terminals.sessionList),
-      ),
+      side,
     ),
   );
-  new MutationObserver(() => (empty.hidden = terminals.tabs.length > 0)).observe(terminals.tabBar, {
-    childList: true,
-  });
+  terminals.onChange = () => {
+    empty.hidden = terminals.tabs.length > 0;
+    const tab = terminals.activeTab;
+    pageKeys.checked = tab?.pageKeys ?? true;
+    pageKeys.disabled = tab === undefined;
+    document.title = tab === undefined ? 'Aleph console' : `${tab.title} — Aleph`;
+    banner.render();
+  };
   window.addEventListener(
     'keydown',
     (event) => {
-      if (!event.altKey || event.ctrlKey || event.metaKey) return;
+      if (!isPageKey(event)) return;
+      // A tab that gives Alt keys to its program: its terminal took them (see TerminalTab).
+      const tab = terminals.activeTab;
+      if (tab !== undefined && !tab.pageKeys && tab.element.contains(document.activeElement)) return;
       const digit = /^Digit([1-9])$/.exec(event.code)?.[1];
       if (event.code === 'KeyN') void terminals.spawn();
       else if (event.code === 'KeyW') void terminals.close();
-      else if (event.code === 'KeyA') agent.prompt.focus();
-      else if (digit !== undefined) terminals.selectIndex(Number(digit) - 1);
-      else return;
+      else if (event.code === 'KeyA') {
+        if (getComputedStyle(drawer).display !== 'none') toggleDrawer(true);
+        agent.prompt.focus();
+      } else if (digit !== undefined) terminals.selectIndex(Number(digit) - 1);
       event.preventDefault();
     },
     { capture: true },
   );
-  void connection.closed.then((event) => {
-    terminals.dispose();
-    status.textContent = `disconnected (${event.code}): reload to reconnect`;
-    status.classList.add('error');
+  // Leaving the page detaches its terminals (they run on), but a stray Ctrl+W should not: ask.
+  window.addEventListener('beforeunload', (event) => {
+    if (terminals.tabs.some((tab) => tab.exit === undefined)) event.preventDefault();
+  });
+  connection.onState((state) => {
+    if (state.kind === 'refused') {
+      terminals.dispose();
+      sessionStorage.removeItem(TOKEN_KEY);
+    }
   });
   // For tests and the bench: the text xterm holds, read from its buffer (not from pixels).
   Object.defineProperty(window, 'alephConsole', {

@@ -4,7 +4,9 @@
 // (other tabs, `aleph attach`): the viewer used last sets it, as tmux's `window-size latest` — a
 // view sends its size when it is fitted, focused, or typed in after a pause, never otherwise.
 import { FitAddon } from '@xterm/addon-fit';
+import { SerializeAddon } from '@xterm/addon-serialize';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
+import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal } from '@xterm/xterm';
 import { TERMINAL_ANSWERS } from '@aleph/gateway/client';
 import { h } from './dom.js';
@@ -33,6 +35,20 @@ const BUSY_RETRIES = 30;
  * viewer takes the size, or for this long.
  */
 const ANSWER_FOR_MS = 60_000;
+/** Keys typed while the connection is down are kept up to this many bytes, then refused (the bell). */
+export const QUEUE_MAX_BYTES = 4096;
+/** Where a tab leaves its screen for the next load of this page (sessionStorage, per session). */
+const SAVED_SCREEN_KEY = 'aleph.screen.';
+
+/** A URL a terminal may open: the web's own schemes only (never `javascript:` or `data:`). */
+export function openableUrl(text: string): string | undefined {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export function describeExit(exit: ExitInfo): string {
   const how =
@@ -69,14 +85,33 @@ export class TerminalTab {
   #usedAt = -Infinity;
   /** Whether, as far as this view knows, the pty has its size (false once the list says not). */
   #sized = false;
+  /** Drawn at another viewer's size (not this box's) until this view is used again: not garbled. */
+  #mirroring = false;
+  #quietResize = false;
+  /** A fit is coming (next frame): this view is about to send its own size. */
+  #fitPending = false;
+  /** Whether `attach` got as far as following: a resume follows on from `#next`. */
+  #attached = false;
+  /** The offset one past the last byte xterm has drawn (not only been handed). */
+  #drawn = 0;
+  /** Keys typed while the connection was down, sent in order once it is back. */
+  #queued: Uint8Array[] = [];
+  #queuedBytes = 0;
+  readonly #linkNote: HTMLElement;
+  readonly #serialize = new SerializeAddon();
+  /** The program's title (OSC 0/2), as text; empty until it sets one. */
+  #programTitle = '';
+  /** Alt+N/W/A/1–9 go to the page (true) or to the program (false), per tab. */
+  #pageKeys = true;
 
   constructor(
     connection: GatewayConnection,
     readonly sessionId: string,
-    readonly title: string,
+    readonly label: string,
     readonly onChange: () => void = () => {},
   ) {
     this.#connection = connection;
+    this.#linkNote = h('div', { class: 'link-note', role: 'status', hidden: true });
     this.#notice = h('div', { class: 'notice', role: 'status', hidden: true });
     this.#sizeNote = h('div', {
       class: 'size-note',
@@ -87,8 +122,16 @@ export class TerminalTab {
     const screen = h('div', { class: 'screen' });
     this.element = h(
       'section',
-      { class: 'term-tab', 'data-session': sessionId, hidden: true },
+      {
+        class: 'term-tab',
+        'data-session': sessionId,
+        hidden: true,
+        role: 'tabpanel',
+        id: `panel-${sessionId}`,
+        'aria-labelledby': `tab-${sessionId}`,
+      },
       this.#notice,
+      this.#linkNote,
       this.#sizeNote,
       screen,
     );
@@ -100,6 +143,20 @@ export class TerminalTab {
       allowProposedApi: true, // the unicode API
     });
     this.terminal.loadAddon(this.#fit);
+    this.terminal.loadAddon(this.#serialize);
+    // Links open in a new tab with no way back to this page; only http(s), whatever the text says.
+    this.terminal.loadAddon(
+      new WebLinksAddon((_event, uri) => {
+        const url = openableUrl(uri);
+        if (url !== undefined) window.open(url, '_blank', 'noopener,noreferrer');
+      }),
+    );
+    this.terminal.onTitleChange((title) => {
+      // Shown as text (never markup); control characters dropped, length bounded.
+      // eslint-disable-next-line no-control-regex
+      this.#programTitle = title.replace(/[\x00-\x1f\x7f]/g, '').slice(0, 200);
+      this.onChange();
+    });
     // Unicode 11 widths (emoji 2 columns), as programs (glibc's wcwidth), tmux and the server's
     // snapshots count: xterm.js's default (Unicode 6) drew them 1 column, shifting the line after.
     this.terminal.loadAddon(new Unicode11Addon());
@@ -115,21 +172,49 @@ export class TerminalTab {
         event.preventDefault();
         return false;
       }
-      return !(event.altKey && /^(Key[NWA]|Digit[1-9])$/.test(event.code));
+      return !(this.#pageKeys && isPageKey(event));
     });
-    screen.addEventListener('mousedown', () => this.#used(), true);
+    screen.addEventListener(
+      'mousedown',
+      () => {
+        this.#used();
+        if (this.#mirroring) this.#sendSize();
+      },
+      true,
+    );
     this.terminal.textarea?.addEventListener('paste', () => this.#used(), true);
     this.terminal.onData((text) => {
       if (text.replace(TERMINAL_ANSWERS, '') !== '') this.#send(text);
       else if (this.#answering()) this.#answer(text);
     });
     this.terminal.onBinary((binary) => this.#send(binary, true));
-    this.terminal.onResize(() => this.#sendSize());
+    this.terminal.onResize(() => {
+      if (!this.#quietResize) this.#sendSize();
+    });
     this.terminal.textarea?.addEventListener('focus', () => this.#sendSize());
   }
 
   get exit(): ExitInfo | undefined {
     return this.#exit;
+  }
+
+  /** What the tab is called: the program's own title (OSC 0/2) if it set one, else its label. */
+  get title(): string {
+    return this.#programTitle || this.label;
+  }
+
+  get pageKeys(): boolean {
+    return this.#pageKeys;
+  }
+
+  set pageKeys(on: boolean) {
+    this.#pageKeys = on;
+    this.onChange();
+  }
+
+  /** Bytes typed while the connection was down, not sent yet. */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
   }
 
   /**
@@ -139,6 +224,7 @@ export class TerminalTab {
    */
   async attach(): Promise<void> {
     this.#following = false; // frames before pty.follow's answer belong to the stream before it
+    if (await this.#attachSaved()) return;
     const snapshot = await this.#screen();
     this.terminal.reset();
     if (snapshot !== undefined) {
@@ -149,10 +235,104 @@ export class TerminalTab {
       sessionId: this.sessionId,
       fromOffset: snapshot?.offset ?? 0,
     });
-    this.#next = follow.offset;
+    this.#followed(follow);
+  }
+
+  /**
+   * The screen this page left for itself at its last unload (its own scrollback, not the server's
+   * shorter one), if the server still holds the output after it: then nothing is lost or twice.
+   */
+  async #attachSaved(): Promise<boolean> {
+    const key = SAVED_SCREEN_KEY + this.sessionId;
+    const text = sessionStorage.getItem(key);
+    sessionStorage.removeItem(key);
+    if (text === null) return false;
+    const saved = JSON.parse(text) as { offset: number; cols: number; rows: number; data: string };
+    this.terminal.reset();
+    this.terminal.resize(saved.cols, saved.rows);
+    this.terminal.write(saved.data);
+    const follow = await this.#connection.call('pty.follow', {
+      sessionId: this.sessionId,
+      fromOffset: saved.offset,
+    });
+    if (follow.offset !== saved.offset) return false; // the server no longer has what came after
+    this.#followed(follow);
+    return true;
+  }
+
+  #followed(follow: MethodResult<'pty.follow'>): void {
+    this.#next = this.#drawn = follow.offset;
     this.#following = true;
+    this.#attached = true;
     if (follow.exit !== null) this.ended(follow.exit);
     this.fit();
+  }
+
+  /** Leaves this view's screen for the next load of the page (see #attachSaved). */
+  save(): void {
+    if (!this.#attached) return;
+    try {
+      const data = this.#serialize.serialize({ scrollback: this.terminal.options.scrollback ?? 1000 });
+      const { cols, rows } = this.terminal;
+      sessionStorage.setItem(
+        SAVED_SCREEN_KEY + this.sessionId,
+        JSON.stringify({ offset: this.#drawn, cols, rows, data }),
+      );
+    } catch {
+      // over the storage quota: the next load takes the server's snapshot
+    }
+  }
+
+  /**
+   * Follows on from the last byte drawn, on a new connection: nothing lost, nothing twice. Output
+   * the server no longer holds means the screen is taken again from a snapshot.
+   */
+  async resume(): Promise<void> {
+    if (!this.#attached) return this.attach();
+    if (this.#exit !== undefined) return;
+    this.#following = false;
+    let follow: MethodResult<'pty.follow'>;
+    try {
+      follow = await this.#connection.call('pty.follow', {
+        sessionId: this.sessionId,
+        fromOffset: this.#next,
+      });
+    } catch (error) {
+      if (error instanceof RpcError && error.code === 'unknown_session')
+        return this.ended({ exitCode: null, signal: null, reason: 'shutdown' });
+      throw error;
+    }
+    if (follow.offset > this.#next) return this.attach();
+    this.#followed(follow);
+    if (this.#sized) this.#sendSize();
+  }
+
+  /** The connection is up again: the keys typed meanwhile go, in order. */
+  flushQueued(): void {
+    const queued = this.#queued;
+    this.#queued = [];
+    this.#queuedBytes = 0;
+    this.#showLink();
+    for (const bytes of queued) this.#input(bytes);
+  }
+
+  /** Says in the tab what the link is doing to typing (queued or refused), or nothing when up. */
+  #showLink(refused = 0): void {
+    const down = !this.#connection.open;
+    this.#linkNote.hidden = !down;
+    if (!down) return;
+    this.#linkNote.textContent =
+      refused > 0
+        ? `Not connected: ${refused} bytes refused (the bell): over ${QUEUE_MAX_BYTES} bytes are waiting already.`
+        : this.#queuedBytes > 0
+          ? `Not connected: ${this.#queuedBytes} bytes typed are queued, sent when the connection is back.`
+          : 'Not connected: what you type is queued and sent when the connection is back.';
+    this.onChange();
+  }
+
+  /** The connection dropped: the tab says so (and what typing does meanwhile). */
+  disconnected(): void {
+    this.#showLink();
   }
 
   /**
@@ -202,7 +382,10 @@ export class TerminalTab {
     if (end <= this.#next) return;
     const fresh = output.offset < this.#next ? output.data.subarray(this.#next - output.offset) : output.data;
     this.#next = end;
-    this.terminal.write(fresh, () => this.#connection.handled(this.sessionId, end));
+    this.terminal.write(fresh, () => {
+      this.#drawn = Math.max(this.#drawn, end);
+      this.#connection.handled(this.sessionId, end);
+    });
   }
 
   ended(exit: ExitInfo): void {
@@ -225,8 +408,10 @@ export class TerminalTab {
   /** Fits the terminal to its box (once per frame); the resize goes to the pty. */
   fit(): void {
     cancelAnimationFrame(this.#fitFrame);
+    this.#fitPending = true;
     this.#fitFrame = requestAnimationFrame(() => {
-      if (!this.element.hidden) this.#fit.fit();
+      this.#fitPending = false;
+      if (!this.element.hidden && !this.#mirroring) this.#fit.fit();
     });
   }
 
@@ -236,10 +421,30 @@ export class TerminalTab {
    * last resize says nothing new.
    */
   listed(cols: number, rows: number, askedAt: number): void {
-    if (askedAt < this.#sizedAt || this.#exit !== undefined) return;
-    this.#sized = cols === this.terminal.cols && rows === this.terminal.rows;
+    if (askedAt < this.#sizedAt || this.#exit !== undefined || !this.#following || this.#fitPending) return;
+    this.#sizeNote.hidden = true; // measured without it: the box it leaves is this view's
+    const own = this.#fitted() ?? this.terminal;
+    this.#sized = cols === own.cols && rows === own.rows;
     this.#sizeNote.hidden = this.#sized;
-    this.#sizeNote.textContent = `Sized ${cols}×${rows} by another viewer: click or type here to size it for this window (${this.terminal.cols}×${this.terminal.rows}).`;
+    this.#sizeNote.textContent = `Sized ${cols}×${rows} by another viewer: click or type here to size it for this window (${own.cols}×${own.rows}).`;
+    if (this.#sized || (cols === this.terminal.cols && rows === this.terminal.rows)) return;
+    // Drawn at the pty's size (scrolled if bigger than the box), as the program draws it: a screen
+    // drawn for 120 columns wrapped into 80 is garbled. Not sent back: it is the pty's already.
+    this.#mirroring = true;
+    this.#quietResize = true; // the pty has this size already: nothing to send
+    try {
+      this.terminal.resize(Math.max(2, cols), rows);
+    } finally {
+      this.#quietResize = false;
+    }
+  }
+
+  /** The size this view's box fits, if it is laid out. */
+  #fitted(): { cols: number; rows: number } | undefined {
+    const proposed = this.element.hidden ? undefined : this.#fit.proposeDimensions();
+    return proposed !== undefined && Number.isFinite(proposed.cols) && Number.isFinite(proposed.rows)
+      ? { cols: Math.max(2, proposed.cols), rows: Math.max(1, proposed.rows) }
+      : undefined;
   }
 
   show(visible: boolean): void {
@@ -252,6 +457,7 @@ export class TerminalTab {
 
   dispose(): void {
     cancelAnimationFrame(this.#fitFrame);
+    sessionStorage.removeItem(SAVED_SCREEN_KEY + this.sessionId);
     this.terminal.dispose();
     this.element.remove();
   }
@@ -260,6 +466,13 @@ export class TerminalTab {
   #sendSize(): void {
     // Before pty.follow answers, the view holds the snapshot's size (the pty's), or none yet.
     if (this.#exit !== undefined || !this.#following) return;
+    if (this.#mirroring) {
+      this.#mirroring = false;
+      this.#sizeNote.hidden = true; // measured without it: the box it leaves is this view's
+      const own = this.#fitted();
+      if (own !== undefined && (own.cols !== this.terminal.cols || own.rows !== this.terminal.rows))
+        return this.terminal.resize(own.cols, own.rows); // onResize sends it
+    }
     const { cols, rows } = this.terminal;
     this.#sizedAt = performance.now();
     this.#sized = true;
@@ -301,10 +514,26 @@ export class TerminalTab {
    */
   #input(bytes: Uint8Array): void {
     const bell = (): void => void this.terminal.write('\x07');
+    if (!this.#connection.open) {
+      if (this.#queuedBytes + bytes.length > QUEUE_MAX_BYTES) {
+        bell();
+        return this.#showLink(bytes.length);
+      }
+      this.#queued.push(bytes);
+      this.#queuedBytes += bytes.length;
+      return this.#showLink();
+    }
     if (this.#inputChain === undefined && bytes.length <= INPUT_MAX_BYTES) {
       // `busy`: the program is not reading; say so rather than drop the keys silently.
       this.#piece(bytes).catch((error: unknown) => {
-        if (error instanceof RpcError && error.code === 'busy') bell();
+        if (!(error instanceof RpcError)) return;
+        if (error.code === 'busy') bell();
+        // Sent as the socket dropped: it may or may not have arrived; said, not guessed.
+        if (error.code === 'disconnected') {
+          bell();
+          this.#linkNote.hidden = false;
+          this.#linkNote.textContent = `${bytes.length} bytes typed as the connection dropped may not have arrived.`;
+        }
       });
       return;
     }
@@ -330,4 +559,9 @@ export class TerminalTab {
   #piece(bytes: Uint8Array): Promise<unknown> {
     return this.#connection.call('pty.input', { sessionId: this.sessionId, data: encodeBase64(bytes) });
   }
+}
+
+/** Alt+N/W/A/1–9: the page's keys (main.ts), unless a tab gives them to its program. */
+export function isPageKey(event: KeyboardEvent): boolean {
+  return event.altKey && !event.ctrlKey && !event.metaKey && /^(Key[NWA]|Digit[1-9])$/.test(event.code);
 }

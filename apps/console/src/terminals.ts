@@ -8,12 +8,40 @@ import { RpcError, type GatewayConnection, type MethodResult, type PtyExitEvent 
 import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
 
 const OPEN_TABS_KEY = 'aleph.tabs';
+const ACTIVE_TAB_KEY = 'aleph.active';
+/** What the model asked each agent session to run (the listed command is the sandbox's wrapper). */
+const LABELS_KEY = 'aleph.labels';
 const LIST_EVERY_MS = 2000;
+/** The server's default idle TTL for a user terminal nobody views ([pty] idle_ttl_secs). */
+export const DEFAULT_IDLE_TTL_MINUTES = 10;
+
+interface SavedTab {
+  sessionId: string;
+  label?: string;
+  pageKeys?: boolean;
+}
+
+/** A user shell by its program (`bash`, not `/bin/bash`); the rest of its command line as given. */
+export function programLabel(command: string): string {
+  const [program = '', ...rest] = command.split(' ');
+  return [program.slice(program.lastIndexOf('/') + 1) || program, ...rest].join(' ');
+}
+
+/** `4m 10s`, `35s`: a countdown in words short enough for a list row. */
+function duration(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  return seconds >= 60 ? `${Math.floor(seconds / 60)}m ${seconds % 60}s` : `${seconds}s`;
+}
 
 type ListedSession = MethodResult<'pty.list'>[number];
 
 export class Terminals {
-  readonly tabBar = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Terminals' });
+  /**
+   * The tab strip: each tab beside its close button, the tabs owned (aria-owns) by a tablist that
+   * holds nothing else — a button inside a tablist is not a tab (assistive technology trips on it).
+   */
+  readonly tabBar = h('div', { class: 'tabs' });
+  readonly #tabList = h('div', { role: 'tablist', 'aria-label': 'Terminals', class: 'tablist' });
   readonly area = h('div', { class: 'terminal-area' });
   readonly sessionList = h('ul', { class: 'session-list', 'aria-label': 'Sessions' });
   readonly #connection: GatewayConnection;
@@ -21,8 +49,14 @@ export class Terminals {
   #active: string | undefined;
   #listTimer: ReturnType<typeof setInterval> | undefined;
   #listed: ListedSession[] = [];
-  /** Sessions an agent's `shell` call runs in: ending one is the agent's command failing. */
-  readonly #agentSessions = new Set<string>();
+  /** Agent sessions: what the model asked to run, and the run each belongs to. */
+  readonly #labels = new Map<string, string>(
+    Object.entries(JSON.parse(localStorage.getItem(LABELS_KEY) ?? '{}') as Record<string, string>),
+  );
+  readonly #runOf = new Map<string, string>();
+  #restoring = false;
+  /** Told when the tabs change (count, titles, queued keys): the page's title and banner follow. */
+  onChange: () => void = () => {};
 
   constructor(connection: GatewayConnection) {
     this.#connection = connection;
@@ -33,7 +67,17 @@ export class Terminals {
       this.#tabs.get(sessionId)?.ended(exit);
       void this.refresh();
     });
+    connection.onState((state) => {
+      for (const tab of this.#tabs.values())
+        if (state.kind === 'up') tab.flushQueued();
+        else tab.disconnected();
+      this.#render();
+    });
     new ResizeObserver(() => this.activeTab?.fit()).observe(this.area);
+    // This page's own screens (scrollback and all) for its next load: see TerminalTab.save.
+    window.addEventListener('pagehide', () => {
+      for (const tab of this.#tabs.values()) tab.save();
+    });
   }
 
   get activeTab(): TerminalTab | undefined {
@@ -44,17 +88,48 @@ export class Terminals {
     return [...this.#tabs.values()];
   }
 
+  /** Bytes typed into every tab while the connection was down, not sent yet. */
+  get queuedBytes(): number {
+    return this.tabs.reduce((sum, tab) => sum + tab.queuedBytes, 0);
+  }
+
   /** Reopens the tabs this browser tab had open before a reload, where the sessions still exist. */
   async restore(): Promise<void> {
+    const saved = (JSON.parse(sessionStorage.getItem(OPEN_TABS_KEY) ?? '[]') as (SavedTab | string)[]).map(
+      (entry) => (typeof entry === 'string' ? { sessionId: entry } : entry),
+    );
+    const active = sessionStorage.getItem(ACTIVE_TAB_KEY);
+    this.#restoring = true; // the list drawn meanwhile must not save "no tabs" over the saved ones
     await this.refresh();
-    const saved = JSON.parse(sessionStorage.getItem(OPEN_TABS_KEY) ?? '[]') as string[];
     const known = new Map(this.#listed.map((session) => [session.sessionId, session]));
-    for (const sessionId of saved) {
-      const listed = known.get(sessionId);
-      if (listed !== undefined) await this.open(sessionId, listed);
-    }
+    await Promise.all(
+      saved.map(async (entry) => {
+        const listed = known.get(entry.sessionId);
+        if (listed === undefined) return;
+        const tab = await this.open(entry.sessionId, listed, { focus: false, title: entry.label });
+        if (entry.pageKeys === false) tab.pageKeys = false;
+      }),
+    );
+    this.#restoring = false;
+    const first = saved.find((entry) => this.#tabs.has(entry.sessionId))?.sessionId;
+    const chosen = active !== null && this.#tabs.has(active) ? active : first;
+    if (chosen !== undefined) this.select(chosen);
     this.#save();
     this.#listTimer = setInterval(() => void this.refresh(), LIST_EVERY_MS);
+  }
+
+  /** On a new connection: follow every open tab again from where it was (see TerminalTab.resume). */
+  async resume(): Promise<void> {
+    await this.#subscribe();
+    await Promise.all(
+      this.tabs.map((tab) =>
+        tab.resume().catch((error: unknown) => {
+          if (error instanceof RpcError && error.code === 'disconnected') throw error;
+          tab.failed(error);
+        }),
+      ),
+    );
+    await this.refresh();
   }
 
   /** Spawns the default shell at the size of the terminal area and opens it. */
@@ -65,16 +140,15 @@ export class Terminals {
       cols: size.cols,
       rows: size.rows,
     });
-    const tab = await this.open(sessionId);
-    void this.refresh();
-    return tab;
+    await this.refresh(); // its command line, for its label (`bash`)
+    return this.open(sessionId);
   }
 
   /** Opens a tab on a session (or shows the one already open). */
   async open(
     sessionId: string,
     listed?: ListedSession,
-    options: { focus?: boolean; title?: string } = {},
+    options: { focus?: boolean; title?: string | undefined } = {},
   ): Promise<TerminalTab> {
     const existing = this.#tabs.get(sessionId);
     if (existing !== undefined) {
@@ -82,20 +156,20 @@ export class Terminals {
       return existing;
     }
     const info = listed ?? this.#listed.find((session) => session.sessionId === sessionId);
-    const title = brief(options.title ?? info?.command ?? 'shell', 32);
+    const title = brief(options.title ?? this.labelOf(sessionId, info?.command ?? 'shell'), 40);
     const tab = new TerminalTab(this.#connection, sessionId, title, () => this.#render());
     this.#tabs.set(sessionId, tab);
     this.area.append(tab.element);
-    await this.#subscribe();
+    await this.#subscribe().catch(() => {}); // down: the resume subscribes
     if (options.focus !== false || this.#active === undefined) this.select(sessionId);
     this.#save();
     try {
       await tab.attach();
     } catch (error) {
-      // Gone (past its grace period): ended. Anything else is said in the tab, not thrown.
+      // Gone (past its grace period): ended. Down: the resume attaches. Else said in the tab.
       if (error instanceof RpcError && error.code === 'unknown_session')
         tab.ended({ exitCode: null, signal: null, reason: 'exited' });
-      else tab.failed(error);
+      else if (!(error instanceof RpcError && error.code === 'disconnected')) tab.failed(error);
     }
     const ended = endOf(info);
     if (ended !== undefined) tab.ended(ended);
@@ -104,6 +178,7 @@ export class Terminals {
 
   select(sessionId: string): void {
     this.#active = sessionId;
+    if (!this.#restoring) sessionStorage.setItem(ACTIVE_TAB_KEY, sessionId);
     for (const tab of this.#tabs.values()) tab.show(tab.sessionId === sessionId);
     this.#render();
   }
@@ -114,9 +189,29 @@ export class Terminals {
     if (tab !== undefined) this.select(tab.sessionId);
   }
 
-  /** Marks a session as an agent's command (its End asks with that said). */
-  markAgentSession(sessionId: string): void {
-    this.#agentSessions.add(sessionId);
+  /** What a session is called: the model's command for an agent's, the program for a user's. */
+  labelOf(sessionId: string, command: string): string {
+    return this.#labels.get(sessionId) ?? programLabel(command);
+  }
+
+  /**
+   * An agent's `shell` call started: one tab per run follows its commands (the run's previous
+   * command's tab gives way, in the background), labelled with what the model asked to run.
+   */
+  agentShell(runId: string, ptySessionId: string, command: string): void {
+    this.#labels.set(ptySessionId, command);
+    const labels = [...this.#labels].slice(-200); // bounded: the newest agent commands
+    localStorage.setItem(LABELS_KEY, JSON.stringify(Object.fromEntries(labels)));
+    const previous = [...this.#runOf].find(([sessionId, run]) => run === runId && this.#tabs.has(sessionId));
+    this.#runOf.set(ptySessionId, runId);
+    const wasActive = previous !== undefined && previous[0] === this.#active;
+    if (previous !== undefined) void this.close(previous[0]);
+    void this.open(ptySessionId, undefined, { focus: wasActive, title: `agent: ${command}` });
+  }
+
+  /** A run ended: its commands' tab closes (the sessions stay listed while the server keeps them). */
+  runEnded(runId: string): void {
+    for (const [sessionId, run] of this.#runOf) if (run === runId) void this.close(sessionId);
   }
 
   /**
@@ -132,16 +227,16 @@ export class Terminals {
     if (this.#active !== undefined) this.select(this.#active);
     this.#save();
     this.#render();
-    await this.#subscribe();
+    await this.#subscribe().catch(() => {});
     void this.refresh();
   }
 
   /** Ends a running session (its program gets SIGHUP), once the user confirms. */
   async end(session: ListedSession): Promise<void> {
-    const agent = this.#agentSessions.has(session.sessionId);
-    const question = agent
-      ? `End the agent's command “${brief(session.command, 80)}”? The agent gets it as killed.`
-      : `End “${brief(session.command, 80)}”? Its program is sent SIGHUP, for every viewer.`;
+    const label = brief(this.labelOf(session.sessionId, session.command), 80);
+    const question = this.#labels.has(session.sessionId)
+      ? `End the agent's command “${label}”? The agent gets it as killed.`
+      : `End “${label}”? Its program is sent SIGHUP, for every viewer.`;
     if (!window.confirm(question)) return;
     await this.#connection.call('pty.close', { sessionId: session.sessionId }).catch(() => {});
     await this.refresh();
@@ -152,7 +247,7 @@ export class Terminals {
     try {
       this.#listed = await this.#connection.call('pty.list', {});
     } catch {
-      return; // the connection is going; main.ts says so
+      return; // the connection is down; the banner says so
     }
     for (const session of this.#listed)
       this.#tabs.get(session.sessionId)?.listed(session.cols, session.rows, askedAt);
@@ -168,23 +263,40 @@ export class Terminals {
   }
 
   #save(): void {
-    sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify([...this.#tabs.keys()]));
+    if (this.#restoring) return;
+    const saved: SavedTab[] = this.tabs.map((tab) => ({
+      sessionId: tab.sessionId,
+      label: tab.label,
+      pageKeys: tab.pageKeys,
+    }));
+    sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify(saved));
   }
 
   #render(): void {
+    this.#save();
+    this.#tabList.setAttribute('aria-owns', this.tabs.map((tab) => `tab-${tab.sessionId}`).join(' '));
     this.tabBar.replaceChildren(
+      this.#tabList,
       ...this.tabs.map((tab, index) => {
         const selected = tab.sessionId === this.#active;
         return h(
           'div',
-          { class: `tab${tab.exit ? ' ended' : ''}`, role: 'presentation' },
+          { class: `tab${tab.exit ? ' ended' : ''}${selected ? ' selected' : ''}` },
           h(
             'button',
             {
               role: 'tab',
+              id: `tab-${tab.sessionId}`,
               'aria-selected': String(selected),
+              'aria-controls': `panel-${tab.sessionId}`,
+              'aria-keyshortcuts': `Alt+${index + 1}`,
+              tabindex: selected ? '0' : '-1',
               title: `${tab.title} (Alt+${index + 1})`,
               onclick: () => this.select(tab.sessionId),
+              onauxclick: (event) => {
+                if ((event as MouseEvent).button === 1) void this.close(tab.sessionId);
+              },
+              onkeydown: (event) => this.#tabKey(event as KeyboardEvent, index),
             },
             `${index + 1} ${tab.title}${tab.exit ? ' (ended)' : ''}`,
           ),
@@ -201,34 +313,67 @@ export class Terminals {
         );
       }),
     );
-    this.sessionList.replaceChildren(
-      ...this.#listed.map((session) => {
-        const ended = endOf(session);
-        const status =
-          ended === undefined ? 'running' : describeExit(ended).replace('Session ended — ', 'ended: ');
-        return h(
-          'li',
-          { class: ended ? 'ended' : 'live', 'data-session': session.sessionId },
-          h('span', { class: 'command', title: session.command }, brief(session.command, 48)),
-          h('span', { class: 'meta' }, `${session.cols}×${session.rows} · ${status}`),
-          this.#tabs.has(session.sessionId)
-            ? h('span', { class: 'meta' }, 'open')
-            : h('button', { onclick: () => void this.open(session.sessionId, session) }, 'Open'),
-          ended
-            ? null
-            : h(
-                'button',
-                {
-                  class: 'end',
-                  'aria-label': `End session ${brief(session.command, 48)}`,
-                  title: 'End the session: its program is sent SIGHUP',
-                  onclick: () => void this.end(session),
-                },
-                'End…',
-              ),
-        );
-      }),
+    this.sessionList.replaceChildren(...this.#listed.map((session) => this.#sessionRow(session)));
+    this.onChange();
+  }
+
+  /** Arrow keys move between tabs, Delete closes one (the tab pattern of WAI-ARIA). */
+  #tabKey(event: KeyboardEvent, index: number): void {
+    const tabs = this.tabs;
+    const to = event.key === 'ArrowRight' ? index + 1 : event.key === 'ArrowLeft' ? index - 1 : undefined;
+    if (event.key === 'Delete') void this.close(tabs[index]?.sessionId);
+    else if (to !== undefined && tabs.length > 0) {
+      const next = tabs[(to + tabs.length) % tabs.length]!;
+      this.select(next.sessionId);
+      document.getElementById(`tab-${next.sessionId}`)?.focus();
+    } else return;
+    event.preventDefault();
+  }
+
+  #sessionRow(session: ListedSession): HTMLElement {
+    const ended = endOf(session);
+    const agent = this.#labels.has(session.sessionId);
+    const open = this.#tabs.has(session.sessionId);
+    const label = this.labelOf(session.sessionId, session.command);
+    return h(
+      'li',
+      { class: ended ? 'ended' : 'live', 'data-session': session.sessionId },
+      h(
+        'span',
+        { class: 'command', title: agent ? `${label}\n(runs as: ${session.command})` : session.command },
+        `${agent ? 'agent: ' : ''}${brief(label, 48)}`,
+      ),
+      h(
+        'span',
+        { class: 'meta' },
+        `${session.cols}×${session.rows} · ${ended === undefined ? 'running' : describeExit(ended).replace('Session ended — ', 'ended: ')}`,
+      ),
+      ended === undefined ? h('span', { class: 'meta expiry' }, this.#expiry(session, agent, open)) : null,
+      open
+        ? h('span', { class: 'meta' }, 'open')
+        : h('button', { onclick: () => void this.open(session.sessionId, session) }, 'Open'),
+      ended
+        ? null
+        : h(
+            'button',
+            {
+              class: 'end',
+              'aria-label': `End session ${brief(label, 48)}`,
+              title: 'End the session: its program is sent SIGHUP',
+              onclick: () => void this.end(session),
+            },
+            'End…',
+          ),
     );
+  }
+
+  /** What will happen to a session left alone: said, not guessed by the user. */
+  #expiry(session: ListedSession, agent: boolean, open: boolean): string {
+    if (agent) return 'ends with its command';
+    const expiresAt = (session as ListedSession & { idleExpiresAt?: number | null }).idleExpiresAt;
+    if (expiresAt === null || open) return 'kept while viewed';
+    if (expiresAt !== undefined) return `ends in ${duration(expiresAt - Date.now())} if left idle`;
+    return `no viewer: ends after ${DEFAULT_IDLE_TTL_MINUTES} min idle`;
   }
 }
 

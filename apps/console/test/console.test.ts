@@ -57,6 +57,8 @@ timeout_secs = 10
     ]);
     bare = await startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
     page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
+    // The page asks before leaving while terminals are open: a reload says yes.
+    page.on('dialog', (dialog) => void (dialog.type() === 'beforeunload' && dialog.accept()));
   });
 
   afterAll(async () => {
@@ -281,7 +283,9 @@ timeout_secs = 10
     await type(`clear; cd ${work} && ls && cat console.txt`);
     await expect.poll(() => terminalLines(page)).toContain('hello from the console');
     await expect
-      .poll(async () => JSON.stringify((await terminalLines(page)).filter(Boolean).at(-1)))
+      .poll(async () => JSON.stringify((await terminalLines(page)).filter(Boolean).at(-1)), {
+        timeout: 15_000,
+      })
       .toMatch(/[#$] ?"$/);
     await screenshot(page, '7-agent-run'); // the README's picture: a terminal beside a run
   });

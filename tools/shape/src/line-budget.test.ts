@@ -19,7 +19,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 3507, files: 23 },
   sandbox: { lines: 813, files: 7 },
   server: { lines: 3362, files: 16 },
-  console: { lines: 1671, files: 8 },
+  console: { lines: 2791, files: 10 },
   cluster: { lines: 1065, files: 8 },
 };
 

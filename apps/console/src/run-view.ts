@@ -1,0 +1,375 @@
+// One run's timeline, drawn incrementally from its session log: each event is drawn once, by its
+// sequence number, and a tool call's item is updated in place when its result comes — so a fold
+// the user opened or closed stays as they left it while the run goes on. Text from the model is
+// markdown, rendered by `marked` and sanitised by DOMPurify (no script, no handler, no remote
+// image: the page's CSP stays as strict); long text is folded behind "Show more"; edits are diffs.
+import { diffLines } from 'diff';
+import DOMPurify from 'dompurify';
+import { marked } from 'marked';
+import { brief, h } from './dom.js';
+
+export type Verdict =
+  | { kind: 'continue' }
+  | { kind: 'veto'; reason: string; feedback: string; source?: string }
+  | { kind: 'halt'; reason: string; source?: string };
+export type TerminateReason =
+  | { kind: 'model_stop' | 'max_iterations' | 'cancelled' | 'interrupted' }
+  | { kind: 'halted'; by: string; reason: string }
+  | { kind: 'consecutive_failures'; count: number; lastError?: string }
+  | { kind: 'error'; error: { kind: string; message?: string; elapsedMs?: number } };
+export type LogEvent = { seq: number; at?: number } & (
+  | { type: 'user'; content: string }
+  | { type: 'feedback'; content: string }
+  | {
+      type: 'assistant';
+      content: string;
+      toolCalls: { id: string; name: string; args: unknown }[];
+      usage?: { inputTokens: number; outputTokens: number };
+    }
+  | { type: 'tool_result'; callId: string; name: string; output: string; isError: boolean }
+  | { type: 'verdict'; verdict: Verdict }
+  | { type: 'compaction'; mode: string; fromTokens: number; toTokens: number }
+  | {
+      type: 'turn_step';
+      step: {
+        iteration: number;
+        state: string;
+        executed: number;
+        vetoed: boolean;
+        error?: string;
+        splitChild?: string;
+      };
+    }
+  | { type: 'terminate'; reason: TerminateReason }
+);
+/** What agent.done adds to the log's end (cost only where a provider reports it). */
+export interface RunTotals {
+  iterations?: number | undefined;
+  totalTokens?: number | undefined;
+  elapsedMs?: number | undefined;
+  costUsd?: number | undefined;
+}
+
+/** Text longer than this (characters or lines) is folded behind "Show more". */
+const FOLD_CHARS = 1200;
+const FOLD_LINES = 16;
+const HARNESS_PROVIDER_FAILED = '[harness] the provider call failed: ';
+
+export const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
+
+export function describeEnd(reason: TerminateReason): string {
+  switch (reason.kind) {
+    case 'model_stop':
+      return 'finished: the model stopped';
+    case 'max_iterations':
+      return 'stopped: iteration limit reached';
+    case 'cancelled':
+      return 'cancelled';
+    case 'interrupted':
+      return 'interrupted: the server stopped during the run';
+    case 'halted':
+      return `halted by ${reason.by}: ${reason.reason}`;
+    case 'consecutive_failures':
+      return `stopped: ${plural(reason.count, 'turn')} in a row failed${reason.lastError ? `; last: ${brief(reason.lastError.split('\n')[0], 200)}` : ''}`;
+    case 'error':
+      return `error (${reason.error.kind})${reason.error.message ? `: ${reason.error.message}` : ''}`;
+  }
+}
+
+/**
+ * A turn in the words `aleph run` prints (apps/server cli-format.ts `stepLine`): `Turn 2: 3 tool
+ * calls (1 failed), vetoed`, or why the provider failed. `calls` are the turn's results: the
+ * step's own `executed` counts only the calls that succeeded.
+ */
+export function describeStep(
+  step: Extract<LogEvent, { type: 'turn_step' }>['step'],
+  calls: { ok: number; failed: number },
+): string {
+  if (step.error !== undefined)
+    return `Turn ${step.iteration}: the provider failed: ${brief(step.error, 200)}`;
+  const parts = [
+    `${plural(calls.ok + calls.failed, 'tool call')}${calls.failed > 0 ? ` (${calls.failed} failed)` : ''}`,
+  ];
+  if (step.vetoed) parts.push('vetoed');
+  if (step.splitChild !== undefined) parts.push(`sub-agent ${step.splitChild}`);
+  return `Turn ${step.iteration}: ${parts.join(', ')}`;
+}
+
+/** `3 turns · 12.4 s · 1,234 tokens · $0.0123`: what the run cost, as far as it is known. */
+export function describeTotals(totals: RunTotals): string {
+  const parts: string[] = [];
+  if (totals.iterations !== undefined) parts.push(plural(totals.iterations, 'turn'));
+  if (totals.elapsedMs !== undefined)
+    parts.push(
+      totals.elapsedMs >= 60_000
+        ? `${Math.floor(totals.elapsedMs / 60_000)} min ${Math.round((totals.elapsedMs % 60_000) / 1000)} s`
+        : `${(totals.elapsedMs / 1000).toFixed(1)} s`,
+    );
+  if (totals.totalTokens !== undefined) parts.push(`${totals.totalTokens.toLocaleString('en')} tokens`);
+  if (totals.costUsd !== undefined) parts.push(`$${totals.costUsd.toFixed(4)}`);
+  return parts.join(' · ');
+}
+
+/** Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. */
+export function renderMarkdown(text: string): DocumentFragment {
+  const html = marked.parse(text, { async: false, gfm: true, breaks: true });
+  const fragment = DOMPurify.sanitize(html, {
+    RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
+    FORBID_ATTR: ['style'],
+  });
+  for (const link of fragment.querySelectorAll('a')) {
+    if (!/^https?:/i.test(link.getAttribute('href') ?? '')) link.removeAttribute('href');
+    link.setAttribute('target', '_blank');
+    link.setAttribute('rel', 'noopener noreferrer');
+  }
+  return fragment;
+}
+
+/** A block that folds past FOLD_CHARS / FOLD_LINES, with a "Show more" / "Show less" button. */
+export function foldable(content: HTMLElement, text: string): HTMLElement {
+  const lines = text.split('\n').length;
+  if (text.length <= FOLD_CHARS && lines <= FOLD_LINES) return content;
+  content.classList.add('folded');
+  const more = `Show more (${plural(lines, 'line')}, ${Math.round(text.length / 1024) || 1} KB)`;
+  const button = h('button', { class: 'show-more', 'aria-expanded': 'false' }, more);
+  button.addEventListener('click', () => {
+    const open = content.classList.toggle('folded') === false;
+    button.setAttribute('aria-expanded', String(open));
+    button.textContent = open ? 'Show less' : more;
+  });
+  return h('div', { class: 'fold' }, content, button);
+}
+
+/** A tool call's arguments, as people read them: the command, the path, an edit as a diff. */
+function describeArgs(name: string, args: unknown): { summary: string; body: HTMLElement } {
+  const record = (typeof args === 'object' && args !== null ? args : {}) as Record<string, unknown>;
+  const text = (key: string): string | undefined =>
+    typeof record[key] === 'string' ? record[key] : undefined;
+  const json = JSON.stringify(args, null, 2) ?? String(args);
+  if (name === 'edit_file' && text('old_string') !== undefined && text('new_string') !== undefined) {
+    const diff = h('pre', { class: 'diff', 'aria-label': `Edit of ${text('path') ?? 'a file'}` });
+    for (const part of diffLines(text('old_string')!, text('new_string')!)) {
+      const sign = part.added ? '+' : part.removed ? '-' : ' ';
+      const lines = part.value.replace(/\n$/, '').split('\n');
+      diff.append(
+        h(
+          'span',
+          { class: part.added ? 'added' : part.removed ? 'removed' : 'same' },
+          lines.map((line) => `${sign} ${line}\n`).join(''),
+        ),
+      );
+    }
+    return {
+      summary: text('path') ?? '',
+      body: foldable(diff, `${text('old_string')}\n${text('new_string')}`),
+    };
+  }
+  if (name === 'write_file' && text('content') !== undefined) {
+    const content = text('content')!;
+    const body = h('pre', { class: 'diff' }, h('span', { class: 'added' }, content));
+    return {
+      summary: `${text('path') ?? ''} (${plural(content.split('\n').length, 'line')})`,
+      body: foldable(body, content),
+    };
+  }
+  const summary = text('command') ?? text('path') ?? brief(args);
+  return { summary, body: foldable(h('pre', { class: 'args' }, json), json) };
+}
+
+interface CallItem {
+  readonly item: HTMLElement;
+  readonly mark: HTMLElement;
+  readonly details: HTMLElement;
+  settled: boolean;
+}
+
+export class RunView {
+  readonly element = h('ol', { class: 'timeline', 'aria-label': 'Run timeline' });
+  /** The newest log sequence drawn: a refetch draws only what comes after. */
+  #seen = -1;
+  readonly #calls = new Map<string, CallItem>();
+  readonly #turn = { ok: 0, failed: 0 };
+  #lastFeedback: string | undefined;
+  #tokens = 0;
+  #turns = 0;
+  #end: HTMLElement | undefined;
+  #streaming: HTMLElement | undefined;
+  #streamed = '';
+
+  /** Draws the events not drawn yet, in order. */
+  update(events: readonly LogEvent[]): void {
+    for (const event of events) {
+      if (event.seq <= this.#seen) continue;
+      this.#seen = event.seq;
+      this.#draw(event);
+    }
+  }
+
+  /** Streamed text of the reply being written (`agent.delta`), until its log event replaces it. */
+  delta(text: string): void {
+    this.#streamed += text;
+    if (this.#streaming === undefined) {
+      this.#streaming = h('li', { class: 'assistant streaming', 'aria-busy': 'true' });
+      this.element.append(this.#streaming);
+    }
+    this.#streaming.textContent = this.#streamed;
+  }
+
+  /** The run's totals from agent.done: the end line says them. */
+  totals(totals: RunTotals): void {
+    const line = describeTotals({
+      ...totals,
+      iterations: totals.iterations ?? this.#turns,
+      totalTokens: totals.totalTokens ?? (this.#tokens || undefined),
+    });
+    this.#end?.querySelector('.totals')?.replaceChildren(line ? ` — ${line}` : '');
+  }
+
+  #append(item: HTMLElement): void {
+    if (this.#streaming !== undefined) this.#streaming.before(item);
+    else this.element.append(item);
+  }
+
+  #draw(event: LogEvent): void {
+    switch (event.type) {
+      case 'user':
+        this.#append(
+          h(
+            'li',
+            { class: 'user' },
+            h('b', {}, 'Prompt '),
+            foldable(h('div', { class: 'text' }, event.content), event.content),
+          ),
+        );
+        return;
+      case 'feedback': {
+        if (event.content === this.#lastFeedback) return; // the veto above said it already
+        if (event.content.startsWith(HARNESS_PROVIDER_FAILED)) return; // the turn's line says the provider failed, and why
+        const harness = event.content.startsWith('[harness] ');
+        this.#append(
+          h(
+            'li',
+            { class: harness ? 'feedback harness' : 'feedback' },
+            h('b', {}, harness ? 'Note to the model ' : 'Feedback to the model '),
+            foldable(h('pre', {}, event.content.replace(/^\[harness\] /, '')), event.content),
+          ),
+        );
+        return;
+      }
+      case 'assistant':
+        this.#streaming?.remove();
+        this.#streaming = undefined;
+        this.#streamed = '';
+        if (event.usage !== undefined) this.#tokens += event.usage.inputTokens + event.usage.outputTokens;
+        if (event.content.trim() !== '') {
+          const text = h('div', { class: 'markdown' });
+          text.append(renderMarkdown(event.content));
+          this.#append(h('li', { class: 'assistant' }, foldable(text, event.content)));
+        }
+        for (const call of event.toolCalls) this.#drawCall(call);
+        return;
+      case 'tool_result':
+        this.#settle(event);
+        return;
+      case 'verdict':
+        if (event.verdict.kind === 'veto') {
+          const { reason, feedback, source } = event.verdict;
+          this.#lastFeedback = feedback;
+          this.#append(
+            h(
+              'li',
+              { class: 'verdict veto' },
+              h('b', {}, `Veto${source ? ` (${source})` : ''}: `),
+              reason,
+              feedback.trim() !== reason.trim()
+                ? foldable(h('pre', { class: 'feedback-text' }, feedback), feedback)
+                : null,
+            ),
+          );
+        } else if (event.verdict.kind === 'halt')
+          this.#append(
+            h(
+              'li',
+              { class: 'verdict halt' },
+              h('b', {}, `Halt${event.verdict.source ? ` (${event.verdict.source})` : ''}: `),
+              event.verdict.reason,
+            ),
+          );
+        return;
+      case 'turn_step':
+        this.#turns += 1;
+        this.#append(
+          h(
+            'li',
+            { class: `step${event.step.error ? ' failed' : ''}` },
+            describeStep(event.step, this.#turn),
+          ),
+        );
+        this.#turn.ok = this.#turn.failed = 0;
+        return;
+      case 'compaction':
+        this.#append(
+          h('li', { class: 'step' }, `Context ${event.mode}: ${event.fromTokens} → ${event.toTokens} tokens`),
+        );
+        return;
+      case 'terminate':
+        this.#streaming?.remove();
+        this.#streaming = undefined;
+        // A call the run never finished (cancelled mid-command) is not left pending.
+        for (const call of this.#calls.values())
+          if (!call.settled) {
+            call.settled = true;
+            call.item.className = 'tool unfinished';
+            call.mark.textContent = '⊘';
+            call.details.append(
+              h('p', { class: 'result' }, `Not finished: the run ended (${describeEnd(event.reason)}).`),
+            );
+          }
+        this.#end = h(
+          'li',
+          { class: `end ${event.reason.kind}` },
+          h('b', {}, 'Final state: '),
+          describeEnd(event.reason),
+          h('span', { class: 'totals' }),
+        );
+        this.#append(this.#end);
+        this.totals({});
+        return;
+    }
+  }
+
+  #drawCall(call: { id: string; name: string; args: unknown }): void {
+    const { summary, body } = describeArgs(call.name, call.args);
+    const mark = h('span', { class: 'mark', 'aria-label': 'running' }, '…');
+    const details = h(
+      'details',
+      {},
+      h(
+        'summary',
+        {},
+        mark,
+        ' ',
+        h('span', { class: 'name' }, call.name),
+        ' ',
+        h('span', { class: 'what' }, brief(summary, 120)),
+      ),
+      body,
+    );
+    const item = h('li', { class: 'tool pending', 'data-call': call.id }, details);
+    this.#calls.set(call.id, { item, mark, details, settled: false });
+    this.#append(item);
+  }
+
+  #settle(result: Extract<LogEvent, { type: 'tool_result' }>): void {
+    if (result.isError) this.#turn.failed += 1;
+    else this.#turn.ok += 1;
+    const call = this.#calls.get(result.callId);
+    if (call === undefined || call.settled) return;
+    call.settled = true;
+    call.item.className = `tool ${result.isError ? 'failed' : 'ok'}`;
+    call.mark.textContent = result.isError ? '✗' : '✓';
+    call.mark.setAttribute('aria-label', result.isError ? 'failed' : 'done');
+    call.details.append(foldable(h('pre', { class: 'result' }, result.output), result.output));
+  }
+}

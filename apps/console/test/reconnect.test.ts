@@ -1,0 +1,162 @@
+// A dropped connection, in real Chromium against the real server, through a TCP proxy the test
+// cuts: the page says it is disconnected, reconnects by itself once the server is reachable again,
+// the terminal shows exactly what the program printed meanwhile (sha256 of the text), and keys
+// typed while down are queued (said on the page) and arrive once it is back.
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  chromiumAvailable,
+  launchChromium,
+  screenshot,
+  startConsoleServer,
+  terminalLines,
+  type ConsoleServer,
+} from './support.js';
+
+const available = chromiumAvailable();
+
+/** A loopback TCP proxy that can be cut (every connection dropped, new ones refused) and restored. */
+async function startProxy(
+  target: URL,
+): Promise<{ origin: string; cut(): void; restore(): void; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let down = false;
+  const server: Server = createServer((client) => {
+    if (down) return void client.destroy();
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      from.pipe(to);
+      from.on('error', () => to.destroy());
+      from.on('close', () => {
+        sockets.delete(from);
+        to.destroy();
+      });
+    }
+  });
+  await new Promise<void>((ready) => server.listen(0, '127.0.0.1', ready));
+  const port = (server.address() as { port: number }).port;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    cut() {
+      down = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore() {
+      down = false;
+    },
+    close: () =>
+      new Promise((done) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => done());
+      }),
+  };
+}
+
+describe.skipIf(!available)('the console over a connection that drops', () => {
+  let browser: Browser;
+  let server: ConsoleServer;
+  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let page: Page;
+  let work: string;
+
+  beforeAll(async () => {
+    work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-reconnect-')));
+    [server, browser] = await Promise.all([
+      startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n'),
+      launchChromium(),
+    ]);
+    proxy = await startProxy(new URL(server.origin));
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on('dialog', (dialog) => void dialog.accept()); // the leave-page prompt
+    await page.goto(`${proxy.origin}/#token=${encodeURIComponent(server.token)}`);
+    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await proxy?.close();
+    await server?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  const type = async (text: string) => {
+    await page.keyboard.type(text);
+    await page.keyboard.press('Enter');
+  };
+  const status = () => page.locator('header .status').innerText();
+
+  it('reconnects by itself after a 5 s cut; the screen holds exactly what the program printed', async () => {
+    await page.keyboard.press('Alt+KeyN');
+    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await expect
+      .poll(() => terminalLines(page).then((lines) => lines.join('\n')), { timeout: 15_000 })
+      .toMatch(/[#$] ?$/m);
+    const file = join(work, 'printed.txt');
+    // ~8 s of output (more on a loaded machine), printed through the cut; `tee` keeps the program's own copy.
+    await type(
+      `clear; for i in $(seq 1 400); do echo "row $i of the program"; sleep 0.02; done | tee ${file}; echo loop-""done`,
+    );
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContainEqual(expect.stringMatching(/^row \d+ of the program$/));
+    proxy.cut();
+    const banner = page.locator('.link-banner');
+    await banner.filter({ hasText: 'Disconnected from the server' }).waitFor({ timeout: 10_000 });
+    expect(await status()).toBe('disconnected');
+    await screenshot(page, 'reconnect-1-down');
+    await new Promise((done) => setTimeout(done, 5000));
+    proxy.restore();
+    await expect.poll(status, { timeout: 30_000 }).toBe('connected');
+    expect(await banner.isHidden()).toBe(true);
+    await expect.poll(() => terminalLines(page, 'all'), { timeout: 90_000 }).toContain('loop-done');
+    const lines = await terminalLines(page, 'all');
+    const first = lines.indexOf('row 1 of the program');
+    const last = lines.indexOf('row 400 of the program');
+    expect(first).toBeGreaterThanOrEqual(0);
+    const shown = lines.slice(first, last + 1).join('\n') + '\n';
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    expect(sha256(shown)).toBe(sha256(readFileSync(file, 'utf8')));
+  });
+
+  it('keys typed while down are queued, said, and arrive once the connection is back', async () => {
+    proxy.cut();
+    await page.locator('.link-banner').filter({ hasText: 'Disconnected' }).waitFor({ timeout: 10_000 });
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await type('echo typed-while-down-$((6*7))');
+    const note = page.locator('.term-tab:not([hidden]) .link-note');
+    await expect.poll(() => note.innerText()).toMatch(/\d+ bytes typed are queued/);
+    await expect
+      .poll(() => page.locator('.link-banner .queued').innerText())
+      .toMatch(/\d+ bytes typed are queued/);
+    await screenshot(page, 'reconnect-2-queued');
+    await new Promise((done) => setTimeout(done, 2000));
+    proxy.restore();
+    await expect.poll(status, { timeout: 30_000 }).toBe('connected');
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('typed-while-down-42');
+    expect(await note.isHidden()).toBe(true);
+  });
+
+  it('refuses typing past the queue visibly (the bell and the note), never silently', async () => {
+    proxy.cut();
+    await page.locator('.link-banner').filter({ hasText: 'Disconnected' }).waitFor({ timeout: 10_000 });
+    await page.locator('.term-tab:not([hidden]) .xterm-helper-textarea').evaluate((textarea) => {
+      const clipboardData = new DataTransfer();
+      clipboardData.setData('text/plain', 'x'.repeat(10_000));
+      textarea.dispatchEvent(new ClipboardEvent('paste', { clipboardData, bubbles: true, cancelable: true }));
+    });
+    await expect
+      .poll(() => page.locator('.term-tab:not([hidden]) .link-note').innerText())
+      .toMatch(/bytes refused/);
+    proxy.restore();
+    await expect.poll(status, { timeout: 30_000 }).toBe('connected');
+  });
+});
