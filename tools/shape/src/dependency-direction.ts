@@ -58,7 +58,19 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
     },
     sandbox: { runtime: [] },
     cluster: { runtime: ['@nats-io/*'] },
-    console: { runtime: ['@xterm/addon-fit', '@xterm/addon-unicode11', '@xterm/xterm'], dev: ['vite'] },
+    console: {
+      runtime: [
+        '@xterm/addon-fit',
+        '@xterm/addon-serialize', // its own screen kept over a reload
+        '@xterm/addon-unicode11',
+        '@xterm/addon-web-links',
+        '@xterm/xterm',
+        'diff', // edits shown as diffs
+        'dompurify', // the model's markdown, sanitised
+        'marked',
+      ],
+      dev: ['vite', 'axe-core'], // axe-core: the browser suite's accessibility audit
+    },
     server: {
       runtime: [
         '@ai-sdk/*',
