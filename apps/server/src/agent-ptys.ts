@@ -70,7 +70,7 @@ export async function spawnWhenFree(
   for (;;) {
     signal.throwIfAborted();
     try {
-      return manager.spawn(options);
+      return await manager.start(options); // the event loop never waits for the program
     } catch (error) {
       if (!(error instanceof PtyError) || error.code !== 'session_limit') throw error;
     }

@@ -13,10 +13,10 @@ function registerTerminalMethods(
   ptyManager: PtyManager,
   registry: SessionRegistry,
 ): void {
-  table.register('pty.spawn', methods['pty.spawn'].params, (params): MethodResult<'pty.spawn'> => {
-    const session = ptyManager.spawn(params);
-    return { sessionId: session.id, pid: session.pid };
-  });
+  // start: the event loop never waits for the program to start.
+  table.register('pty.spawn', methods['pty.spawn'].params, (params): Promise<MethodResult<'pty.spawn'>> =>
+    ptyManager.start(params).then((session) => ({ sessionId: session.id, pid: session.pid })),
+  );
 
   table.register('pty.input', methods['pty.input'].params, (params): MethodResult<'pty.input'> => {
     // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.

@@ -58,6 +58,8 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
   readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs'>;
   readonly #sweeper: NodeJS.Timeout;
   #shutDown = false;
+  /** Starts under way (see start()), oldest first: each holds a slot until evicted. */
+  readonly #starting = new Set<{ evicted: boolean }>();
 
   constructor(options: PtyManagerOptions = {}) {
     super();
@@ -86,17 +88,54 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     return this.#sessions.size;
   }
 
-  /** Synchronous, so concurrent spawns can never leave more than `maxSessions` alive. */
+  /**
+   * Synchronous, so concurrent spawns can never leave more than `maxSessions` alive. On Linux the
+   * event loop waits (a few ms) for the spawn helper's answer: `start` does not.
+   */
   spawn(options: PtySpawnOptions): PtySession {
-    if (this.#shutDown) throw new PtyError('session_closed', 'the pty manager has shut down');
-    if (this.#sessions.size >= this.maxSessions) {
-      if (this.eviction === 'reject') {
-        throw new PtyError('session_limit', `session limit reached: ${this.maxSessions} sessions are open`);
-      }
-      const oldest = this.#sessions.values().next().value;
-      if (oldest !== undefined) void this.#retire(oldest, 'evicted');
+    this.#makeRoom();
+    return this.#adopt(PtySession.spawn({ ...this.#defaults, ...options }));
+  }
+
+  /**
+   * Like `spawn`, but the event loop never waits for the program to start: the session comes once
+   * it runs. Its slot is taken at once (a start under way counts against `maxSessions`), so a burst
+   * of starts never leaves more than the cap either.
+   */
+  async start(options: PtySpawnOptions): Promise<PtySession> {
+    this.#makeRoom();
+    const slot = { evicted: false };
+    this.#starting.add(slot);
+    let session: PtySession;
+    try {
+      session = await PtySession.start({ ...this.#defaults, ...options });
+    } finally {
+      this.#starting.delete(slot);
     }
-    const session = PtySession.spawn({ ...this.#defaults, ...options });
+    if (this.#shutDown) {
+      await session.close('shutdown');
+      throw new PtyError('session_closed', 'the pty manager has shut down');
+    }
+    this.#adopt(session);
+    // Evicted while it started (later starts overflowed the cap): it ends at once, as the oldest.
+    if (slot.evicted) void this.#retire(session, 'evicted');
+    return session;
+  }
+
+  /** Throws if no slot can be had; else, all being taken, evicts the oldest session or start. */
+  #makeRoom(): void {
+    if (this.#shutDown) throw new PtyError('session_closed', 'the pty manager has shut down');
+    const starting = [...this.#starting].filter((slot) => !slot.evicted);
+    if (this.#sessions.size + starting.length < this.maxSessions) return;
+    if (this.eviction === 'reject') {
+      throw new PtyError('session_limit', `session limit reached: ${this.maxSessions} sessions are open`);
+    }
+    const oldest = this.#sessions.values().next().value;
+    if (oldest !== undefined) void this.#retire(oldest, 'evicted');
+    else if (starting[0] !== undefined) starting[0].evicted = true;
+  }
+
+  #adopt(session: PtySession): PtySession {
     this.#sessions.set(session.id, session);
     session.onExit((info) => {
       this.#sessions.delete(session.id);

@@ -17,8 +17,23 @@ import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
 import { elfMismatch } from './internal/native-helpers.js';
+import {
+  internalsOf,
+  whenProgramExits,
+  writeQueueOf,
+  type WriteTask,
+} from './internal/node-pty-internals.js';
+import { BULK_READ_BYTES, readTurns } from './internal/read-turns.js';
 import { forgetSpawned, recordSpawned } from './internal/signal-guard.js';
-import { findExecutable, nodePtyWrapper, spawnWithoutFork, type HelperExit } from './internal/spawner.js';
+import {
+  findExecutable,
+  helperOf,
+  nodePtyWrapper,
+  spawnWithoutFork,
+  spawnWithoutForkLater,
+  type HelperExit,
+  type HelperSpawnOptions,
+} from './internal/spawner.js';
 import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
 
@@ -70,46 +85,6 @@ const SIGNAL_NAMES = new Map<number, string>(
 );
 const MAX_DIMENSION = 10_000;
 const STATUS_LOST = 'the spawn helper died before the program ended: its exit status is unknown';
-/**
- * One budget of output per event-loop turn, shared by every session in the process. Past it, a
- * session still flooding is paused and queued, and each turn resumes the longest-waiting few: so
- * however many programs flood, a turn reads about this much and stays short, the floods take
- * turns, and output that is not a flood (an echo, a prompt) is never held back.
- */
-// 8 KiB, 2 resumed a turn: with 63 sessions flooding and one echoing (pnpm bench, 6 runs paired
-// with 16 KiB), echo p50 1.4–2.6 ms against 2.0–3.4, p99 lower in every pair (6.4–14.2 against
-// 8.3–15.4), the floods' share ~10% less (10.5–17.6 MB/s). With no queue, p99 was 37–63 ms.
-const TURN_READ_BYTES = 8 * 1024;
-/** A read this large is a flood's (reads from a pty come in up to ~4 KiB). */
-const BULK_READ_BYTES = 1024;
-const RESUMED_PER_TURN = 2;
-// After input, floods yield for this many turns (a few ms under load): isolation p99 9.4–10.0 ms
-// against 12.0 without, the floods' share unchanged (18–20 MB/s).
-const QUIET_TURNS = 10;
-let turnReaders = 0;
-let turnRead = 0;
-/** Turns ended so far, and until which one floods yield to input just written (see write()). */
-let turnCount = 0;
-let quietUntil = 0;
-let turnEnd: NodeJS.Immediate | undefined;
-const waitingTurn = new Set<() => void>();
-function endTurn(): void {
-  turnEnd = undefined;
-  turnRead = 0;
-  turnReaders = 0;
-  turnCount += 1;
-  let resumed = 0;
-  for (const resume of waitingTurn) {
-    if (resumed++ === RESUMED_PER_TURN) break;
-    waitingTurn.delete(resume);
-    resume();
-  }
-  if (waitingTurn.size > 0) turnEnd = setImmediate(endTurn);
-}
-/** Schedules this turn's end (which resets the budget and advances turnCount). */
-function inTurn(): void {
-  turnEnd ??= setImmediate(endTurn);
-}
 const EMPTY = Buffer.alloc(0);
 /** After the exit, background jobs may still write to the terminal: read at most this much. */
 const MAX_EXIT_DRAIN_BYTES = 1024 * 1024;
@@ -178,6 +153,59 @@ function programMismatch(path: string): string | undefined {
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** What to run, where, with what environment: checked before anything is started. */
+interface SpawnPlan extends HelperSpawnOptions {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env: Record<string, string | undefined>;
+}
+
+function planSpawn(options: PtySpawnOptions): SpawnPlan {
+  checkSize(options.cols, options.rows);
+  const command = options.command ?? defaultShell();
+  const cwd = options.cwd ?? process.cwd();
+  const env =
+    options.inheritEnv === false
+      ? { TERM: 'xterm-256color', ...options.env }
+      : { ...process.env, TERM: 'xterm-256color', ...options.env };
+  checkSpawnable(command, cwd, env);
+  return { command, args: [...(options.args ?? [])], cwd, env, cols: options.cols, rows: options.rows };
+}
+
+/** Linux: without forking this process (see internal/spawner.ts); undefined: node-pty must. */
+const spawnNow = (plan: SpawnPlan) => spawnWithoutFork(plan.command, plan.args, plan);
+const spawnLater = (plan: SpawnPlan) => spawnWithoutForkLater(plan.command, plan.args, plan);
+
+function spawnWithNodePty(plan: SpawnPlan): nodePty.IPty {
+  const wrapper = nodePtyWrapper(); // for node-pty: no inherited descriptor reaches the program
+  return nodePty.spawn(
+    wrapper ?? plan.command,
+    wrapper ? ['--exec', plan.command, ...plan.args] : [...plan.args],
+    {
+      name: plan.env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
+      cols: plan.cols,
+      rows: plan.rows,
+      cwd: plan.cwd,
+      env: plan.env,
+      encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
+    },
+  );
+}
+
+const spawnFailed = (plan: SpawnPlan, error: unknown): PtyError =>
+  new PtyError('spawn_failed', `could not start ${plan.command}: ${(error as Error).message}`, {
+    cause: error,
+  });
+
+/** `attempt()`, its failure as `spawn_failed` naming the program. */
+function spawnFailure<T>(plan: SpawnPlan, attempt: () => T): T {
+  try {
+    return attempt();
+  } catch (error) {
+    throw spawnFailed(plan, error);
+  }
+}
+
 export class PtySession {
   readonly id: string;
   readonly pid: number;
@@ -214,60 +242,58 @@ export class PtySession {
   readonly #readBudget: number;
   readonly #killStepMs: number;
   readonly #pty: nodePty.IPty;
+  /** The spawn helper below which this session's processes are (undefined: node-pty spawned it). */
+  readonly #scope: number | undefined;
   readonly #dataListeners = new Set<DataListener>();
   readonly #exitListeners = new Set<ExitListener>();
 
+  /**
+   * Starts the program now. On Linux the spawn helper's answer is waited for with the event loop
+   * blocked (a few ms; at most 250 ms, then node-pty): `start` does not block.
+   */
   static spawn(options: PtySpawnOptions): PtySession {
-    return new PtySession(options);
+    const plan = planSpawn(options);
+    return new PtySession(
+      options,
+      plan,
+      spawnFailure(plan, () => spawnNow(plan) ?? spawnWithNodePty(plan)),
+    );
   }
 
-  private constructor(options: PtySpawnOptions) {
-    checkSize(options.cols, options.rows);
+  /**
+   * Like `spawn`, without blocking the event loop while the spawn helper starts the program: the
+   * session comes once it runs. Rejects with the same `PtyError`s.
+   */
+  static async start(options: PtySpawnOptions): Promise<PtySession> {
+    const plan = planSpawn(options);
+    let pty: nodePty.IPty | undefined;
+    try {
+      pty = await spawnLater(plan);
+    } catch (error) {
+      throw spawnFailed(plan, error);
+    }
+    return new PtySession(options, plan, pty ?? spawnFailure(plan, () => spawnWithNodePty(plan)));
+  }
+
+  private constructor(options: PtySpawnOptions, plan: SpawnPlan, pty: nodePty.IPty) {
     this.id = randomUUID();
-    this.command = options.command ?? defaultShell();
-    this.args = [...(options.args ?? [])];
+    this.command = plan.command;
+    this.args = plan.args;
     this.#cols = options.cols;
     this.#rows = options.rows;
     this.#killStepMs = options.killStepMs ?? 500;
     this.#readBudget = options.readBudgetBytes ?? 64 * 1024;
     this.scrollback = new Scrollback(options.scrollbackBytes);
-    const cwd = options.cwd ?? process.cwd();
-    const env =
-      options.inheritEnv === false
-        ? { TERM: 'xterm-256color', ...options.env }
-        : { ...process.env, TERM: 'xterm-256color', ...options.env };
-    checkSpawnable(this.command, cwd, env);
-    try {
-      // Linux: without forking this process (see internal/spawner.ts); elsewhere, node-pty.
-      let wrapper: string | undefined; // for node-pty: no inherited descriptor reaches the program
-      this.#pty =
-        spawnWithoutFork(this.command, this.args, { cols: options.cols, rows: options.rows, cwd, env }) ??
-        nodePty.spawn(
-          (wrapper = nodePtyWrapper()) ?? this.command,
-          wrapper ? ['--exec', this.command, ...this.args] : [...this.args],
-          {
-            name: env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
-            cols: options.cols,
-            rows: options.rows,
-            cwd,
-            env,
-            encoding: null, // raw bytes: no decoding on the server, so UTF-8 is never split or mangled
-          },
-        );
-    } catch (error) {
-      throw new PtyError('spawn_failed', `could not start ${this.command}: ${(error as Error).message}`, {
-        cause: error,
-      });
-    }
+    this.#pty = pty;
     this.pid = this.#pty.pid;
+    this.#scope = helperOf(this.#pty);
     recordSpawned(this.pid, { leader: true }); // what close() may signal: this session, nothing else
     watchSession(this.pid); // if this process dies, even by SIGKILL, the session goes with it
-    // node-pty 1.1.0 (pinned) keeps the master's descriptor, its stream and the slave's path here.
-    const internals = this.#pty as unknown as { _fd?: unknown; _socket?: unknown; _pty?: unknown };
-    if (process.platform !== 'win32' && typeof internals._fd === 'number') {
-      this.#fd = internals._fd;
-      this.#socket = internals._socket as { readableLength: number; destroyed: boolean } | undefined;
-      this.#holdSlave(internals._pty);
+    const internals = internalsOf(this.#pty); // the master's descriptor, its stream, the slave's path
+    if (internals !== undefined) {
+      this.#fd = internals.fd;
+      this.#socket = internals.socket;
+      this.#holdSlave(internals.slavePath);
     }
     this.createdAt = Date.now();
     this.#lastActivityAt = this.createdAt;
@@ -286,11 +312,11 @@ export class PtySession {
         : { exitCode: signalName === null ? exitCode : null, signal: signalName, reason };
       this.#exitInfo = info;
       this.#stopPauseWatch();
-      waitingTurn.delete(this.#unthrottle);
+      readTurns.leave(this.#unthrottle);
       this.#releaseSlave();
       // Whatever the program left running in its session (a `sleep 1000 &`) goes with it.
-      void (treeAlive(this.pid) ? this.#endTree() : Promise.resolve()).then(() => {
-        if (treeAlive(this.pid)) return;
+      void (treeAlive(this.pid, this.#scope) ? this.#endTree() : Promise.resolve()).then(() => {
+        if (treeAlive(this.pid, this.#scope)) return;
         unwatchSession(this.pid);
         forgetSpawned(this.pid);
       });
@@ -305,36 +331,30 @@ export class PtySession {
    * node-pty hands over one read (at most ~4 KiB from a pty) per event-loop turn: while a program
    * floods, a wakeup and a trip through a stream per 4 KiB. So on each event we read on from the
    * master ourselves, synchronously, until the kernel has nothing ready (EAGAIN), this session's
-   * budget is spent, or the turn's (TURN_READ_BYTES); the rest comes with the next event. Unless
+   * budget is spent, or the turn's (see read-turns.ts); the rest comes with the next event. Unless
    * node-pty's stream still holds older bytes (it buffers one read while paused): those go first.
    */
   #onReadable(first: Buffer): void {
     // With no floods waiting their turn, the turn's first may drain a whole session budget;
     // otherwise each reads only what the turn has left. A short read (an echo, a prompt) found the
     // buffer nearly empty: no drain, whose read would only fail with EAGAIN (an exception, in Node).
-    inTurn();
-    const turnLeft = Math.max(0, TURN_READ_BYTES - turnRead);
-    const left = turnReaders === 0 && waitingTurn.size === 0 ? this.#readBudget : turnLeft;
+    const left = readTurns.allowance(this.#readBudget);
     const drain = this.#fd !== undefined && first.length >= BULK_READ_BYTES && !this.#socket?.readableLength;
     const chunk = drain ? this.#drain(first, Math.min(left, this.#readBudget) - first.length) : first;
-    turnRead += chunk.length;
     this.#deliver(chunk);
-    if (chunk.length < BULK_READ_BYTES) return; // not a flood: never held back
-    turnReaders += 1;
-    // A lone flood is never held back: only floods competing in one turn take turns.
-    if ((turnRead >= TURN_READ_BYTES && turnReaders > 1) || turnCount < quietUntil) this.#throttle();
+    if (readTurns.took(chunk.length)) this.#throttle(); // a flood among floods waits its turn
   }
 
-  /** Paused until the turn queue lets this session read again (see TURN_READ_BYTES). */
+  /** Paused until the turn queue lets this session read again (see read-turns.ts). */
   #throttle(): void {
     if (this.#throttled || this.#exitInfo !== undefined) return;
     this.#throttled = true;
     this.#flow();
-    waitingTurn.add(this.#unthrottle);
+    readTurns.wait(this.#unthrottle);
   }
 
   readonly #unthrottle = (): void => {
-    waitingTurn.delete(this.#unthrottle);
+    readTurns.leave(this.#unthrottle);
     if (!this.#throttled) return;
     this.#throttled = false;
     this.#flow();
@@ -369,23 +389,15 @@ export class PtySession {
    * to 200 ms for the master to close), we read what is left, then let go of the slave, and the
    * master closes at once: the exit is reported right after the last output.
    */
-  #holdSlave(slavePath: unknown): void {
-    if (typeof slavePath === 'string') {
+  #holdSlave(slavePath: string | undefined): void {
+    if (slavePath !== undefined) {
       try {
         this.#slaveFd = openSync(slavePath, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
       } catch {
         // best effort: without it we are only as good as node-pty at the tail (the hook still serves)
       }
     }
-    let boundClose: unknown = undefined;
-    Object.defineProperty(this.#pty, '_boundClose', {
-      configurable: true,
-      get: () => boundClose,
-      set: (value: unknown) => {
-        boundClose = value;
-        if (value === true) this.#onProgramExit();
-      },
-    });
+    whenProgramExits(this.#pty, () => this.#onProgramExit());
   }
 
   #onProgramExit(): void {
@@ -495,11 +507,8 @@ export class PtySession {
     return pending;
   }
 
-  /** node-pty 1.1.0 (pinned) keeps its EAGAIN retry queue here; nothing public exposes it. */
-  #writeQueue(): { buffer: Buffer; offset: number }[] | undefined {
-    const queue = (this.#pty as unknown as { _writeStream?: { _writeQueue?: unknown } })._writeStream
-      ?._writeQueue;
-    return Array.isArray(queue) ? (queue as { buffer: Buffer; offset: number }[]) : undefined;
+  #writeQueue(): WriteTask[] | undefined {
+    return writeQueueOf(this.#pty);
   }
 
   write(data: Uint8Array | string): void {
@@ -507,9 +516,7 @@ export class PtySession {
       throw new PtyError('session_closed', `session ${this.id} has ended`);
     }
     this.#lastActivityAt = Date.now();
-    // Someone is typing: for the next turns, floods yield so the echo comes back at once.
-    quietUntil = turnCount + QUIET_TURNS;
-    inTurn();
+    readTurns.inputWritten(); // floods yield for a few turns: the echo comes back at once
     let bytes = typeof data === 'string' ? Buffer.from(data) : data;
     // node-pty writes through the thread pool, a thread hop and a wakeup per keystroke. When
     // nothing is queued before it, write straight to the master: the kernel takes it at once,
@@ -609,12 +616,12 @@ export class PtySession {
     const queue = this.#writeQueue();
     if (queue !== undefined) queue.length = 0;
     for (const signal of ['SIGHUP', 'SIGTERM', 'SIGKILL'] as const) {
-      if (!treeAlive(this.pid) && this.#exitInfo !== undefined) return;
-      signalTree(this.pid, signal);
+      if (!treeAlive(this.pid, this.#scope) && this.#exitInfo !== undefined) return;
+      signalTree(this.pid, signal, this.#scope);
       const deadline = Date.now() + this.#killStepMs;
       while (Date.now() < deadline) {
         await delay(Math.min(20, this.#killStepMs));
-        if (!treeAlive(this.pid)) return;
+        if (!treeAlive(this.pid, this.#scope)) return;
       }
     }
   }

@@ -3,8 +3,9 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PtySession } from './index.js';
-import { spawnWithoutFork } from './internal/spawner.js';
+import { PtyManager, PtySession } from './index.js';
+import { tableFor } from './internal/process-tree.js';
+import { spawnWithoutFork, spawnWithoutForkLater } from './internal/spawner.js';
 import { alive, collect, until } from '../test/support.js';
 
 const sessions: PtySession[] = [];
@@ -112,6 +113,65 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
       '/nonexistent: No such file or directory',
     );
     expect(stat(spawn('/bin/cat', []).pid).ppid).toBe(helper);
+  });
+
+  it('start() does not block: the session comes from the helper; a failed program rejects with its reason', async () => {
+    const session = await PtySession.start({
+      command: '/bin/sh',
+      args: ['-c', 'read l; echo "got $l"'],
+      cols: 80,
+      rows: 24,
+    });
+    sessions.push(session);
+    const output = collect(session);
+    expect(stat(session.pid).ppid).not.toBe(process.pid);
+    session.write('it\r');
+    await output.waitFor(/got it/);
+    const options = { cols: 80, rows: 24, cwd: '/', env: process.env };
+    await expect(spawnWithoutForkLater('/nonexistent/program', [], options)).rejects.toThrow(
+      '/nonexistent/program: No such file or directory',
+    );
+  });
+
+  it('a session is ended from the processes below its helper: the machine is not scanned', async () => {
+    const session = spawn('/bin/sh', ['-c', 'sleep 1000 & sleep 1000']);
+    const helper = stat(session.pid).ppid;
+    await until(
+      () => tableFor(helper).filter(({ session: sid }) => sid === session.pid).length === 3,
+      'two sleeps',
+    );
+    const seen = tableFor(helper).map(({ pid }) => pid);
+    expect(seen).toContain(helper);
+    expect(seen).not.toContain(process.pid); // the server is not below its helper, nor is init
+    expect(seen).not.toContain(1);
+    await session.close();
+    expect(tableFor(helper).filter(({ session: sid }) => sid === session.pid)).toEqual([]);
+  });
+
+  it('a burst of start() never leaves more than the cap', async () => {
+    const manager = new PtyManager({ maxSessions: 4, killStepMs: 100 });
+    const started = await Promise.allSettled(
+      Array.from({ length: 12 }, () =>
+        manager.start({ command: '/bin/sh', args: ['-c', 'sleep 1000'], cols: 80, rows: 24 }),
+      ),
+    );
+    expect(manager.size).toBe(4);
+    expect(started.filter(({ status }) => status === 'fulfilled').length).toBeGreaterThanOrEqual(4);
+    await manager.closeAll();
+  });
+
+  it('a helper stopped while a start() waits does not stall the event loop: the start goes to node-pty', async () => {
+    const first = spawn('/bin/cat', []);
+    const helper = stat(first.pid).ppid;
+    process.kill(helper, 'SIGSTOP');
+    let ticks = 0;
+    const ticker = setInterval(() => (ticks += 1), 5);
+    const session = await PtySession.start({ command: '/bin/cat', cols: 80, rows: 24 });
+    clearInterval(ticker);
+    sessions.push(session);
+    expect(ticks).toBeGreaterThan(0); // timers ran while the start waited
+    expect(stat(session.pid).ppid).toBe(process.pid); // node-pty's fork
+    await until(() => !alive(helper), 'the stopped helper to be killed');
   });
 
   it('if the helper hangs, the next spawn gives up on it, and running sessions still exit', async () => {

@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 2509, files: 16 },
+  pty: { lines: 2856, files: 18 },
   verification: { lines: 2279, files: 22 },
   harness: { lines: 2211, files: 12 },
   gateway: { lines: 3507, files: 23 },

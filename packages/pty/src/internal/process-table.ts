@@ -1,5 +1,6 @@
-// Reading processes from /proc (Linux): one process's stat line, or every process. Elsewhere there
-// is no table: see signal-guard.ts.
+// Reading processes from /proc (Linux): one process's stat line, every process, or only those below
+// a spawn helper (its children lists), so that ending a session costs what the package started,
+// not what the machine runs. Elsewhere there is no table: see signal-guard.ts.
 import { readdirSync, readFileSync } from 'node:fs';
 
 export interface ProcessEntry {
@@ -53,6 +54,37 @@ export function scanProcesses(): ProcessEntry[] {
     if (entry !== undefined) table.push(entry);
   }
   return table;
+}
+
+/** The children of `pid` (of each of its threads), from /proc/PID/task/TID/children. */
+function childrenOf(pid: number): number[] | undefined {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((thread) =>
+      readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+    );
+  } catch {
+    return undefined; // gone, or a kernel without children lists
+  }
+}
+
+/**
+ * `root` and every process below it, found by walking down the children lists: the cost grows with
+ * what it started, not with the machine. Undefined if `root` is gone or a zombie (what it held went
+ * elsewhere), or the kernel keeps no children lists: scan everything then.
+ */
+export function processesBelow(root: number): ProcessEntry[] | undefined {
+  const top = readProcess(root);
+  if (top === undefined || top.zombie) return undefined;
+  const found = new Map<number, ProcessEntry>([[root, top]]);
+  const queue = childrenOf(root);
+  if (queue === undefined) return undefined;
+  for (let pid = queue.pop(); pid !== undefined; pid = queue.pop()) {
+    const entry = found.has(pid) ? undefined : readProcess(pid);
+    if (entry === undefined) continue; // seen, or gone meanwhile
+    found.set(pid, entry);
+    queue.push(...(childrenOf(pid) ?? []));
+  }
+  return [...found.values()];
 }
 
 /** This process's group, which nothing here may signal (Linux; elsewhere unknown: undefined). */

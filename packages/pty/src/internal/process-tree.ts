@@ -2,7 +2,7 @@
 // interactive shell puts each job in its own process group, so killing one group is not enough:
 // on Linux we signal every process of the session, elsewhere the leader's process group. Every
 // signal goes through signal-guard.ts, which sends it only to processes proven ours.
-import { readProcess, scanProcesses, type ProcessEntry } from './process-table.js';
+import { processesBelow, readProcess, scanProcesses, type ProcessEntry } from './process-table.js';
 import { ownedProcesses, signalOwned } from './signal-guard.js';
 
 /** Running — not merely a zombie waiting to be reaped (Linux `/proc`; elsewhere signal 0). */
@@ -25,13 +25,21 @@ function ownedMembers(leader: number, table: readonly ProcessEntry[]): ProcessEn
   return [...ownedProcesses(table).values()].filter((entry) => entry.session === leader && !entry.zombie);
 }
 
-export function signalTree(leader: number, signal: NodeJS.Signals): void {
-  const table = scanProcesses();
+/**
+ * Where a session's processes are: below its spawn helper (`scope`), which is their subreaper, while
+ * the helper runs — a walk of what the package started; else (node-pty) every process.
+ */
+export function tableFor(scope: number | undefined): ProcessEntry[] {
+  return (scope === undefined ? undefined : processesBelow(scope)) ?? scanProcesses();
+}
+
+export function signalTree(leader: number, signal: NodeJS.Signals, scope?: number): void {
+  const table = tableFor(scope);
   signalOwned([-leader, ...ownedMembers(leader, table).map(({ pid }) => pid)], signal, table);
 }
 
-export function treeAlive(leader: number): boolean {
-  if (process.platform === 'linux') return ownedMembers(leader, scanProcesses()).length > 0;
+export function treeAlive(leader: number, scope?: number): boolean {
+  if (process.platform === 'linux') return ownedMembers(leader, tableFor(scope)).length > 0;
   try {
     process.kill(-leader, 0);
     return true;

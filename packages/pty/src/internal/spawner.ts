@@ -26,10 +26,11 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { Socket } from 'node:net';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
-import { escapeesOf, processAlive } from './process-tree.js';
-import { readProcess, scanProcesses } from './process-table.js';
+import { escapeesOf, processAlive, tableFor } from './process-tree.js';
+import { readProcess } from './process-table.js';
 import { forgetSpawned, recordSpawned, signalOwned } from './signal-guard.js';
 import { markUnusable, nativeHelper } from './native-helpers.js';
 /**
@@ -42,6 +43,9 @@ import { markUnusable, nativeHelper } from './native-helpers.js';
 const ANSWER_TIMEOUT_MS = 250;
 const FIRST_ANSWER_TIMEOUT_MS = 1000;
 const STRIKES = 3;
+/** A spawn that does not block waits this long for the answer; a stopped or gone helper is seen sooner. */
+const LATER_ANSWER_TIMEOUT_MS = 10_000;
+const WATCH_MS = 100;
 /** Like node-pty: after the program exits, how long its output may take to drain before exit is reported. */
 const CLOSE_TIMEOUT_MS = 200;
 
@@ -69,6 +73,10 @@ interface Helper {
   answered: boolean;
   /** Reply text read but not yet a whole line. */
   replies: string;
+  /** The reply FIFO as a stream, for spawns that wait without blocking; and those spawns, by id. */
+  readonly replyStream: Socket;
+  readonly waiting: Map<number, (answer: Answer) => void>;
+  watch: NodeJS.Timeout | undefined;
 }
 
 let helper: Helper | null | undefined; // undefined: start one; null: not available here, or no longer
@@ -132,6 +140,10 @@ function startHelper(): Helper | null {
       return null;
     }
     const stdout = child.stdout as unknown as NodeJS.ReadableStream & { ref(): void; unref(): void };
+    // Answers read as they come (the loop runs), or by a blocked spawn's own reads (it does not).
+    const replyStream = new Socket({ fd: reply, readable: true, writable: false });
+    replyStream.on('error', () => {});
+    replyStream.unref();
     const started: Helper = {
       process: child,
       pid: child.pid as number,
@@ -144,6 +156,9 @@ function startHelper(): Helper | null {
       lastId: 0,
       strikes: 0,
       answered: false,
+      replyStream,
+      waiting: new Map(),
+      watch: undefined,
       replies: '',
     };
     let lines = '';
@@ -160,12 +175,18 @@ function startHelper(): Helper | null {
         if (started.terminals.size === 0) started.stdout.unref();
       }
     });
+    replyStream.setEncoding('utf8').on('data', (text: string) => {
+      started.replies += text;
+      dispatch(started);
+    });
     running.add(started);
     child.once('exit', () => {
       running.delete(started);
-      forgetSpawned(child.pid as number);
+      forgetSpawned(started.pid);
       retire(started);
-      for (const fd of [request, reply]) closeQuietly(fd);
+      for (const waiting of [...started.waiting.values()]) waiting({ kind: 'late' });
+      replyStream.destroy(); // closes the reply FIFO
+      closeQuietly(request);
       rmSync(dir, { recursive: true, force: true });
     });
     // Once its last report is read, nobody reports these programs' exits any more: watch here.
@@ -209,21 +230,34 @@ function encodeRequest(id: number, tty: string, cwd: string, argv: readonly stri
 
 type Answer = { kind: 'ran'; pid: number } | { kind: 'failed'; why: string } | { kind: 'late' };
 
+/**
+ * Hands out the whole answers read so far: to `waiting` (a blocked spawn's id: returned), to a
+ * spawn waiting without blocking, or, if nobody waits for it any more (it came too late and that
+ * spawn went to node-pty), its program is killed.
+ */
+function dispatch(started: Helper, waiting?: number): Answer | undefined {
+  for (let at; (at = started.replies.indexOf('\n')) >= 0;) {
+    const [answerId, pid, ...why] = started.replies.slice(0, at).split(' ');
+    started.replies = started.replies.slice(at + 1);
+    started.answered = true;
+    const answer: Answer =
+      pid === 'E' ? { kind: 'failed', why: why.join(' ') } : { kind: 'ran', pid: Number(pid) };
+    if (Number(answerId) === waiting) return answer;
+    const later = started.waiting.get(Number(answerId));
+    if (later !== undefined) later(answer);
+    else if (answer.kind === 'ran') killLate(answer.pid);
+  }
+  return undefined;
+}
+
 function ask(started: Helper, request: Buffer, id: number): Answer {
   writeSync(started.request, request);
   const buffer = Buffer.alloc(512);
   const nap = new Int32Array(new SharedArrayBuffer(4));
   const deadline = performance.now() + (id === 1 ? FIRST_ANSWER_TIMEOUT_MS : ANSWER_TIMEOUT_MS);
   for (let tries = 1; ; tries += 1) {
-    for (let at; (at = started.replies.indexOf('\n')) >= 0;) {
-      const [answerId, pid, ...why] = started.replies.slice(0, at).split(' ');
-      started.replies = started.replies.slice(at + 1);
-      started.answered = true;
-      if (Number(answerId) === id)
-        return pid === 'E' ? { kind: 'failed', why: why.join(' ') } : { kind: 'ran', pid: Number(pid) };
-      // An answer that came too late: that spawn went to node-pty, so this program must not run.
-      if (pid !== 'E') killLate(Number(pid));
-    }
+    const answer = dispatch(started, id);
+    if (answer !== undefined) return answer;
     try {
       started.replies += buffer.toString('utf8', 0, readSync(started.reply, buffer, 0, buffer.length, null));
       continue;
@@ -236,6 +270,31 @@ function ask(started: Helper, request: Buffer, id: number): Answer {
 }
 
 /** A program the helper ran for a spawn that went to node-pty meanwhile: a child of the helper. */
+/** Asks without blocking: the answer comes through the reply stream, or late after a deadline. */
+function askLater(started: Helper, request: Buffer, id: number): Promise<Answer> {
+  return new Promise<Answer>((resolve) => {
+    const done = (answer: Answer): void => {
+      clearTimeout(deadline);
+      started.waiting.delete(id);
+      if (started.waiting.size === 0) {
+        clearInterval(started.watch);
+        started.replyStream.unref();
+      }
+      resolve(answer);
+    };
+    const deadline = setTimeout(() => done({ kind: 'late' }), LATER_ANSWER_TIMEOUT_MS);
+    started.waiting.set(id, done);
+    started.replyStream.ref();
+    // Stopped or gone, it will not answer: noticed within WATCH_MS, not at the deadline.
+    if (started.waiting.size === 1)
+      started.watch = setInterval(() => {
+        if (helperStuck(started))
+          for (const waiting of [...started.waiting.values()]) waiting({ kind: 'late' });
+      }, WATCH_MS);
+    writeSync(started.request, request);
+  });
+}
+
 function killLate(pid: number): void {
   signalOwned([-pid, pid], 'SIGKILL');
 }
@@ -257,7 +316,7 @@ function closeQuietly(fd: number): void {
 export async function endEscapees(stepMs: number): Promise<void> {
   const signal = (name: NodeJS.Signals | 0): number => {
     if (running.size === 0) return 0;
-    const table = scanProcesses();
+    const table = [...running].flatMap((started) => tableFor(started.pid));
     const found = [...running].flatMap((started) =>
       escapeesOf(started.pid, new Set(started.terminals.keys()), table),
     );
@@ -299,15 +358,19 @@ export function prepareSpawner(): void {
   if (helper === undefined) helper = startHelper();
 }
 
-/**
- * `file` on a terminal of our own, run by the helper; undefined where the helper cannot be used
- * (node-pty spawns then). Throws, with the helper's reason, if the program cannot be started.
- */
-export function spawnWithoutFork(
+interface Pending {
+  readonly started: Helper;
+  readonly term: { master: number; slave: number; pty: string };
+  readonly id: number;
+  readonly request: Buffer;
+}
+
+/** Opens the program's terminal and numbers its request, if a helper can be used here. */
+function prepareRequest(
   file: string,
   args: readonly string[],
   options: HelperSpawnOptions,
-): IPty | undefined {
+): Pending | undefined {
   prepareSpawner();
   if (!helper) return undefined;
   const started = helper;
@@ -316,7 +379,11 @@ export function spawnWithoutFork(
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
     .map(([name, value]) => `${name}=${value}`);
   const id = (started.lastId += 1);
-  const answer = ask(started, encodeRequest(id, term.pty, options.cwd, [file, ...args], env), id);
+  return { started, term, id, request: encodeRequest(id, term.pty, options.cwd, [file, ...args], env) };
+}
+
+/** The terminal the helper's answer gives, or undefined (node-pty spawns); throws if the program cannot start. */
+function settle({ started, term }: Pending, answer: Answer): IPty | undefined {
   // The program holds its side of the terminal now (PtySession holds another, by path).
   closeQuietly(term.slave);
   if (answer.kind !== 'ran') {
@@ -335,10 +402,39 @@ export function spawnWithoutFork(
     return undefined;
   }
   started.strikes = 0;
-  const terminal = new HelperTerminal(answer.pid, term.master, term.pty, started.native);
+  const terminal = new HelperTerminal(answer.pid, term.master, term.pty, started);
   started.terminals.set(answer.pid, terminal);
   started.stdout.ref(); // until the helper reports this exit, as node-pty's exit watch would
   return terminal as unknown as IPty;
+}
+
+/**
+ * `file` on a terminal of our own, run by the helper, waiting for its answer with the event loop
+ * blocked (see ANSWER_TIMEOUT_MS); undefined where the helper cannot be used or answered late
+ * (node-pty spawns then). Throws, with the helper's reason, if the program cannot be started.
+ */
+export function spawnWithoutFork(
+  file: string,
+  args: readonly string[],
+  options: HelperSpawnOptions,
+): IPty | undefined {
+  const pending = prepareRequest(file, args, options);
+  return pending && settle(pending, ask(pending.started, pending.request, pending.id));
+}
+
+/** The same without blocking: the answer is read when it comes (see LATER_ANSWER_TIMEOUT_MS). */
+export async function spawnWithoutForkLater(
+  file: string,
+  args: readonly string[],
+  options: HelperSpawnOptions,
+): Promise<IPty | undefined> {
+  const pending = prepareRequest(file, args, options);
+  return pending && settle(pending, await askLater(pending.started, pending.request, pending.id));
+}
+
+/** The spawn helper below which `pty`'s processes are, if a helper spawned it. */
+export function helperOf(pty: IPty): number | undefined {
+  return pty instanceof HelperTerminal ? pty.helper : undefined;
 }
 
 type Listener<T> = (value: T) => void;
@@ -356,6 +452,8 @@ const disposable = <T>(set: Set<Listener<T>>, listener: Listener<T>) => {
 /** The members of node-pty's UnixTerminal that PtySession relies on, over our own terminal. */
 class HelperTerminal {
   readonly pid: number;
+  /** The helper that runs it: its processes are below that one (see tableFor). */
+  readonly helper: number;
   readonly _fd: number;
   readonly _pty: string;
   readonly _socket: ReadStream;
@@ -370,11 +468,12 @@ class HelperTerminal {
   #writeRetry: NodeJS.Timeout | undefined;
   #watch: NodeJS.Timeout | undefined;
 
-  constructor(pid: number, master: number, slavePath: string, native: Native) {
+  constructor(pid: number, master: number, slavePath: string, started: Helper) {
     this.pid = pid;
+    this.helper = started.pid;
     this._fd = master;
     this._pty = slavePath;
-    this.#native = native;
+    this.#native = started.native;
     this._socket = new ReadStream(master);
     this._socket.on('data', (data: Buffer) => {
       for (const listener of this.#dataListeners) listener(data);
