@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { endLine, hookLines, stepLine, toolLine } from './cli-format.js';
+import fc from 'fast-check';
+import { endLine, hookLines, neutralize, neutralizeLine, stepLine, toolLine } from './cli-format.js';
 
 describe('aleph run prints words', () => {
   it('the end line: why, turns, time, tokens, the verdict', () => {
@@ -113,5 +114,24 @@ describe('aleph run prints words', () => {
   it('a warning about the hooks in a settings file is a ⚠ line of its own', () => {
     const message = '.claude/settings.json: PreToolUSe hooks are not run by Aleph (it runs Stop, …)';
     expect(hookLines({ kind: 'warning', route: 'claude_code', message })).toEqual([`  ⚠ ${message}`]);
+  });
+});
+
+describe('neutralize: nothing printed can drive the terminal', () => {
+  it('no C0 control but newline and tab, no DEL, no C1 survives; printable text is unchanged', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (text) => {
+        expect(neutralize(text)).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
+        expect(neutralizeLine(text)).not.toMatch(/[\x00-\x1f\x7f-\x9f]/);
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme' }), (text) => {
+        fc.pre(!/[\x00-\x1f\x7f-\x9f]/.test(text));
+        expect(neutralize(text)).toBe(text);
+      }),
+    );
+    expect(neutralize('a\x1b]52;c;SGk=\x07b\x9b2J\x7f\r\n\t')).toBe('a^[]52;c;SGk=^Gb\\x9b2J^?^M\n\t');
+    expect(neutralizeLine('tool\nforged\tline')).toBe('tool^Jforged^Iline');
   });
 });

@@ -16,6 +16,23 @@ export interface HookWarning {
   readonly message: string;
 }
 
+/**
+ * Text from the model, a tool, a hook or the server, with its control characters made visible
+ * (`^[`, `^M`, `\x9b`): an OSC 52 clipboard write, a title change, a screen clear or a forged line
+ * never reaches the user's terminal. Newlines and tabs stay. Everything `aleph` prints goes through it.
+ */
+export const neutralize = (text: string): string =>
+  // eslint-disable-next-line no-control-regex
+  text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (char) => {
+    const code = char.charCodeAt(0);
+    if (code === 0x7f) return '^?';
+    return code < 0x20 ? `^${String.fromCharCode(code + 0x40)}` : `\\x${code.toString(16)}`;
+  });
+
+/** The same for text that must stay on one line (the live status line): newlines and tabs shown too. */
+export const neutralizeLine = (text: string): string =>
+  neutralize(text.replace(/\n/g, '^J').replace(/\t/g, '^I'));
+
 export const firstLine = (text: string, max = 100): string => {
   const line = text.trim().split('\n')[0] ?? '';
   return line.length > max ? `${line.slice(0, max)}…` : line;

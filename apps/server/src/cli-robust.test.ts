@@ -131,6 +131,35 @@ it('`aleph run` shows the control characters of model, tool and hook text instea
   expect(result.stdout).toMatch(/⚠ .*noisy.*hook says \^\[\]0;pwned-title\^G hi/); // the hook's stderr
 });
 
+it('`aleph run` in a terminal: a model-chosen tool name in the live status line is shown, never sent raw', async () => {
+  const work = workDir();
+  // OSC 52 (clipboard write), OSC 0 (window title), a screen clear, C1 CSI, a newline to forge a line.
+  const name = 'x\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\x1b[2J\x9b31m\nforged';
+  const { url, token } = await agentServer((conversation) =>
+    conversation.at(-1)?.role === 'user'
+      ? {
+          calls: [
+            { name, args: {} },
+            { name: 'shell', args: { command: 'sleep 1.5' } },
+          ],
+        }
+      : { text: 'done\nVERDICT: PASS' },
+  );
+  const { screen, session } = inTerminal(['run', 'hostile names', '--cwd', work], {
+    ALEPH_URL: url,
+    ALEPH_TOKEN: token,
+    TERM: 'xterm',
+  });
+  const exit = await session.exited;
+  expect(exit.exitCode).toBe(0);
+  const out = screen();
+  expect(out).toContain('running shell'); // the status line was drawn while the calls ran
+  expect(out).not.toMatch(/\x1b\][0-9]/); // no OSC of any kind reached the terminal
+  expect(out).not.toContain('\x1b[2J');
+  expect(out).not.toMatch(/[\x80-\x9f]/);
+  expect(out).toContain('x^[]52;c;cHduZWQ=^G^[]0;pwned^G^[[2J\\x9b31m^Jforged');
+});
+
 it('`aleph attach` after a full-screen flood shows the screen (pty.snapshot), not the raw scrollback', async () => {
   server = await startServerProcess('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
   const client = await connectGateway(server.url, { token: server.token });

@@ -9,7 +9,15 @@ import { parseArgs } from 'node:util';
 import { connectGateway, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
-import { endLine, firstLine, hookLines, stepLine, toolLine } from './cli-format.js';
+import {
+  endLine,
+  firstLine,
+  hookLines,
+  neutralize,
+  neutralizeLine,
+  stepLine,
+  toolLine,
+} from './cli-format.js';
 import { invocationDir, readServerInfo, stateDir } from './state.js';
 import { AlternateScreenWatch, restoreSequence } from './terminal-restore.js';
 
@@ -51,19 +59,6 @@ const USAGE = `usage:
   aleph sessions                                      list agent runs and terminals
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
-
-/**
- * Text from the model, a tool or a hook, with its control characters made visible (`^[`, `^M`,
- * `\x9b`): an OSC 52 clipboard write, a title change or a forged line never reaches the user's
- * terminal. Newlines and tabs stay.
- */
-const visible = (text: string): string =>
-  // eslint-disable-next-line no-control-regex
-  text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (char) => {
-    const code = char.charCodeAt(0);
-    if (code === 0x7f) return '^?';
-    return code < 0x20 ? `^${String.fromCharCode(code + 0x40)}` : `\\x${code.toString(16)}`;
-  });
 
 /** An answer of one line, with its exit code: what a user can fix, never a stack trace. */
 class CliError extends Error {
@@ -133,12 +128,12 @@ async function run(
   const statusLine = (): void => {
     if (!tty) return;
     process.stdout.write(
-      `\r\x1b[K● turn ${turn} · ${activity()} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
+      `\r\x1b[K● turn ${turn} · ${neutralizeLine(activity())} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
     );
   };
   const print = (line: string): void => {
     if (tty) process.stdout.write('\r\x1b[K');
-    process.stdout.write(`${visible(line)}\n`);
+    process.stdout.write(`${neutralize(line)}\n`);
     statusLine();
   };
   const ticker = tty ? setInterval(statusLine, 250) : undefined;
@@ -243,7 +238,7 @@ function shortCommand(command: string): string {
   const wrapped = command.indexOf(' -- /bin/sh -c ');
   const at = wrapped >= 0 ? wrapped + 4 : command.startsWith('/bin/sh -c ') ? 0 : -1;
   const shown = at < 0 ? command : `$ ${command.slice(at + '/bin/sh -c '.length)}`;
-  return visible(firstLine(shown, 120)) + (wrapped >= 0 ? '  (sandboxed)' : '');
+  return neutralize(firstLine(shown, 120)) + (wrapped >= 0 ? '  (sandboxed)' : '');
 }
 
 function terminalState(
@@ -269,12 +264,16 @@ async function sessions(client: GatewayClient): Promise<number> {
   console.log(`agent runs (${runs.length})`);
   for (const r of runs)
     console.log(
-      `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${visible(firstLine(r.prompt, 60))}`,
+      neutralizeLine(
+        `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${firstLine(r.prompt, 60)}`,
+      ),
     );
   console.log(`terminals (${terminals.length})`);
   for (const t of terminals)
     console.log(
-      `  ${t.sessionId}  pid ${t.pid}  ${t.cols}x${t.rows}  ${terminalState(t.exit)}  ${shortCommand(t.command)}`,
+      neutralizeLine(
+        `  ${t.sessionId}  pid ${t.pid}  ${t.cols}x${t.rows}  ${terminalState(t.exit)}  ${shortCommand(t.command)}`,
+      ),
     );
   return 0;
 }
@@ -355,7 +354,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   let usedAt = -Infinity; // when the user last typed here (not their terminal answering a query)
   // Keys go without an answer each (binary frames); a refusal comes to onInputError. A key typed
   // as the connection drops is lost with it: `lost` below ends the attach.
-  client.onInputError((error) => process.stderr.write(`\r\n[aleph: ${error.message}]\r\n`));
+  client.onInputError((error) => process.stderr.write(`\r\n[aleph: ${neutralizeLine(error.message)}]\r\n`));
   const send = (keys: Buffer): void => {
     if (client.socket.readyState === client.socket.OPEN) client.type(sessionId, keys);
   };
@@ -395,7 +394,7 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   for (const [signal, listener] of onSignal) process.off(signal, listener);
   process.stdout.off('resize', resize);
   restore();
-  process.stderr.write(`\r\n[aleph: ${leave.line}]\r\n`);
+  process.stderr.write(`\r\n[aleph: ${neutralizeLine(leave.line)}]\r\n`);
   process.stdin.pause();
   return leave.code;
 }
@@ -446,7 +445,7 @@ main().then(
   (code) => process.exit(code),
   (error: unknown) => {
     const message = (error as Error).message ?? String(error);
-    console.error(message.startsWith('aleph') ? message : `aleph: ${message}`);
+    console.error(neutralize(message.startsWith('aleph') ? message : `aleph: ${message}`));
     process.exit(error instanceof CliError ? error.exitCode : 1);
   },
 );

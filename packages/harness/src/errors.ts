@@ -1,8 +1,17 @@
 // The one error class of @aleph/harness, for the boundary (a bad tool definition, a store failure).
-// A run's expected ends are values (`TerminateReason`), not exceptions.
-import type { HarnessErrorInfo } from './types.js';
+// A run's expected ends are values (`TerminateReason`), not exceptions. This file imports nothing of
+// the package: the types and the tool service build on it, never the other way round.
 
-export type HarnessErrorCode = HarnessErrorInfo['kind'] | 'invalid_tool';
+/** Why a run ended in error (`TerminateReason` `error`). */
+export type HarnessErrorInfo =
+  | { readonly kind: 'llm'; readonly message: string }
+  | { readonly kind: 'tool'; readonly message: string }
+  | { readonly kind: 'session'; readonly message: string }
+  | { readonly kind: 'cancelled' }
+  | { readonly kind: 'stalled_turn'; readonly elapsedMs: number };
+
+/** `conflict`: a fenced session append found the log moved on (another writer). */
+export type HarnessErrorCode = HarnessErrorInfo['kind'] | 'invalid_tool' | 'conflict';
 
 export class HarnessError extends Error {
   override readonly name = 'HarnessError';

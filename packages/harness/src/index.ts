@@ -11,13 +11,16 @@ export {
   type EvidenceCache,
 } from './act.js';
 export {
+  AGENT_ROLE_PROMPT,
   AgentHarness,
   DEFAULT_MAX_CONSECUTIVE_FAILURES,
   DEFAULT_MAX_ITERATIONS,
   DEFAULT_TOOL_TIMEOUT_MS,
   DEFAULT_TURN_TIMEOUT_MS,
+  type HarnessDeps,
   type RunInput,
   type RunOptions,
+  type TurnOutcome,
 } from './agent-harness.js';
 export {
   compactToFit,
@@ -26,9 +29,8 @@ export {
   truncateToFit,
   type FitResult,
 } from './context-budget.js';
-export { FatalProviderError, HarnessError, type HarnessErrorCode } from './errors.js';
+export { FatalProviderError, HarnessError, type HarnessErrorCode, type HarnessErrorInfo } from './errors.js';
 export { Orchestrator, type FlowRequest, type OrchestratorOptions } from './orchestrator.js';
-export { AGENT_ROLE_PROMPT } from './prompt.js';
 export {
   createFileSessionStore,
   InMemorySessionStore,
@@ -36,5 +38,14 @@ export {
   summarize,
   Transcript,
 } from './session-store.js';
+export {
+  ReplyAssembler,
+  ReplyError,
+  readReply,
+  replyStream,
+  StallError,
+  type ReadReply,
+  type ReadReplyOptions,
+} from './think.js';
 export { ToolService, type ParsedCall } from './tool-service.js';
 export type * from './types.js';

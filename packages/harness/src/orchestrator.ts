@@ -1,8 +1,8 @@
 // Dispatch: every flow — a user's task or a sub-agent — goes through `dispatch` → a harness run.
 // A sub-agent is a child flow with its own session; the parent's step reports it as `splitChild`.
 import { z } from 'zod';
-import { AgentHarness, type RunOptions } from './agent-harness.js';
-import type { HarnessDeps, RunResult, Tool } from './types.js';
+import { AgentHarness, type HarnessDeps, type RunOptions } from './agent-harness.js';
+import type { RunResult, Tool } from './types.js';
 
 export interface FlowRequest {
   readonly prompt: string;

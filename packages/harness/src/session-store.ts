@@ -9,6 +9,8 @@ import { appendFile, open, readdir, readFile, type FileHandle } from 'node:fs/pr
 import { join } from 'node:path';
 import { HarnessError } from './errors.js';
 import type {
+  AppendOptions,
+  LoadOptions,
   SessionEvent,
   SessionEventBody,
   SessionLoad,
@@ -32,6 +34,21 @@ const EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventBody['type']>([
 function checkId(sessionId: string): void {
   if (!SESSION_ID.test(sessionId))
     throw new HarnessError('session', `invalid session id ${JSON.stringify(sessionId)}`);
+}
+
+/** A fenced append whose writer saw another last sequence than the log's is refused. */
+function checkFence(sessionId: string, last: number, options: AppendOptions | undefined): void {
+  if (options?.after === undefined || options.after === last) return;
+  throw new HarnessError(
+    'conflict',
+    `session ${sessionId} moved on: its last event is ${last}, the writer saw ${options.after} (another run is writing it)`,
+  );
+}
+
+/** The events from `options.from` on (all of them without it). */
+function from(load: SessionLoad, options: LoadOptions | undefined): SessionLoad {
+  const first = options?.from ?? 0;
+  return first <= 0 ? load : { ...load, events: load.events.filter((event) => event.seq >= first) };
 }
 
 /** Parses a log's text: a torn last line and corrupt or non-event lines are skipped and reported. */
@@ -197,8 +214,9 @@ export class InMemorySessionStore implements SessionStore {
     return Promise.resolve(id);
   }
 
-  async append(sessionId: string, event: SessionEventBody): Promise<SessionEvent> {
+  async append(sessionId: string, event: SessionEventBody, options?: AppendOptions): Promise<SessionEvent> {
     const session = this.#session(sessionId);
+    checkFence(sessionId, session.events.length - 1, options);
     const stored = { ...event, seq: session.events.length, at: Date.now() } as SessionEvent;
     session.events.push(stored);
     session.live = true;
@@ -221,9 +239,9 @@ export class InMemorySessionStore implements SessionStore {
     return Promise.resolve();
   }
 
-  load(sessionId: string): Promise<SessionLoad> {
+  load(sessionId: string, options?: LoadOptions): Promise<SessionLoad> {
     const events = this.#sessions.get(sessionId)?.events ?? [];
-    return Promise.resolve({ events: [...events], tornTail: false, corruptLines: [] });
+    return Promise.resolve(from({ events: [...events], tornTail: false, corruptLines: [] }, options));
   }
 
   list(): Promise<string[]> {
@@ -311,8 +329,9 @@ class FileSessionStore implements SessionStore {
     return id;
   }
 
-  async append(sessionId: string, event: SessionEventBody): Promise<SessionEvent> {
+  async append(sessionId: string, event: SessionEventBody, options?: AppendOptions): Promise<SessionEvent> {
     const log = await this.#log(sessionId);
+    checkFence(sessionId, log.seq - 1, options);
     const stored = { ...event, seq: log.seq, at: Date.now() } as SessionEvent;
     log.seq += 1;
     const line = log.transcript.line(stored);
@@ -350,9 +369,9 @@ class FileSessionStore implements SessionStore {
     await closeLog(await pending);
   }
 
-  async load(sessionId: string): Promise<SessionLoad> {
+  async load(sessionId: string, options?: LoadOptions): Promise<SessionLoad> {
     try {
-      return parseLog(await readFile(this.#path(sessionId), 'utf8'));
+      return from(parseLog(await readFile(this.#path(sessionId), 'utf8')), options);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT')
         return { events: [], tornTail: false, corruptLines: [] };

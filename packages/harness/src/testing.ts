@@ -1,6 +1,15 @@
 // Test doubles for consumers of @aleph/harness: a provider that plays a script and records every
-// request it was sent. For loop logic only — real providers are tested against their wire format.
-import type { AiProvider, ThinkRequest, ThinkResponse, ToolCall } from './types.js';
+// request it was sent (and one that streams). For loop logic only — real providers are tested against their wire format.
+import { ReplyAssembler } from './think.js';
+import type {
+  AiProvider,
+  ReplyPart,
+  StopReason,
+  ThinkRequest,
+  ThinkResponse,
+  TokenUsage,
+  ToolCall,
+} from './types.js';
 
 export type ScriptStep =
   | ThinkResponse
@@ -46,4 +55,52 @@ export function callTools(calls: readonly { name: string; args?: unknown }[], te
 
 export function stop(text = 'Done.\nVERDICT: PASS'): ThinkResponse {
   return { text, toolCalls: [], stopReason: 'end_turn', usage: { inputTokens: 10, outputTokens: 5 } };
+}
+
+/** One streamed reply: its parts, or a function of the request's signal giving them (delays, breaks). */
+export type StreamStep = readonly ReplyPart[] | ((signal: AbortSignal) => AsyncIterable<ReplyPart>);
+
+/**
+ * A provider that streams: each request plays the next step's parts in order. `think` (for callers
+ * that want the whole reply) assembles the same parts.
+ */
+export class StreamingScriptedProvider implements AiProvider {
+  readonly id = 'scripted-stream';
+  readonly requests: ThinkRequest[] = [];
+  readonly #steps: readonly StreamStep[];
+
+  constructor(steps: readonly StreamStep[]) {
+    this.#steps = steps;
+  }
+
+  stream(request: ThinkRequest, signal: AbortSignal): AsyncIterable<ReplyPart> {
+    const index = this.requests.length;
+    this.requests.push({ ...request, messages: [...request.messages] });
+    const step = this.#steps[index];
+    if (step === undefined) throw new Error(`script exhausted at request ${index + 1}`);
+    if (typeof step === 'function') return step(signal);
+    return (async function* () {
+      for (const part of step) yield await Promise.resolve(part); // one part a tick, as a socket gives them
+    })();
+  }
+
+  async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
+    const assembler = new ReplyAssembler();
+    for await (const part of this.stream(request, signal)) assembler.add(part);
+    return assembler.response();
+  }
+}
+
+/** A reply as stream parts: the text in `chunks`, then the calls, usage and finish. */
+export function streamed(
+  chunks: readonly string[],
+  options: { calls?: readonly ToolCall[]; usage?: TokenUsage; stopReason?: StopReason } = {},
+): ReplyPart[] {
+  const calls = options.calls ?? [];
+  return [
+    ...chunks.map((text): ReplyPart => ({ type: 'text', text })),
+    ...calls.map((call): ReplyPart => ({ type: 'tool-call', call })),
+    { type: 'usage', usage: options.usage ?? { inputTokens: 10, outputTokens: 5 } },
+    { type: 'finish', stopReason: options.stopReason ?? (calls.length > 0 ? 'tool_use' : 'end_turn') },
+  ];
 }

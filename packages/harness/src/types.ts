@@ -1,16 +1,8 @@
 // The harness's contracts: what a provider, a tool and a session store look like, and what a run
 // reports. Values, not exceptions, for expected outcomes (a terminate reason, a tool result).
-import type { PowerCapability } from '@aleph/power';
-import type {
-  RobustnessProfile,
-  ScratchpadRow,
-  ToolHookAfter,
-  ToolHookDecision,
-  VerifierChain,
-  VerifierVerdict,
-} from '@aleph/verification';
+import type { ScratchpadRow, ToolHookAfter, ToolHookDecision, VerifierVerdict } from '@aleph/verification';
 import type { ZodType } from 'zod';
-import type { ToolService } from './tool-service.js';
+import type { HarnessErrorInfo } from './errors.js';
 
 export interface ToolCall {
   readonly id: string;
@@ -45,8 +37,11 @@ export interface ThinkRequest {
 }
 
 export interface TokenUsage {
+  /** Every input token, cached ones included. */
   readonly inputTokens: number;
   readonly outputTokens: number;
+  /** Input tokens read from the provider's prompt cache (part of `inputTokens`), when it says. */
+  readonly cachedInputTokens?: number;
 }
 
 /**
@@ -67,10 +62,58 @@ export interface ThinkResponse {
   readonly usage?: TokenUsage;
 }
 
+/**
+ * One part of a reply as the provider hands it to THINK. `text` and `tool-call-delta` are fragments
+ * as the model writes them; `tool-call` is a finished call; `reasoning` is the model thinking (kept
+ * by no one, but it is a sign of life); `usage` and `finish` close the reply. A provider that does
+ * not stream hands over one `response` part: the whole reply.
+ */
+export type ReplyPart =
+  | { readonly type: 'text'; readonly text: string }
+  | { readonly type: 'reasoning'; readonly text: string }
+  | {
+      readonly type: 'tool-call-delta';
+      readonly callId: string;
+      readonly name: string;
+      /** A fragment of the call's arguments, as JSON text. */
+      readonly text: string;
+    }
+  | { readonly type: 'tool-call'; readonly call: ToolCall }
+  | { readonly type: 'usage'; readonly usage: TokenUsage }
+  | { readonly type: 'finish'; readonly stopReason: StopReason; readonly rawStopReason?: string }
+  | { readonly type: 'response'; readonly response: ThinkResponse };
+
+/**
+ * The reply stream seam: THINK reads the parts in order and assembles the response. A reply is whole
+ * only with a `finish` (or a `response`) part: a stream that ends, throws or stalls before it fails
+ * the turn. Aborting the signal given with the request must end the stream (and its connection).
+ */
+export type ReplyStream = AsyncIterable<ReplyPart>;
+
 export interface AiProvider {
   readonly id: string;
+  /** The whole reply at once; THINK reads it as a one-part stream when there is no `stream`. */
   think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse>;
+  /** The reply as it is written; preferred by THINK when present. */
+  stream?(request: ThinkRequest, signal: AbortSignal): ReplyStream;
 }
+
+/**
+ * What clients are told while a reply is written (`RunOptions.onDelta`). `seq` counts from 0 in each
+ * turn. `text` deltas concatenated are the reply's text; `replace` says the reply's final text after
+ * an output guardrail rewrote it (clients show it instead of what they had).
+ */
+export type ReplyDelta =
+  | { readonly kind: 'text'; readonly iteration: number; readonly seq: number; readonly text: string }
+  | {
+      readonly kind: 'tool_args';
+      readonly iteration: number;
+      readonly seq: number;
+      readonly callId: string;
+      readonly name: string;
+      readonly text: string;
+    }
+  | { readonly kind: 'replace'; readonly iteration: number; readonly seq: number; readonly text: string };
 
 export type ResourceClaim =
   | { readonly kind: 'none' }
@@ -151,14 +194,11 @@ export interface TurnStep {
   readonly iteration: number;
   /** Why this turn failed without running anything: the provider's message (ECONNREFUSED, 5xx, …). */
   readonly error?: string;
+  /** From the request to the reply's first part, ms (streaming: the first token). */
+  readonly firstTokenMs?: number;
+  /** The tokens this turn's reply used, as the provider reported them. */
+  readonly usage?: TokenUsage;
 }
-
-export type HarnessErrorInfo =
-  | { readonly kind: 'llm'; readonly message: string }
-  | { readonly kind: 'tool'; readonly message: string }
-  | { readonly kind: 'session'; readonly message: string }
-  | { readonly kind: 'cancelled' }
-  | { readonly kind: 'stalled_turn'; readonly elapsedMs: number };
 
 export type TerminateReason =
   | { readonly kind: 'model_stop' }
@@ -175,11 +215,23 @@ export type TerminateReason =
   /** The log has no `terminate` event and no process is running it: found after a crash. */
   | { readonly kind: 'interrupted' };
 
+/** One turn's figures, in a run's result. */
+export interface TurnFigures {
+  readonly iteration: number;
+  readonly firstTokenMs?: number;
+  readonly usage?: TokenUsage;
+}
+
 export interface RunResult {
   readonly sessionId: string;
   readonly terminateReason: TerminateReason;
   readonly iterations: number;
+  /** Input + output tokens of every reply. */
   readonly totalTokens: number;
+  /** The run's tokens, summed over its turns (`cachedInputTokens` counted in `inputTokens`). */
+  readonly usage?: TokenUsage;
+  /** Each turn that got a reply: its time to first token and its tokens. */
+  readonly turns?: readonly TurnFigures[];
   readonly toolTimeline: readonly ToolInvocation[];
   readonly finalText: string;
 }
@@ -222,6 +274,16 @@ export interface SessionLoad {
   readonly corruptLines?: readonly number[];
 }
 
+export interface AppendOptions {
+  /** The last sequence the writer saw (-1: none): the append is refused if the log has another. */
+  readonly after?: number;
+}
+
+export interface LoadOptions {
+  /** The first sequence to read back (default 0). */
+  readonly from?: number;
+}
+
 /** A session as a list of runs shows it, read from its log. */
 export interface SessionSummary {
   readonly sessionId: string;
@@ -237,12 +299,22 @@ export interface SessionSummary {
   readonly corruptLines?: readonly number[];
 }
 
+/**
+ * The session log seam: an append-only event log per session, read back by sequence. Sequences count
+ * from 0 in each session, one per event, with no gaps. An append may be fenced: `after` names the
+ * last sequence its writer saw (-1 for an empty log), and the append is refused with a
+ * `HarnessError` of code `conflict` when the log has moved on (another writer appended), so two
+ * writers never interleave one session. The default implementations keep JSON lines on disk
+ * (`createFileSessionStore`) or events in memory (`InMemorySessionStore`); a cluster keeps one
+ * stream subject per session.
+ */
 export interface SessionStore {
   create(options?: { parentId?: string }): Promise<string>;
-  append(sessionId: string, event: SessionEventBody): Promise<SessionEvent>;
+  append(sessionId: string, event: SessionEventBody, options?: AppendOptions): Promise<SessionEvent>;
   /** Makes everything appended so far durable (the file store fsyncs). Called at turn boundaries. */
   flush(sessionId: string): Promise<void>;
-  load(sessionId: string): Promise<SessionLoad>;
+  /** The session's events in sequence order; with `from`, those whose `seq` is `from` or later. */
+  load(sessionId: string, options?: LoadOptions): Promise<SessionLoad>;
   list(): Promise<string[]>;
   /** The run on this session ended (the harness calls it last): flush, and release its handles. */
   end?(sessionId: string): Promise<void>;
@@ -290,24 +362,4 @@ export interface ContextBudgetOptions {
   readonly compactor?: (messages: readonly Message[]) => string;
   /** Tool outputs longer than this (chars) are stubbed first when over budget. Default 400. */
   readonly stubOver?: number;
-}
-
-export interface HarnessDeps {
-  readonly provider: AiProvider;
-  readonly tools: ToolService | readonly AnyTool[];
-  readonly sessions: SessionStore;
-  readonly verifier?: VerifierChain;
-  readonly power?: PowerCapability;
-  readonly maxIterations?: number;
-  readonly turnTimeoutMs?: number;
-  readonly defaultToolTimeoutMs?: number;
-  readonly maxConsecutiveFailures?: number;
-  readonly contextBudget?: ContextBudgetOptions;
-  readonly guardrails?: Guardrails;
-  readonly systemPrompt?: string;
-  /** Per-model verifier thresholds, handed to every verifier in the context. */
-  readonly robustnessProfile?: RobustnessProfile;
-  readonly toolHooks?: ToolHooks;
-  /** Handed to tools as `ToolContext.sandbox`; the harness never runs a command itself. */
-  readonly sandbox?: CommandSandbox;
 }
