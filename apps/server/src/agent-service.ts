@@ -35,6 +35,7 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
+import { startRunMcp, type RunMcp } from './mcp-tools.js';
 import { builtinTools, projectProtection, serverProtection, type Goal } from './tools.js';
 import { deniedBy, type DeniedEntry, type ProtectedSet } from './workdir-files.js';
 
@@ -58,6 +59,8 @@ export interface AgentServiceOptions {
    * `serve`); absent, a run starts at once in this process.
    */
   readonly queue?: ClusterRunQueue;
+  /** The config file read ([[mcp_servers]] problems name it). */
+  readonly configPath?: string | undefined;
 }
 
 /** What a queued run carries to the node that takes it (never a secret). */
@@ -375,10 +378,6 @@ export class AgentService {
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
     const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
     const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
-    const orchestrator: Orchestrator = new Orchestrator({
-      depsFor: (flow) =>
-        this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection, limits),
-    });
     const lost = (): boolean =>
       cluster !== undefined &&
       cluster.lease.aborted &&
@@ -394,39 +393,48 @@ export class AgentService {
       cwd,
       startedAt: Date.now(),
       controller,
-      done: orchestrator
-        .dispatch(
-          { prompt: params.prompt, sessionId, cwd, ...(cluster?.resume ? { resume: true } : {}) },
-          {
-            signal: controller.signal,
-            onStep: (step) => {
-              if (step.error !== undefined)
-                logger.warn(
-                  { runId, sessionId, turn: step.iteration, error: step.error },
-                  'turn failed (provider call, or a reply that was not a stop)',
-                );
-              publish('agent.step', { step });
-            },
-            onEvent: (event) => {
-              if (event.type === 'assistant' && event.toolCalls.length > 0) {
-                // The calls about to run, so a client can say which tool is running.
-                publish('agent.act', {
-                  calls: event.toolCalls.map((call) => ({ callId: call.id, name: call.name })),
-                });
-              } else if (event.type === 'tool_result') {
-                publish('agent.tool', {
-                  callId: event.callId,
-                  name: event.name,
-                  ok: !event.isError,
-                  output: event.output.slice(0, 2000),
-                  ...toolEnd(event.name, event.output),
-                });
-              } else if (event.type === 'verdict') {
-                publish('agent.verdict', { verdict: event.verdict });
-              }
-            },
-          },
-        )
+      // Before the first turn: the run's MCP servers, told to clients as agent.setup (`aleph run` prints it).
+      done: this.#setup(cwd, runId, publish)
+        .then((mcp) => {
+          const orchestrator: Orchestrator = new Orchestrator({
+            depsFor: (flow) =>
+              this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection, limits, mcp),
+          });
+          return orchestrator
+            .dispatch(
+              { prompt: params.prompt, sessionId, cwd, ...(cluster?.resume ? { resume: true } : {}) },
+              {
+                signal: controller.signal,
+                onStep: (step) => {
+                  if (step.error !== undefined)
+                    logger.warn(
+                      { runId, sessionId, turn: step.iteration, error: step.error },
+                      'turn failed (provider call, or a reply that was not a stop)',
+                    );
+                  publish('agent.step', { step });
+                },
+                onEvent: (event) => {
+                  if (event.type === 'assistant' && event.toolCalls.length > 0) {
+                    // The calls about to run, so a client can say which tool is running.
+                    publish('agent.act', {
+                      calls: event.toolCalls.map((call) => ({ callId: call.id, name: call.name })),
+                    });
+                  } else if (event.type === 'tool_result') {
+                    publish('agent.tool', {
+                      callId: event.callId,
+                      name: event.name,
+                      ok: !event.isError,
+                      output: event.output.slice(0, 2000),
+                      ...toolEnd(event.name, event.output),
+                    });
+                  } else if (event.type === 'verdict') {
+                    publish('agent.verdict', { verdict: event.verdict });
+                  }
+                },
+              },
+            )
+            .finally(() => mcp.hub.close());
+        })
         .then((result) => {
           record.result = result;
           publish('agent.done', {
@@ -481,6 +489,7 @@ export class AgentService {
     parentId: string | undefined, // a spawn_agent run: SubagentStop hooks, told the parent's session
     protection: ProtectedSet,
     limits: SpawnCounts,
+    mcp: RunMcp,
   ): HarnessDeps {
     const { config, logger, sessions } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
@@ -488,7 +497,7 @@ export class AgentService {
     // Every hook run (Stop, SubagentStop, Pre/PostToolUse, the gate) is an agent.hook event.
     // Claude Code's settings are discovered in the run's project root, the user's, and [hooks] files.
     const hookOptions = {
-      stripEnv: ['ALEPH_TOKEN', ...(config.agent.api_key_env ? [config.agent.api_key_env] : [])],
+      stripEnv: this.#stripEnv(),
       onHookOutcome: (outcome: HookOutcome) =>
         this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
     };
@@ -549,6 +558,7 @@ export class AgentService {
         perRun: config.agent.spawn_agent_max_per_run,
         timeoutMs: config.agent.spawn_agent_timeout_secs * 1000,
       }),
+      ...mcp.tools,
     ];
     return {
       provider,
@@ -563,6 +573,35 @@ export class AgentService {
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
       contextBudget: { maxTokens: config.agent.max_context_tokens },
     };
+  }
+
+  /**
+   * A run's MCP servers (`[[mcp_servers]]` and its cwd's `.mcp.json`), started before its first turn
+   * and published as agent.setup; what went wrong with one is an agent.mcp event, never an end.
+   */
+  async #setup(cwd: string, runId: string, publish: (topic: string, data: object) => void): Promise<RunMcp> {
+    const { config, logger } = this.#options;
+    const mcp = await startRunMcp({
+      cwd,
+      entries: config.mcp_servers,
+      configPath: this.#options.configPath,
+      env: process.env,
+      stripEnv: this.#stripEnv(),
+      wrap: this.#wrap,
+      onNotice: (notice) => {
+        logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
+        publish('agent.mcp', notice);
+      },
+    });
+    for (const problem of mcp.problems) logger.warn({ runId }, problem);
+    publish('agent.setup', { mcp: { servers: mcp.servers, problems: mcp.problems } });
+    return mcp;
+  }
+
+  /** The two secrets no child's environment gets: the gateway token and the provider's key. */
+  #stripEnv(): string[] {
+    const { api_key_env: keyEnv } = this.#options.config.agent;
+    return ['ALEPH_TOKEN', ...(keyEnv ? [keyEnv] : [])];
   }
 
   /** Keeps agent.list bounded: the oldest finished runs go first (their logs stay on disk). */

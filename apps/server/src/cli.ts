@@ -18,6 +18,7 @@ import {
   stepLine,
   toolLine,
 } from './cli-format.js';
+import { headerLines, type RunHeader } from './run-header.js';
 import { invocationDir, readServerInfo, stateDir } from './state.js';
 import { AlternateScreenWatch, restoreSequence } from './terminal-restore.js';
 
@@ -40,6 +41,8 @@ interface AgentEvent {
   readonly finalText?: string;
   readonly iterations?: number;
   readonly selfVerdict?: string | null;
+  readonly server?: string;
+  readonly message?: string;
 }
 
 const DETACH = 0x1d; // Ctrl-]
@@ -170,6 +173,12 @@ async function run(
         break;
       case 'agent.shell':
         print(`  $ ${event.command}   (watch: aleph attach ${event.ptySessionId})`);
+        break;
+      case 'agent.setup':
+        for (const line of headerLines(event as unknown as RunHeader)) print(line);
+        break;
+      case 'agent.mcp':
+        print(`  ⚠ mcp ${event.server ?? '?'}: ${firstLine(event.message ?? '', 300)}`);
         break;
       case 'agent.hook':
         for (const line of hookLines(event as unknown as HookOutcome)) print(line);

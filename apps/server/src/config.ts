@@ -4,6 +4,7 @@
 // key and, where it can be found, its line. Environment variables override the common keys.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { parseMcpServerEntries } from '@aleph/mcp';
 import { stopHookEntrySchema } from '@aleph/verification';
 import { parse as parseToml, TomlError } from 'smol-toml';
 import { z } from 'zod';
@@ -51,6 +52,17 @@ export const configSchema = z.strictObject({
     )
     .default([]),
   hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),
+  // Claude Code's `.mcp.json` fields, a `name` each (checked by @aleph/mcp; `${VAR}`s expand per run).
+  mcp_servers: z
+    .array(z.record(z.string(), z.unknown()), { error: 'must be an array of tables ([[mcp_servers]])' })
+    .default([])
+    .superRefine((entries, ctx) => {
+      const anyVariable = new Proxy({}, { get: () => '' });
+      for (const problem of parseMcpServerEntries(entries, '', { env: anyVariable }).problems) {
+        const [, index, rest] = /mcp_servers\[(\d+)\]\.?(.*)$/.exec(problem.message) ?? [];
+        ctx.addIssue({ code: 'custom', path: [Number(index)], message: rest ?? problem.message });
+      }
+    }),
   agent: z
     .strictObject({
       provider: z

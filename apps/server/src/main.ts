@@ -5,6 +5,7 @@ import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { VerificationError } from '@aleph/verification';
 import { ConfigError, loadConfig } from './config.js';
+import { mcpStartLines } from './mcp-tools.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
 import { invocationDir, stateDir } from './state.js';
@@ -104,6 +105,7 @@ async function main(): Promise<number> {
       ? `sandbox: off (${sandbox.unconfinedReason ?? 'no backend'}): the model's commands run unconfined`
       : `sandbox: ${sandbox.backend} (network ${loaded.config.sandbox.network})`,
   );
+  for (const line of mcpStartLines(loaded.config, loaded.path)) console.log(line);
   if (server.providerId === undefined) {
     console.log(
       'no LLM provider configured: terminals work; agent.run answers no_provider until [agent] provider and model are set.',

@@ -141,6 +141,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     })),
     readOnly: sandbox.readOnlyPaths.map((path) => ({ path, key: 'kept read-only: a [hooks] files entry' })),
     logger: logger.child({ component: 'agent' }),
+    configPath: options.configPath,
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
     ...(cluster === undefined ? {} : { queue: cluster.queue }),

@@ -38,6 +38,8 @@ export class ToolService {
 
   specs(): ToolSpec[] {
     this.#specs ??= [...this.#tools.values()].map((tool) => {
+      if (tool.inputSchema !== undefined)
+        return { name: tool.name, description: tool.description, inputSchema: tool.inputSchema };
       const { $schema: _schema, ...inputSchema } = z.toJSONSchema(tool.input, {
         io: 'input',
         unrepresentable: 'any',

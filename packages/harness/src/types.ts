@@ -156,6 +156,8 @@ export interface Tool<A = unknown> {
   readonly name: string;
   readonly description: string;
   readonly input: ZodType<A>;
+  /** The JSON Schema the model is shown, when it is not `input`'s (an MCP tool's, as its server sent it). */
+  readonly inputSchema?: Record<string, unknown>;
   readonly timeoutMs?: number;
   readonly kind?: 'mutation' | 'evidence' | 'other';
   /**

@@ -23,8 +23,9 @@ export const ALLOWED_DEPENDENCIES: Readonly<Record<string, readonly string[]>> =
   gateway: ['pty'],
   sandbox: [],
   cluster: ['gateway', 'harness'],
+  mcp: [],
   console: ['gateway'],
-  server: ['power', 'pty', 'verification', 'harness', 'gateway', 'sandbox', 'cluster'],
+  server: ['power', 'pty', 'verification', 'harness', 'gateway', 'sandbox', 'cluster', 'mcp'],
 };
 
 /**
@@ -57,6 +58,11 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
       dev: ['node-pty'],
     },
     sandbox: { runtime: [] },
+    // The real MCP servers the tests start come from npm, as users run them.
+    mcp: {
+      runtime: ['@modelcontextprotocol/sdk', 'zod'],
+      dev: ['@modelcontextprotocol/server-everything', '@modelcontextprotocol/server-filesystem'],
+    },
     cluster: { runtime: ['@nats-io/*'] },
     console: {
       runtime: [
@@ -72,17 +78,12 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
       dev: ['vite', 'axe-core'], // axe-core: the browser suite's accessibility audit
     },
     server: {
-      runtime: [
-        '@ai-sdk/*',
-        'ai',
-        '@opentelemetry/*',
-        'pino',
-        'smol-toml',
-        'ws',
-        'zod',
-        '@modelcontextprotocol/sdk',
+      runtime: ['@ai-sdk/*', 'ai', '@opentelemetry/*', 'pino', 'smol-toml', 'ws', 'zod'],
+      dev: [
+        '@xterm/headless',
+        '@modelcontextprotocol/server-everything',
+        '@modelcontextprotocol/server-filesystem',
       ],
-      dev: ['@xterm/headless'],
     },
   };
 

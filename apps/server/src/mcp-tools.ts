@@ -1,0 +1,90 @@
+// A run's MCP servers as harness tools: `[[mcp_servers]]` and the project's `.mcp.json` are read
+// for the run's cwd, started once per run (its sub-agents share them) and closed when it ends. A
+// server that is misconfigured or does not start is reported and left out; the run goes on.
+import type { AnyTool } from '@aleph/harness';
+import {
+  loadMcpServers,
+  McpHub,
+  type McpCommandWrapper,
+  type McpServerStatus,
+  type McpTool,
+} from '@aleph/mcp';
+import { z } from 'zod';
+import type { Config } from './config.js';
+
+export interface RunMcp {
+  readonly hub: McpHub;
+  readonly tools: readonly AnyTool[];
+  /** What `agent.run` answers and `aleph run` prints: each server's state and tools, or why not. */
+  readonly servers: readonly McpServerStatus[];
+  /** Servers left out by their configuration (the file and key said). */
+  readonly problems: readonly string[];
+}
+
+/** An MCP tool as the harness runs it: its schema shown as the server sent it, validated by the server. */
+export function harnessTool(tool: McpTool): AnyTool {
+  const key = `mcp:${tool.server}`;
+  return {
+    name: tool.name,
+    description: tool.description,
+    input: z.record(z.string(), z.unknown()),
+    inputSchema: tool.inputSchema,
+    timeoutMs: tool.timeoutMs,
+    kind: tool.kind,
+    readOnly: tool.readOnly,
+    // Calls to one server: reads together, anything else alone.
+    claim: () => (tool.readOnly ? { kind: 'shared', keys: [key] } : { kind: 'exclusive', keys: [key] }),
+    execute: (args: Record<string, unknown>, ctx) => tool.call(args, ctx.signal),
+  };
+}
+
+/**
+ * The server's start lines about MCP: the `[[mcp_servers]]` entries (and the `.mcp.json` of
+ * `[agent] workdir`, when set); every run reads the `.mcp.json` of its own cwd too.
+ */
+export function mcpStartLines(config: Config, configPath: string | undefined): string[] {
+  const list = loadMcpServers({
+    env: process.env,
+    projectDir: config.agent.workdir,
+    entries: config.mcp_servers,
+    entriesFile: configPath ?? 'aleph.toml',
+  });
+  const named = list.servers.map(
+    (server) =>
+      `${server.name} (${server.transport}${server.transport === 'stdio' && server.sandbox ? ', sandboxed' : ''})`,
+  );
+  return [
+    `mcp: ${named.length === 0 ? 'no servers configured' : named.join(', ')}; each run also reads .mcp.json in its cwd`,
+    ...list.problems.map((problem) => `mcp: ${problem.message}`),
+  ];
+}
+
+export async function startRunMcp(options: {
+  readonly cwd: string;
+  readonly entries: readonly unknown[];
+  readonly configPath: string | undefined;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly stripEnv: readonly string[];
+  readonly wrap: McpCommandWrapper;
+  readonly onNotice: (notice: { server: string; message: string }) => void;
+}): Promise<RunMcp> {
+  const list = loadMcpServers({
+    env: options.env,
+    projectDir: options.cwd,
+    entries: options.entries,
+    entriesFile: options.configPath ?? 'aleph.toml',
+  });
+  const hub = await McpHub.start(list.servers, {
+    env: options.env,
+    stripEnv: options.stripEnv,
+    cwd: options.cwd,
+    wrap: options.wrap,
+    onNotice: options.onNotice,
+  });
+  return {
+    hub,
+    tools: hub.tools.map(harnessTool),
+    servers: hub.statuses,
+    problems: list.problems.map((problem) => problem.message),
+  };
+}

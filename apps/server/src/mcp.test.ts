@@ -1,0 +1,140 @@
+// MCP servers in a real server run, from npm: `.mcp.json` in the run's project root names
+// server-filesystem (stdio) and server-everything (Streamable HTTP, started here); the model calls
+// their tools as mcp__<server>__<tool> and reads the results; a killed server is an error result
+// naming it and the run goes on; `aleph run` lists the servers and says what was left out.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+const MODULES = resolve(import.meta.dirname, '../node_modules/@modelcontextprotocol');
+const FILESYSTEM = join(MODULES, 'server-filesystem/dist/index.js');
+const EVERYTHING = join(MODULES, 'server-everything/dist/index.js');
+const HOSTILE = resolve(import.meta.dirname, '../../../packages/mcp/fixtures/hostile-server.mjs');
+
+let work: string;
+let everything: ChildProcess | undefined;
+let everythingPort = 0;
+beforeAll(async () => {
+  work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-e2e-')));
+  const probe = createServer();
+  await new Promise<void>((listening) => probe.listen(0, '127.0.0.1', listening));
+  everythingPort = (probe.address() as { port: number }).port;
+  await new Promise((closed) => probe.close(closed));
+  everything = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(everythingPort) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise<void>((ready, fail) => {
+    everything?.stderr?.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && ready());
+    everything?.once('exit', (code) => fail(new Error(`server-everything exited ${code}`)));
+  });
+});
+afterAll(() => {
+  everything?.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+});
+
+async function run(project: string, brain: Brain, prompt: string) {
+  const llm: FakeLlm = await startFakeLlm(brain);
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 8\n\n[power]\ninhibit_sleep = false\n`;
+  const server: ServerProcess = await startServerProcess(config, {
+    CLAUDE_CONFIG_DIR: join(work, 'no-claude'),
+  });
+  try {
+    const result = await runToExit([CLI, 'run', prompt, '--cwd', project], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    if (process.env['ALEPH_PRINT_TRANSCRIPT']) console.log(result.stdout, result.stderr);
+    return { ...result, llm, serverStdout: server.stdout() };
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+}
+
+it('a run with .mcp.json: server-filesystem (stdio) and server-everything (Streamable HTTP) tools, results to the model', async () => {
+  const project = join(work, 'project');
+  mkdirSync(project);
+  writeFileSync(join(project, 'notes.txt'), 'MCP-CONTENT-4711\n');
+  writeFileSync(
+    join(project, '.mcp.json'),
+    JSON.stringify({
+      mcpServers: {
+        filesystem: { command: process.execPath, args: [FILESYSTEM, '${PROJECT_ROOT:-.}'] },
+        remote: { type: 'http', url: `http://127.0.0.1:${everythingPort}/mcp` },
+        broken: { type: 'websocket', url: 'ws://nowhere' },
+      },
+    }),
+  );
+  const brain: Brain = (conversation) => {
+    const tools = conversation.filter((turn) => turn.role === 'tool');
+    if (tools.length === 0)
+      return {
+        call: { name: 'mcp__filesystem__read_text_file', args: { path: join(project, 'notes.txt') } },
+      };
+    if (tools.length === 1) return { call: { name: 'mcp__remote__echo', args: { message: 'through http' } } };
+    return { text: `Read: ${tools.map((turn) => turn.text).join(' | ')}\nVERDICT: PASS` };
+  };
+  const result = await run(project, brain, 'read notes.txt through MCP');
+  expect(result.code).toBe(0);
+  expect(result.stdout).toMatch(/^mcp: filesystem \(stdio, \d+ tools\), remote \(http, \d+ tools\)$/m);
+  expect(result.stdout).toContain(
+    `⚠ mcp: ${join(project, '.mcp.json')}: mcpServers.broken.type: unknown transport "websocket"`,
+  );
+  // The schemas the model was shown are the servers' own; the results it read are the tools'.
+  const first = result.llm.requests[0]!.body;
+  const read = first.tools.find((tool: any) => tool.function.name === 'mcp__filesystem__read_text_file');
+  expect(read.function.parameters).toMatchObject({
+    type: 'object',
+    properties: { path: { type: 'string' } },
+    required: ['path'],
+  });
+  const last = JSON.stringify(result.llm.requests.at(-1)!.body.messages);
+  expect(last).toContain('MCP-CONTENT-4711');
+  expect(last).toContain('Echo: through http');
+});
+
+it('a killed MCP server: the call is an error naming it, and the run goes on', async () => {
+  const project = join(work, 'killed');
+  mkdirSync(project);
+  // A server that is SIGKILLed on its first call: its process is gone mid-run.
+  writeFileSync(
+    join(project, '.mcp.json'),
+    JSON.stringify({ mcpServers: { fragile: { command: process.execPath, args: [HOSTILE, 'killed'] } } }),
+  );
+  const brain: Brain = (conversation) => {
+    const tools = conversation.filter((turn) => turn.role === 'tool');
+    if (tools.length === 0) return { call: { name: 'mcp__fragile__ping', args: {} } };
+    if (tools.length === 1) return { call: { name: 'shell', args: { command: 'echo still-running' } } };
+    return { text: `Done despite: ${tools[0]!.text}\nVERDICT: PARTIAL` };
+  };
+  const result = await run(project, brain, 'use the fragile server');
+  expect(result.code).toBe(0);
+  const messages = result.llm.requests.at(-1)!.body.messages as any[];
+  const toolMessages = messages
+    .filter((message) => message.role === 'tool')
+    .map((message) => String(message.content));
+  expect(toolMessages[0]).toMatch(/MCP server fragile crashed during ping/);
+  expect(toolMessages[1]).toContain('still-running');
+});
+
+it('a bad [[mcp_servers]] entry is a configuration error naming the key', async () => {
+  const { parseConfig, ConfigError } = await import('./config.js');
+  expect(() => parseConfig('[[mcp_servers]]\nname = "x"\nargs = ["a"]\n')).toThrow(ConfigError);
+  expect(() => parseConfig('[[mcp_servers]]\nname = "x"\nargs = ["a"]\n')).toThrow(
+    'aleph.toml: [mcp_servers][0] command: is required for a stdio server',
+  );
+  expect(() => parseConfig('[[mcp_servers]]\nname = "x"\ntype = "ws"\nurl = "ws://a"\n')).toThrow(
+    /unknown transport "ws"/,
+  );
+  expect(
+    parseConfig('[[mcp_servers]]\nname = "x"\ncommand = "${NOT_SET_ANYWHERE}"\n').mcp_servers,
+  ).toHaveLength(1);
+});

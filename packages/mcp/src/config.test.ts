@@ -1,0 +1,121 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { expandVariables, loadMcpServers, parseMcpJson, parseMcpServerEntries } from './config.js';
+
+const env = { HOME: '/home/me', EMPTY: '', TOKEN: 't0k' };
+const parse = (json: unknown) =>
+  parseMcpJson(typeof json === 'string' ? json : JSON.stringify(json), '/p/.mcp.json', { env });
+
+it('expands ${VAR} and ${VAR:-default} as Claude Code does; a set but empty variable wins', () => {
+  const missing = new Set<string>();
+  expect(expandVariables('${HOME}/x ${NOPE:-dflt} ${EMPTY:-dflt} ${TOKEN:-}', env, missing)).toBe(
+    '/home/me/x dflt  t0k',
+  );
+  expect(missing.size).toBe(0);
+  expandVariables('${NOPE}', env, missing);
+  expect([...missing]).toEqual(['NOPE']);
+});
+
+it('reads stdio and http servers with their fields expanded', () => {
+  const list = parse({
+    mcpServers: {
+      fs: { command: 'npx', args: ['-y', 'server', '${HOME}'], env: { KEY: '${TOKEN}' } },
+      'git hub': {
+        type: 'http',
+        url: 'https://example.test/mcp',
+        headers: { Authorization: 'Bearer ${TOKEN}' },
+      },
+      legacy: { type: 'sse', url: 'http://127.0.0.1:1/sse' },
+      bare: { url: 'http://127.0.0.1:2/mcp' },
+    },
+  });
+  expect(list.problems).toEqual([]);
+  expect(list.servers).toMatchObject([
+    {
+      name: 'fs',
+      transport: 'stdio',
+      command: 'npx',
+      args: ['-y', 'server', '/home/me'],
+      env: { KEY: 't0k' },
+      sandbox: false,
+    },
+    {
+      name: 'git_hub',
+      transport: 'http',
+      headers: { Authorization: 'Bearer t0k' },
+      source: '/p/.mcp.json: mcpServers.git hub',
+    },
+    { name: 'legacy', transport: 'sse' },
+    { name: 'bare', transport: 'http' },
+  ]);
+});
+
+it('bad input: each problem names the file and the key, and only that server is left out', () => {
+  expect(parse('{"mcpServers": {').problems[0]?.message).toMatch(/^\/p\/\.mcp\.json: invalid JSON: /);
+  expect(parse([]).problems[0]?.message).toBe('/p/.mcp.json: must be a JSON object with "mcpServers"');
+  expect(parse({ mcpServers: [] }).problems[0]?.message).toBe(
+    '/p/.mcp.json: mcpServers: must be an object of servers by name',
+  );
+  const list = parse({
+    mcpServers: {
+      good: { command: 'ok' },
+      ws: { type: 'websocket', url: 'ws://x' },
+      nocmd: { args: ['a'] },
+      nourl: { type: 'http' },
+      badurl: { type: 'http', url: 'not a url' },
+      badargs: { command: 'x', args: 'a b' },
+      unset: { command: 'x', env: { A: '${UNSET_VAR}' } },
+    },
+  });
+  expect(list.servers.map((server) => server.name)).toEqual(['good']);
+  expect(list.problems.map((problem) => problem.message)).toEqual([
+    '/p/.mcp.json: mcpServers.ws.type: unknown transport "websocket" (expected "stdio", "http" or "sse")',
+    '/p/.mcp.json: mcpServers.nocmd.command: is required for a stdio server',
+    '/p/.mcp.json: mcpServers.nourl.url: is required for a http server',
+    '/p/.mcp.json: mcpServers.badurl.url: "not a url" is not a URL',
+    '/p/.mcp.json: mcpServers.badargs.args: must be an array of strings',
+    '/p/.mcp.json: mcpServers.unset: missing environment variables: UNSET_VAR',
+  ]);
+});
+
+it("[[mcp_servers]] entries: a name each, Aleph's own fields, and the first of two same names kept", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aleph-mcp-config-'));
+  try {
+    writeFileSync(
+      join(dir, '.mcp.json'),
+      JSON.stringify({ mcpServers: { docs: { command: 'b' }, other: { command: 'c' } } }),
+    );
+    const list = loadMcpServers({
+      env,
+      projectDir: dir,
+      entriesFile: '/etc/aleph.toml',
+      entries: [
+        { name: 'docs', command: 'a', sandbox: true, startup_timeout_secs: 5, tool_timeout_secs: 7 },
+        { command: 'x' },
+      ],
+    });
+    expect(list.servers).toMatchObject([
+      {
+        name: 'docs',
+        command: 'a',
+        sandbox: true,
+        startTimeoutMs: 5000,
+        callTimeoutMs: 7000,
+        source: '/etc/aleph.toml: mcp_servers[0]',
+      },
+      { name: 'other', command: 'c' },
+    ]);
+    expect(list.problems.map((problem) => problem.message)).toEqual([
+      '/etc/aleph.toml: mcp_servers[1].name: is required (a string)',
+      `${join(dir, '.mcp.json')}: mcpServers.docs: the name docs is taken by /etc/aleph.toml: mcp_servers[0]; left out`,
+    ]);
+    expect(
+      parseMcpServerEntries([{ name: 'x', command: 'y', sandbox: 'yes' }], 'aleph.toml', { env }).problems[0]
+        ?.message,
+    ).toBe('aleph.toml: mcp_servers[0].sandbox: must be true or false');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

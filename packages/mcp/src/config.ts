@@ -1,0 +1,275 @@
+// Which MCP servers a run gets: Claude Code's project file `.mcp.json` (`{"mcpServers": {name:
+// {command, args, env} | {type: "http", url, headers}}}`) and `[[mcp_servers]]` entries of the same
+// fields. Values are expanded as Claude Code expands them (`${VAR}`, `${VAR:-default}`). A bad entry
+// never stops the others: it is a problem naming the file and the key, and that server is left out.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+/** Claude Code's defaults: `MCP_TIMEOUT` (start) and `MCP_TOOL_TIMEOUT` (per call), in ms. */
+export const DEFAULT_START_TIMEOUT_MS = 30_000;
+export const DEFAULT_CALL_TIMEOUT_MS = 120_000;
+
+interface Common {
+  /** The name the model sees in `mcp__<name>__<tool>` (characters outside `[A-Za-z0-9_-]` as `_`). */
+  readonly name: string;
+  /** Where it was configured: the file, and the key inside it (`mcpServers.github`, `mcp_servers[0]`). */
+  readonly source: string;
+  readonly startTimeoutMs: number;
+  readonly callTimeoutMs: number;
+}
+
+export type McpServerConfig =
+  | (Common & {
+      readonly transport: 'stdio';
+      readonly command: string;
+      readonly args: readonly string[];
+      readonly env: Readonly<Record<string, string>>;
+      readonly cwd?: string | undefined;
+      /** Confine the server's process like the model's commands. */
+      readonly sandbox: boolean;
+    })
+  | (Common & {
+      readonly transport: 'http' | 'sse';
+      readonly url: string;
+      readonly headers: Readonly<Record<string, string>>;
+    });
+
+/** A server left out, and why: `.mcp.json: mcpServers.x.command: is required`. */
+export interface McpConfigProblem {
+  readonly source: string;
+  readonly message: string;
+}
+
+export interface McpServerList {
+  readonly servers: readonly McpServerConfig[];
+  readonly problems: readonly McpConfigProblem[];
+}
+
+const stringMap = z.record(z.string(), z.string({ error: 'must be a string' }), {
+  error: 'must be a table of strings',
+});
+const seconds = z
+  .number({ error: 'must be a positive number' })
+  .positive({ error: 'must be a positive number' });
+
+/** One server's fields, in Claude Code's spelling, plus Aleph's own (`sandbox`, the two timeouts). */
+const entrySchema = z.looseObject({
+  type: z.string({ error: 'must be a string' }).optional(),
+  command: z.string({ error: 'must be a string' }).min(1, { error: 'must not be empty' }).optional(),
+  args: z.array(z.string({ error: 'must be a string' }), { error: 'must be an array of strings' }).optional(),
+  env: stringMap.optional(),
+  cwd: z.string({ error: 'must be a string' }).optional(),
+  url: z.string({ error: 'must be a string' }).optional(),
+  headers: stringMap.optional(),
+  sandbox: z.boolean({ error: 'must be true or false' }).optional(),
+  startup_timeout_secs: seconds.optional(),
+  tool_timeout_secs: seconds.optional(),
+});
+
+const TRANSPORTS = ['stdio', 'http', 'streamable-http', 'sse'] as const;
+
+/**
+ * `${VAR}` and `${VAR:-default}` as Claude Code expands them: a variable that is set (even empty)
+ * wins, else the default; one that is neither is collected as missing.
+ */
+export function expandVariables(
+  text: string,
+  env: Readonly<Record<string, string | undefined>>,
+  missing: Set<string>,
+): string {
+  return text.replace(/\$\{([^}]+)\}/g, (whole, inner: string) => {
+    const split = inner.indexOf(':-');
+    const name = split === -1 ? inner : inner.slice(0, split);
+    const value = env[name];
+    if (value !== undefined) return value;
+    if (split !== -1) return inner.slice(split + 2);
+    missing.add(name);
+    return whole;
+  });
+}
+
+export const toolSafeName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, '_');
+
+interface ParseOptions {
+  /** For `${VAR}` expansion (Claude Code expands from its own environment). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly startTimeoutMs?: number;
+  readonly callTimeoutMs?: number;
+}
+
+function parseEntry(
+  name: string,
+  raw: unknown,
+  source: string,
+  options: ParseOptions,
+): McpServerConfig | McpConfigProblem {
+  const parsed = entrySchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const key = issue?.path.length ? `.${issue.path.join('.')}` : '';
+    return { source, message: `${source}${key}: ${issue?.message ?? 'is invalid'}` };
+  }
+  const entry = parsed.data;
+  const type = entry.type ?? (entry.url !== undefined && entry.command === undefined ? 'http' : 'stdio');
+  if (!(TRANSPORTS as readonly string[]).includes(type))
+    return {
+      source,
+      message: `${source}.type: unknown transport ${JSON.stringify(type)} (expected "stdio", "http" or "sse")`,
+    };
+  const missing = new Set<string>();
+  const expand = (text: string): string => expandVariables(text, options.env, missing);
+  const expandMap = (map: Record<string, string> | undefined): Record<string, string> =>
+    Object.fromEntries(Object.entries(map ?? {}).map(([key, value]) => [key, expand(value)]));
+  const common = {
+    name: toolSafeName(name),
+    source,
+    startTimeoutMs:
+      entry.startup_timeout_secs !== undefined
+        ? entry.startup_timeout_secs * 1000
+        : (options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS),
+    callTimeoutMs:
+      entry.tool_timeout_secs !== undefined
+        ? entry.tool_timeout_secs * 1000
+        : (options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS),
+  };
+  let server: McpServerConfig;
+  if (type === 'stdio') {
+    if (entry.command === undefined)
+      return { source, message: `${source}.command: is required for a stdio server` };
+    server = {
+      ...common,
+      transport: 'stdio',
+      command: expand(entry.command),
+      args: (entry.args ?? []).map(expand),
+      env: expandMap(entry.env),
+      cwd: entry.cwd === undefined ? undefined : expand(entry.cwd),
+      sandbox: entry.sandbox ?? false,
+    };
+  } else {
+    if (entry.url === undefined)
+      return { source, message: `${source}.url: is required for a ${type} server` };
+    const url = expand(entry.url);
+    if (missing.size === 0 && !URL.canParse(url))
+      return { source, message: `${source}.url: ${JSON.stringify(url)} is not a URL` };
+    server = {
+      ...common,
+      transport: type === 'sse' ? 'sse' : 'http',
+      url,
+      headers: expandMap(entry.headers),
+    };
+  }
+  if (missing.size > 0)
+    return { source, message: `${source}: missing environment variables: ${[...missing].join(', ')}` };
+  return server;
+}
+
+function collect(
+  entries: Iterable<readonly [string, unknown, string]>,
+  options: ParseOptions,
+  into: { servers: McpServerConfig[]; problems: McpConfigProblem[] },
+): void {
+  for (const [name, raw, source] of entries) {
+    const result = parseEntry(name, raw, source, options);
+    if ('transport' in result) into.servers.push(result);
+    else into.problems.push(result);
+  }
+}
+
+/** The `mcpServers` of a `.mcp.json` text; `file` names it in every problem. */
+export function parseMcpJson(text: string, file: string, options: ParseOptions): McpServerList {
+  const into = { servers: [] as McpServerConfig[], problems: [] as McpConfigProblem[] };
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    into.problems.push({ source: file, message: `${file}: invalid JSON: ${(error as Error).message}` });
+    return into;
+  }
+  const servers = (json as { mcpServers?: unknown } | null)?.mcpServers;
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+    into.problems.push({ source: file, message: `${file}: must be a JSON object with "mcpServers"` });
+  } else if (
+    servers !== undefined &&
+    (servers === null || typeof servers !== 'object' || Array.isArray(servers))
+  ) {
+    into.problems.push({
+      source: file,
+      message: `${file}: mcpServers: must be an object of servers by name`,
+    });
+  } else {
+    const entries = Object.entries((servers ?? {}) as Record<string, unknown>);
+    collect(
+      entries.map(([name, raw]) => [name, raw, `${file}: mcpServers.${name}`] as const),
+      options,
+      into,
+    );
+  }
+  return into;
+}
+
+/** `[[mcp_servers]]` entries (a `name` each, then the fields of `.mcp.json`); `file` names them. */
+export function parseMcpServerEntries(
+  entries: readonly unknown[],
+  file: string,
+  options: ParseOptions,
+): McpServerList {
+  const into = { servers: [] as McpServerConfig[], problems: [] as McpConfigProblem[] };
+  entries.forEach((raw, index) => {
+    const source = `${file}: mcp_servers[${index}]`;
+    const name = (raw as { name?: unknown } | null)?.name;
+    if (typeof name !== 'string' || name === '') {
+      into.problems.push({ source, message: `${source}.name: is required (a string)` });
+      return;
+    }
+    const { name: _name, ...fields } = raw as Record<string, unknown>;
+    collect([[name, fields, source]], options, into);
+  });
+  return into;
+}
+
+/**
+ * The servers of a run: `[[mcp_servers]]` first, then the project's `.mcp.json` (read from
+ * `projectDir` when it exists). A name given twice keeps the first and says so.
+ */
+export function loadMcpServers(
+  options: ParseOptions & {
+    readonly projectDir?: string | undefined;
+    readonly entries?: readonly unknown[];
+    readonly entriesFile?: string;
+  },
+): McpServerList {
+  const fromConfig = parseMcpServerEntries(
+    options.entries ?? [],
+    options.entriesFile ?? 'aleph.toml',
+    options,
+  );
+  let fromProject: McpServerList = { servers: [], problems: [] };
+  if (options.projectDir !== undefined) {
+    const file = join(options.projectDir, '.mcp.json');
+    if (existsSync(file)) {
+      let text: string | undefined;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (error) {
+        fromProject = {
+          servers: [],
+          problems: [{ source: file, message: `${file}: ${(error as Error).message}` }],
+        };
+      }
+      if (text !== undefined) fromProject = parseMcpJson(text, file, options);
+    }
+  }
+  const servers: McpServerConfig[] = [];
+  const problems = [...fromConfig.problems, ...fromProject.problems];
+  for (const server of [...fromConfig.servers, ...fromProject.servers]) {
+    const first = servers.find((kept) => kept.name === server.name);
+    if (first === undefined) servers.push(server);
+    else
+      problems.push({
+        source: server.source,
+        message: `${server.source}: the name ${server.name} is taken by ${first.source}; left out`,
+      });
+  }
+  return { servers, problems };
+}

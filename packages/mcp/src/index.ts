@@ -1,0 +1,23 @@
+// @aleph/mcp: MCP servers as agent tools. Claude Code's `.mcp.json` and `[[mcp_servers]]` entries
+// are read into server configs (bad ones become problems naming the file and key); an McpHub starts
+// them through the official SDK client and hands out their tools as `mcp__<server>__<tool>`.
+export {
+  DEFAULT_CALL_TIMEOUT_MS,
+  DEFAULT_START_TIMEOUT_MS,
+  expandVariables,
+  loadMcpServers,
+  parseMcpJson,
+  parseMcpServerEntries,
+  type McpConfigProblem,
+  type McpServerConfig,
+  type McpServerList,
+} from './config.js';
+export { MAX_MESSAGE_BYTES } from './internal/stdio-transport.js';
+export {
+  McpHub,
+  type McpCommandWrapper,
+  type McpHubOptions,
+  type McpServerStatus,
+  type McpTool,
+} from './mcp-hub.js';
+export { capText, RESULT_CAP, toolOutput, type McpToolOutput } from './tool-result.js';

@@ -1,0 +1,232 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseMcpJson, type McpServerConfig } from './config.js';
+import { McpHub } from './mcp-hub.js';
+
+const PACKAGE = resolve(import.meta.dirname, '..');
+const FILESYSTEM = join(PACKAGE, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
+const EVERYTHING = join(PACKAGE, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const HOSTILE = join(PACKAGE, 'fixtures/hostile-server.mjs');
+
+const hubs: McpHub[] = [];
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+afterEach(async () => {
+  await Promise.all(hubs.splice(0).map((hub) => hub.close()));
+  for (const child of children.splice(0)) child.kill('SIGKILL');
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+const tempDir = (): string => {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-')));
+  dirs.push(dir);
+  return dir;
+};
+
+/** Servers from a `.mcp.json` text, as a run reads them. */
+function servers(json: object, env: Record<string, string> = {}): McpServerConfig[] {
+  const list = parseMcpJson(JSON.stringify(json), '/p/.mcp.json', {
+    env,
+    startTimeoutMs: 20_000,
+    callTimeoutMs: 20_000,
+  });
+  expect(list.problems).toEqual([]);
+  return [...list.servers];
+}
+
+async function start(list: McpServerConfig[], cwd = tempDir()) {
+  const notices: string[] = [];
+  const hub = await McpHub.start(list, {
+    env: { ...process.env, ALEPH_TOKEN: 'secret-token' },
+    stripEnv: ['ALEPH_TOKEN'],
+    cwd,
+    onNotice: ({ server, message }) => notices.push(`${server}: ${message}`),
+  });
+  hubs.push(hub);
+  return { hub, notices };
+}
+
+const call = (hub: McpHub, name: string, args: unknown = {}) => {
+  const tool = hub.tools.find((candidate) => candidate.name === name);
+  if (tool === undefined) throw new Error(`no tool ${name} in ${hub.tools.map((t) => t.name).join(', ')}`);
+  return tool.call(args, new AbortController().signal);
+};
+
+describe('real servers from npm', () => {
+  it('server-filesystem over stdio: read_text_file returns the file', async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'notes.txt'), 'the quick brown fox\n');
+    const { hub } = await start(
+      servers({ mcpServers: { filesystem: { command: process.execPath, args: [FILESYSTEM, dir] } } }),
+    );
+    expect(hub.statuses[0]).toMatchObject({ name: 'filesystem', state: 'ready', transport: 'stdio' });
+    const read = hub.tools.find((tool) => tool.name === 'mcp__filesystem__read_text_file');
+    expect(read).toMatchObject({ readOnly: true, kind: 'evidence' });
+    expect(hub.tools.find((tool) => tool.name === 'mcp__filesystem__write_file')?.kind).toBe('mutation');
+    expect(read?.inputSchema).toMatchObject({ type: 'object', properties: { path: { type: 'string' } } });
+    expect(await call(hub, 'mcp__filesystem__read_text_file', { path: join(dir, 'notes.txt') })).toEqual({
+      output: 'the quick brown fox\n',
+      isError: false,
+    });
+    const outside = await call(hub, 'mcp__filesystem__read_text_file', { path: '/etc/hostname' });
+    expect(outside.isError).toBe(true);
+    expect(outside.output).toMatch(/denied|outside/i);
+  });
+
+  it('server-everything over stdio: echo, an image as a placeholder, the environment without the secrets', async () => {
+    const { hub } = await start(
+      servers({
+        mcpServers: {
+          everything: {
+            command: process.execPath,
+            args: [EVERYTHING, 'stdio'],
+            env: { GREETING: '${WHO:-world}' },
+          },
+        },
+      }),
+    );
+    expect(await call(hub, 'mcp__everything__echo', { message: 'hello' })).toEqual({
+      output: 'Echo: hello',
+      isError: false,
+    });
+    const image = await call(hub, 'mcp__everything__get-tiny-image');
+    expect(image.output).toMatch(/\[image: image\/png, \d+ bytes, not shown\]/);
+    const env = await call(hub, 'mcp__everything__get-env');
+    expect(env.output).toContain('"GREETING": "world"');
+    expect(env.output).not.toContain('secret-token');
+    expect(env.output).toContain(`"PATH"`);
+  });
+
+  it('server-everything over Streamable HTTP', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+      env: { ...process.env, PORT: String(port) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    children.push(child);
+    await new Promise<void>((ready, fail) => {
+      child.stderr?.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('listening')) ready();
+      });
+      child.once('exit', (code) => fail(new Error(`server-everything exited ${code}`)));
+    });
+    const { hub } = await start(
+      servers({ mcpServers: { remote: { type: 'http', url: `http://127.0.0.1:${port}/mcp` } } }),
+    );
+    expect(hub.statuses[0]).toMatchObject({ state: 'ready', transport: 'http' });
+    expect(await call(hub, 'mcp__remote__echo', { message: 'over http' })).toEqual({
+      output: 'Echo: over http',
+      isError: false,
+    });
+    expect((await call(hub, 'mcp__remote__get-sum', { a: 2, b: 3 })).output).toContain('5');
+  });
+
+  it('a killed server: an error naming it, one restart, then marked failed', async () => {
+    const { hub, notices } = await start(
+      servers({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }),
+    );
+    const echo = hub.tools.find((tool) => tool.name === 'mcp__everything__echo')!; // the model keeps its tools
+    const first = hub.statuses[0]?.pid;
+    expect(first).toBeTypeOf('number');
+    process.kill(first!, 'SIGKILL');
+    await waitFor(() => hub.statuses[0]?.pid !== undefined && hub.statuses[0]?.pid !== first, notices);
+    // Restarted once: it answers again.
+    expect(await call(hub, 'mcp__everything__echo', { message: 'again' })).toEqual({
+      output: 'Echo: again',
+      isError: false,
+    });
+    const second = hub.statuses[0]?.pid;
+    expect(second).not.toBe(first);
+    process.kill(second!, 'SIGKILL');
+    await waitFor(() => hub.statuses[0]?.state === 'failed');
+    const after = await echo.call({ message: 'x' }, new AbortController().signal);
+    expect(after.isError).toBe(true);
+    expect(after.output).toMatch(/^MCP server everything failed: .*after one restart/);
+    expect(notices.join('\n')).toMatch(/everything: the connection closed.*restarting it/);
+  });
+});
+
+describe('hostile servers are reported and skipped, never a hang', () => {
+  const hostile = (mode: string, timeouts: { start?: number; call?: number } = {}) =>
+    servers({
+      mcpServers: {
+        [mode]: {
+          command: process.execPath,
+          args: [HOSTILE, mode],
+          startup_timeout_secs: timeouts.start ?? 20,
+          tool_timeout_secs: timeouts.call ?? 20,
+        },
+      },
+    });
+
+  it('garbage on stdout is reported; the valid answers still count', async () => {
+    const { hub, notices } = await start(hostile('garbage'));
+    expect(await call(hub, 'mcp__garbage__ping')).toEqual({ output: 'pong', isError: false });
+    expect(
+      notices.some((notice) =>
+        /garbage: wrote a line on stdout that is not JSON-RPC: "this is not json"/.test(notice),
+      ),
+    ).toBe(true);
+  });
+
+  it('never answering initialize: a start timeout, the server left out', async () => {
+    const { hub } = await start(hostile('silent', { start: 1 }));
+    expect(hub.statuses[0]).toMatchObject({ state: 'failed', tools: [] });
+    expect(hub.statuses[0]?.error).toContain('did not answer initialize/tools/list within 1 s');
+    expect(hub.tools).toEqual([]);
+  });
+
+  it('an invalid schema: that tool is left out and said, the others kept', async () => {
+    const { hub, notices } = await start(hostile('bad-schema'));
+    expect(hub.tools.map((tool) => tool.name)).toEqual(['mcp__bad-schema__ping']);
+    expect(notices.join('\n')).toMatch(/bad-schema: tool broken left out: invalid inputSchema\.type/);
+  });
+
+  it('a 50 MB result is capped, the cut said', async () => {
+    const { hub } = await start(hostile('huge'));
+    const result = await call(hub, 'mcp__huge__ping');
+    expect(result.output.length).toBeLessThan(101_000);
+    expect(result.output).toContain(`[${50 * 1024 * 1024 - 100_000} of ${50 * 1024 * 1024} characters cut]`);
+  });
+
+  it('a call that hangs: a timeout error naming the server, then a restart', async () => {
+    const { hub, notices } = await start(hostile('hang', { call: 1 }));
+    const result = await call(hub, 'mcp__hang__ping');
+    expect(result).toEqual({
+      output: 'MCP server hang did not answer ping within 1 s (restarted once; it may be called again)',
+      isError: true,
+    });
+    await waitFor(() => notices.some((notice) => notice.includes('restarting it')));
+    expect(hub.statuses[0]?.state).toBe('ready');
+  });
+
+  it('a crash during a call: an error naming the server and its exit', async () => {
+    const { hub } = await start(hostile('crash'));
+    const result = await call(hub, 'mcp__crash__ping');
+    expect(result.isError).toBe(true);
+    expect(result.output).toMatch(/^MCP server crash crashed during ping/);
+    const again = await call(hub, 'mcp__crash__ping');
+    expect(again.output).toMatch(/^MCP server crash (crashed during ping|failed)/);
+    await waitFor(() => hub.statuses[0]?.state === 'failed');
+  });
+});
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
+  const { port } = server.address() as { port: number };
+  await new Promise((closed) => server.close(closed));
+  return port;
+}
+
+async function waitFor(condition: () => boolean, notices: string[] = [], ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition not met in time; notices: ${notices.join(' | ')}`);
+    await new Promise((tick) => setTimeout(tick, 25));
+  }
+}
