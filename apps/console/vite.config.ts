@@ -11,5 +11,6 @@ export default defineConfig({
     modulePreload: { polyfill: false },
     assetsInlineLimit: 0,
     reportCompressedSize: true,
+    chunkSizeWarningLimit: 800, // one bundle: xterm.js, marked, DOMPurify and jsdiff (~140 kB gzipped)
   },
 });

@@ -1,24 +1,21 @@
 // The console's side of the gateway protocol (PROTOCOL.md), over the browser's own WebSocket: the
 // token travels as a subprotocol (never in the URL), output arrives as bytes decoded without a
 // per-byte loop, and acks follow the protocol's policy once the caller says the bytes were handled.
-// Only types come from @aleph/gateway: its `./client` runs on Node (`ws`, Buffer), see the note.
-import type {
-  ErrorCodeName,
-  MethodName,
-  MethodParams,
-  MethodResult,
-  PtyExitEvent,
+// @aleph/gateway/client's browser entry gives the wire's constants and types, nothing of ws or zod.
+import {
+  ACK_AFTER_MS,
+  ACK_EVERY_BYTES,
+  PROTOCOL_VERSION,
+  TOKEN_SUBPROTOCOL_PREFIX,
+  WEBSOCKET_PATH,
+  type ErrorCodeName,
+  type MethodName,
+  type MethodParams,
+  type MethodResult,
+  type PtyExitEvent,
 } from '@aleph/gateway/client';
 
 export type { MethodResult, PtyExitEvent };
-
-/** Copied from @aleph/gateway's protocol.ts (a value import would bundle `ws` and zod). */
-const PROTOCOL_VERSION = 'aleph.v1';
-const TOKEN_SUBPROTOCOL_PREFIX = 'aleph.token.';
-const WEBSOCKET_PATH = '/ws';
-/** The typed client's ack policy: once 128 KiB were handled since the last ack, else within 20 ms. */
-const ACK_EVERY_BYTES = 128 * 1024;
-const ACK_AFTER_MS = 20;
 
 declare global {
   interface Uint8ArrayConstructor {

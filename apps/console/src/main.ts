@@ -130,6 +130,12 @@ async function start(): Promise<void> {
     if (open) agent.prompt.focus();
     else terminals.activeTab?.terminal.focus();
   };
+  // A session opened from the drawer is what the user wants to see: the drawer gives way.
+  terminals.sessionList.addEventListener('click', (event) => {
+    const button = (event.target as Element).closest('button');
+    if (button?.textContent === 'Open' && document.body.classList.contains('drawer-open'))
+      toggleDrawer(false);
+  });
   // Escape closes the drawer, unless a terminal has the key (vim's Escape is vim's).
   document.addEventListener('keydown', (event) => {
     const inTerminal = terminals.area.contains(document.activeElement);

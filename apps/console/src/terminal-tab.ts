@@ -8,7 +8,7 @@ import { SerializeAddon } from '@xterm/addon-serialize';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal } from '@xterm/xterm';
-import { TERMINAL_ANSWERS } from '@aleph/gateway/client';
+import { MAX_INPUT_BYTES, TERMINAL_ANSWERS } from '@aleph/gateway/client';
 import { h } from './dom.js';
 import {
   encodeBase64,
@@ -24,7 +24,7 @@ export type ExitInfo = Omit<PtyExitEvent, 'sessionId'>;
 /** Keys after this long a pause take the size back: a viewer typing again is the latest one. */
 const TYPING_PAUSE_MS = 1000;
 /** The most bytes one pty.input carries: the gateway refuses more (`frame_too_large`). */
-const INPUT_MAX_BYTES = 64 * 1024;
+const INPUT_MAX_BYTES = MAX_INPUT_BYTES;
 /** How often a piece of a long input refused as `busy` (the program not reading yet) is retried. */
 const BUSY_RETRIES = 30;
 /**
@@ -201,6 +201,16 @@ export class TerminalTab {
   /** What the tab is called: the program's own title (OSC 0/2) if it set one, else its label. */
   get title(): string {
     return this.#programTitle || this.label;
+  }
+
+  get programTitle(): string {
+    return this.#programTitle;
+  }
+
+  /** The title the program set before a reload, until it sets another. */
+  set programTitle(title: string) {
+    this.#programTitle ||= title;
+    this.onChange();
   }
 
   get pageKeys(): boolean {

@@ -18,6 +18,8 @@ export const DEFAULT_IDLE_TTL_MINUTES = 10;
 interface SavedTab {
   sessionId: string;
   label?: string;
+  /** The program's own title (OSC 0/2), which a screen snapshot does not carry. */
+  programTitle?: string;
   pageKeys?: boolean;
 }
 
@@ -108,6 +110,7 @@ export class Terminals {
         if (listed === undefined) return;
         const tab = await this.open(entry.sessionId, listed, { focus: false, title: entry.label });
         if (entry.pageKeys === false) tab.pageKeys = false;
+        if (entry.programTitle) tab.programTitle = entry.programTitle;
       }),
     );
     this.#restoring = false;
@@ -267,6 +270,7 @@ export class Terminals {
     const saved: SavedTab[] = this.tabs.map((tab) => ({
       sessionId: tab.sessionId,
       label: tab.label,
+      programTitle: tab.programTitle,
       pageKeys: tab.pageKeys,
     }));
     sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify(saved));

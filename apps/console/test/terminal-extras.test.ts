@@ -1,0 +1,182 @@
+// What a terminal user expects of a tab, in real Chromium against the real server: scrollback,
+// the active tab and the titles kept over a reload; the title following the program (OSC 0/2);
+// a prompt before leaving; the page's Alt keys given to the program per tab; http(s) links that
+// open (and a `javascript:` one that does not); a favicon; a smaller second viewer not garbled.
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  chromiumAvailable,
+  launchChromium,
+  startConsoleServer,
+  terminalLines,
+  type ConsoleServer,
+} from './support.js';
+
+const available = chromiumAvailable();
+
+describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
+  let browser: Browser;
+  let server: ConsoleServer;
+  let page: Page;
+
+  beforeAll(async () => {
+    [server, browser] = await Promise.all([
+      startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n'),
+      launchChromium(),
+    ]);
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(server.consoleUrl);
+    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  const type = async (text: string, on: Page = page) => {
+    await on.keyboard.type(text);
+    await on.keyboard.press('Enter');
+  };
+  const prompt = (on: Page = page) =>
+    expect
+      .poll(() => terminalLines(on).then((lines) => lines.filter(Boolean).at(-1) ?? ''), { timeout: 15_000 })
+      .toMatch(/[#$] ?$/);
+  /** Reloads, saying yes to the leave-page prompt (and returns whether it was asked). */
+  const reload = async (): Promise<boolean> => {
+    let asked = false;
+    const onDialog = (dialog: { type(): string; accept(): Promise<void> }) => {
+      asked ||= dialog.type() === 'beforeunload';
+      void dialog.accept();
+    };
+    page.on('dialog', onDialog);
+    await page.reload();
+    page.off('dialog', onDialog);
+    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    return asked;
+  };
+
+  it('keeps 3001 lines of scrollback, the active tab and the titles over a reload (asking first)', async () => {
+    await page.keyboard.press('Alt+KeyN');
+    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await prompt();
+    await type(`seq 1 3000; echo scroll-""end`);
+    await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('scroll-end');
+    const count = async () => (await terminalLines(page, 'all')).filter((line) => /^\d+$/.test(line)).length;
+    expect(await count()).toBe(3000);
+    // A second tab whose program sets its title (OSC 2), then back to the first.
+    await page.keyboard.press('Alt+KeyN');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(2);
+    await prompt();
+    await type(`printf '\\033]2;%s\\007' 'build <b>watch</b>'`);
+    await expect
+      .poll(() => page.getByRole('tab', { selected: true }).innerText())
+      .toContain('build <b>watch</b>');
+    expect(await page.title()).toBe('build <b>watch</b> — Aleph');
+    expect(await page.locator('.tabs b').count()).toBe(0); // text, not markup
+    await page.keyboard.press('Alt+Digit1');
+    await expect.poll(() => page.getByRole('tab', { selected: true }).innerText()).toMatch(/^1 /);
+    expect(await reload()).toBe(true);
+    await expect.poll(() => page.getByRole('tab').count()).toBe(2);
+    await expect.poll(() => page.getByRole('tab', { selected: true }).innerText()).toMatch(/^1 /);
+    expect(await page.getByRole('tab').nth(1).innerText()).toContain('build <b>watch</b>');
+    await expect.poll(count, { timeout: 15_000 }).toBe(3000);
+  });
+
+  it('gives the page’s Alt keys to the program in one tab when asked', async () => {
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await type('cat -v');
+    await page.getByLabel(/Alt keys/).uncheck();
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await page.keyboard.press('Alt+KeyN');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('^[n');
+    expect(await page.getByRole('tab').count()).toBe(2); // no new tab
+    await page.keyboard.press('Control+KeyD');
+    await page.getByLabel(/Alt keys/).check();
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await page.keyboard.press('Alt+KeyN');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(3);
+    await page.keyboard.press('Alt+KeyW');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(2);
+  });
+
+  it('opens an http(s) link in a new tab; a javascript: one is not a link', async () => {
+    await page.keyboard.press('Alt+Digit1');
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await type('clear; echo https://example.com/from-terminal; echo "javascript:alert(1)"');
+    await expect
+      .poll(() => terminalLines(page), { timeout: 15_000 })
+      .toContain('https://example.com/from-terminal');
+    await prompt();
+    await page.context().route('https://example.com/**', (route) => route.fulfill({ body: 'a page' }));
+    /** The middle of the first cell of the line that holds `text`, in page coordinates. */
+    const cellOf = (text: string) =>
+      page.evaluate((wanted) => {
+        const terminal = (window as any).alephConsole.terminal();
+        const screen = terminal.element.querySelector('.xterm-screen').getBoundingClientRect();
+        const buffer = terminal.buffer.active;
+        for (let row = 0; row < terminal.rows; row += 1)
+          if (buffer.getLine(buffer.viewportY + row).translateToString(true) === wanted)
+            return {
+              x: screen.x + (screen.width / terminal.cols) * 3.5,
+              y: screen.y + (screen.height / terminal.rows) * (row + 0.5),
+            };
+        return undefined;
+      }, text);
+    const link = (await cellOf('https://example.com/from-terminal'))!;
+    await page.mouse.move(link.x, link.y);
+    const popup = page.waitForEvent('popup', { timeout: 10_000 });
+    await page.mouse.click(link.x, link.y);
+    expect((await popup).url()).toContain('example.com/from-terminal');
+    const script = (await cellOf('javascript:alert(1)'))!;
+    await page.mouse.move(script.x, script.y);
+    const opened = page.waitForEvent('popup', { timeout: 2000 }).then(
+      () => true,
+      () => false,
+    );
+    await page.mouse.click(script.x, script.y);
+    expect(await opened).toBe(false);
+  });
+
+  it('serves a favicon', async () => {
+    const href = await page.locator('link[rel=icon]').getAttribute('href');
+    const response = await page.request.get(new URL(href!, page.url()).href);
+    expect(response.status()).toBe(200);
+    expect(response.headers()['content-type']).toBe('image/svg+xml');
+  });
+
+  it('a smaller second viewer draws the screen at the pty’s size, not garbled', async () => {
+    await page.keyboard.press('Alt+Digit1');
+    const sessionId = await page.evaluate(() =>
+      document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'),
+    );
+    const other = await browser.newPage({ viewport: { width: 700, height: 500 } });
+    try {
+      await other.goto(server.consoleUrl);
+      await other.getByRole('button', { name: 'Agent' }).click(); // narrow: Sessions is in the drawer
+      await other
+        .locator(`.session-list li[data-session="${sessionId}"]`)
+        .getByRole('button', { name: 'Open' })
+        .click();
+      await other.locator('.term-tab:not([hidden]) .xterm').waitFor();
+      // The big viewer takes the size back and draws a line as wide as its window.
+      await page.locator('.term-tab:not([hidden]) .xterm').click();
+      const big = await page.evaluate(() => (window as any).alephConsole.size());
+      await type(`clear; printf '%0${big.cols - 1}d|\\n' 0; echo wide-""done`);
+      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('wide-done');
+      // The small one follows at the pty's size: the wide line is one line there too.
+      await expect
+        .poll(() => other.evaluate(() => (window as any).alephConsole.size()), { timeout: 15_000 })
+        .toEqual(big);
+      await expect.poll(() => terminalLines(other), { timeout: 15_000 }).toContain('wide-done');
+      const wide = `${'0'.repeat(big.cols - 1)}|`;
+      expect(await terminalLines(other)).toContain(wide);
+      expect(await other.locator('.term-tab:not([hidden]) .size-note').innerText()).toMatch(
+        /^Sized \d+×\d+ by another viewer/,
+      );
+    } finally {
+      await other.close();
+    }
+  });
+});
