@@ -10,6 +10,7 @@ import { WebSocket } from 'ws';
 import { connectGateway, PROTOCOL_VERSION, type GatewayClient } from '../src/client.js';
 import { ModeTracker } from '../src/internal/modes.js';
 import { roundTrips } from './round-trips.js';
+import { findTtyd, serverTree, sideBySide } from './ttyd.js';
 
 const MiB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), 'aleph-bench-'));
@@ -23,7 +24,7 @@ const pct = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 };
 
-function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
+function startServer(): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
   const child = spawnProcess(
     process.execPath,
     [
@@ -45,6 +46,7 @@ function startServer(): Promise<{ url: string; stop: () => Promise<void> }> {
     child.stdout.once('data', (data: Buffer) =>
       resolve({
         url: data.toString().trim(),
+        pid: child.pid!,
         stop: () => new Promise((done) => (child.once('exit', () => done()), child.kill('SIGTERM'))),
       }),
     );
@@ -194,11 +196,13 @@ const verdict = (value: number, relation: '≤' | '≥', target: number, unit = 
     (relation === '≤' ? value <= target : value >= target) ? 'holds' : 'MISSED'
   })`;
 // BENCH_ONLY=isolation (or a comma-separated list) runs just those parts.
-const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory' | 'snapshot' | 'modes') =>
+const want = (part: 'throughput' | 'echo' | 'isolation' | 'memory' | 'snapshot' | 'modes' | 'ttyd') =>
   !process.env['BENCH_ONLY'] || process.env['BENCH_ONLY'].split(',').includes(part);
 console.log(
   '# @aleph/gateway (gateway in its own process, client here; raw: node-pty read in-process, in a process of its own)',
 );
+const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+console.log(`load average at start: ${loadAverage()} (${process.env['BENCH_ONLY'] ?? 'every part'})`);
 const server = await startServer();
 try {
   const client = await connectGateway(server.url, { token: 'bench' });
@@ -374,27 +378,32 @@ try {
     await echoer.close();
   }
 
-  // 4. The gateway's resident memory at 0, 1, 16 and 64 idle sessions (the programs are separate
-  // processes; the spawn helper is not counted here).
+  // 4. The gateway's resident memory at 0, 1, 16 and 64 idle sessions, with its helpers (the spawn
+  // helper, the watchdog) counted as `ps` lists them; the programs are not.
   if (want('memory')) {
     type Memory = { rss: number; heapUsed: number; external: number; arrayBuffers: number };
     const idle: string[] = [];
+    const programs = new Set<number>();
     const figures: string[] = [];
-    let zero: Memory | undefined;
-    let last: Memory | undefined;
+    let zero: (Memory & { tree: number }) | undefined;
+    let last: (Memory & { tree: number }) | undefined;
     for (const count of [0, 1, 16, 64]) {
-      while (idle.length < count)
-        idle.push(
-          (await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 })).sessionId,
-        );
+      while (idle.length < count) {
+        const spawned = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+        idle.push(spawned.sessionId);
+        programs.add(spawned.pid);
+      }
       await new Promise((resolve) => setTimeout(resolve, 300));
-      last = await client.request<Memory>('bench.memory', {});
+      last = { ...(await client.request<Memory>('bench.memory', {})), tree: 0 };
+      last.tree = serverTree(server.pid, programs).rssBytes;
       zero ??= last;
-      figures.push(`${count}: ${(last.rss / MiB).toFixed(1)} MiB`);
+      figures.push(
+        `${count}: ${(last.tree / MiB).toFixed(1)} MiB (the process alone ${(last.rss / MiB).toFixed(1)})`,
+      );
     }
-    const growth = ((last!.rss - zero!.rss) / 64 / 1024).toFixed(0);
+    const growth = (last!.tree - zero!.tree) / 64 / 1024;
     console.log(
-      `gateway RSS at idle sessions ${figures.join(', ')}; growth per idle session ${verdict(Number(growth), '≤', 64, ' KiB')} (JS heap ${((last!.heapUsed - zero!.heapUsed) / 64 / 1024) | 0} KiB, buffers ${((last!.arrayBuffers - zero!.arrayBuffers) / 64 / 1024) | 0} KiB; the 1 MiB scrollback is reserved, its pages mapped as output fills it)`,
+      `gateway RSS with its helpers at idle sessions ${figures.join(', ')}; growth per idle session ${verdict(growth, '≤', 32, ' KiB')} (the process alone ${((last!.rss - zero!.rss) / 64 / 1024).toFixed(0)} KiB; JS heap ${((last!.heapUsed - zero!.heapUsed) / 64 / 1024) | 0} KiB, buffers ${((last!.arrayBuffers - zero!.arrayBuffers) / 64 / 1024) | 0} KiB; the 1 MiB scrollback is reserved, its pages mapped as output fills it)`,
     );
     for (const id of idle) await client.closeSession(id);
   }
@@ -472,6 +481,14 @@ try {
       );
     }
   }
+  // 7. Side by side with ttyd, when one is found.
+  if (want('ttyd')) {
+    const ttyd = findTtyd();
+    if (ttyd === undefined)
+      console.log('vs ttyd: skipped, no ttyd found (set TTYD=<path to ttyd> or put ttyd on PATH)');
+    else await sideBySide({ ttyd, gatewayUrl: server.url, gatewayPid: server.pid, file, rounds: 5 });
+  }
+  console.log(`load average at the end: ${loadAverage()}`);
   await client.close();
 } finally {
   raw.stop();
