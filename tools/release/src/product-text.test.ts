@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { productTextProblems } from './product-text.js';
-import { changesetProblems, publicPackages } from './release-check.js';
+import { publicPackages } from './public-packages.js';
+import { changesetProblems } from './release-check.js';
 import { tarballProblems, type Tarball } from './tarball.js';
 
 const REPO = resolve(import.meta.dirname, '../../..');

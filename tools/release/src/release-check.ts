@@ -1,45 +1,17 @@
 // The checks `pnpm release` runs between the build and `changeset publish`: every public package is
 // built and current, packs into a tarball fit to publish, and the pending changesets (the next
-// CHANGELOG) speak of the product. `tsx tools/release/src/release-check.ts [root]`; exits 1 with
+// CHANGELOG) speak of the product, and each package's API report is current and covered by a
+// changeset. `tsx tools/release/src/release-check.ts [root]`; exits 1 with
 // every problem listed, so nothing is published from a half-good state.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { apiReportProblems } from './api-report.js';
 import { checkPackage } from './check-package.mjs';
 import { productTextProblems } from './product-text.js';
+import { publicPackages } from './public-packages.js';
 import { pack, tarballProblems } from './tarball.js';
-
-export interface PublicPackage {
-  readonly name: string;
-  readonly version: string;
-  readonly dir: string;
-  readonly dependencies: Readonly<Record<string, string>>;
-}
-
-/** The workspace packages that publish (packages/*, not private). */
-export function publicPackages(root: string): PublicPackage[] {
-  const base = join(root, 'packages');
-  return readdirSync(base)
-    .sort()
-    .filter((entry) => existsSync(join(base, entry, 'package.json')))
-    .map((entry) => {
-      const manifest = JSON.parse(readFileSync(join(base, entry, 'package.json'), 'utf8')) as {
-        name: string;
-        version: string;
-        private?: boolean;
-        dependencies?: Record<string, string>;
-      };
-      return { manifest, dir: join(base, entry) };
-    })
-    .filter(({ manifest }) => manifest.private !== true)
-    .map(({ manifest, dir }) => ({
-      name: manifest.name,
-      version: manifest.version,
-      dir,
-      dependencies: manifest.dependencies ?? {},
-    }));
-}
 
 /** Problems in the pending changesets' text, by file. */
 export function changesetProblems(root: string): string[] {
@@ -72,6 +44,7 @@ export function releaseProblems(root: string): string[] {
   } finally {
     rmSync(destination, { recursive: true, force: true });
   }
+  if (problems.length === 0) problems.push(...apiReportProblems(root));
   return problems;
 }
 
