@@ -2,6 +2,7 @@
 // `pnpm --filter server start`: load the config, start the server, print where it listens and the
 // token, and on SIGINT/SIGTERM end every run and every terminal, then exit 0.
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { VerificationError } from '@aleph/verification';
 import { ConfigError, loadConfig } from './config.js';
@@ -9,6 +10,7 @@ import { mcpStartLines } from './mcp-tools.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
 import { invocationDir, stateDir } from './state.js';
+import { restoreUserEnvironment } from './user-environment.js';
 
 const USAGE =
   'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml (from the directory you ran the command in), else built-in defaults.';
@@ -64,6 +66,17 @@ async function main(): Promise<number> {
       return 2;
     }
     throw error;
+  }
+  // Children get the user's environment, not the script runner's (`pnpm start`), and new terminals
+  // start where the user works: [agent] workdir, else $HOME (never apps/server).
+  restoreUserEnvironment();
+  const home = loaded.config.agent.workdir ?? homedir();
+  try {
+    process.chdir(home);
+  } catch (error) {
+    console.error(
+      `aleph: new terminals cannot start in ${home}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
   let server;
   try {
