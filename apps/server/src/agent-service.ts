@@ -82,6 +82,26 @@ interface RunRecord {
 }
 
 const MAX_FINISHED_RUNS = 200;
+/** An agent.history page: at most this many events, and about this many bytes of them. */
+const HISTORY_PAGE_EVENTS = 1000;
+const HISTORY_PAGE_BYTES = 1024 * 1024;
+
+/** The first page of `events` (one event at least), and the cursor of the next page when there is one. */
+function historyPage<Event extends { seq: number }>(
+  events: readonly Event[],
+  limit: number,
+): { events: Event[]; next?: number } {
+  const page: Event[] = [];
+  let bytes = 0;
+  for (const event of events) {
+    const size = Buffer.byteLength(JSON.stringify(event));
+    if (page.length > 0 && (page.length >= limit || bytes + size > HISTORY_PAGE_BYTES)) break;
+    page.push(event);
+    bytes += size;
+  }
+  const rest = events[page.length];
+  return { events: page, ...(rest === undefined ? {} : { next: rest.seq }) };
+}
 
 /** Folders no run may work in: the system's own, and those only holding other people's folders. */
 const SYSTEM_TREES =
@@ -187,12 +207,16 @@ export class AgentService {
   };
   /** Runs of earlier server processes, read from the store at start (their run id is their session id). */
   #earlier: readonly EarlierRun[] = [];
+  /** Settled when restore() has read the store (agent.list waits for it). */
+  readonly #restored: Promise<void>;
+  #markRestored: () => void = () => {};
   /** The identities of the denied and read-only paths as they were at start: a rename keeps them protected. */
   readonly #protection: ProtectedSet;
 
   constructor(options: AgentServiceOptions) {
     this.#options = options;
     this.#protection = serverProtection(options.denied, options.readOnly);
+    this.#restored = new Promise((resolve) => (this.#markRestored = resolve));
     const { gateway } = options;
     gateway.register(
       'agent.run',
@@ -213,26 +237,37 @@ export class AgentService {
       run.controller.abort(new Error('cancelled by agent.cancel'));
       return { cancelled: run.result === undefined };
     });
-    gateway.register('agent.list', z.strictObject({}).optional(), async () => [
-      ...(options.queue === undefined ? this.#earlier : await this.#clusterRuns()),
-      ...[...this.#runs.values()].map((run) => ({
-        runId: run.runId,
-        sessionId: run.sessionId,
-        prompt: run.prompt,
-        cwd: run.cwd,
-        startedAt: run.startedAt,
-        state: run.result === undefined ? 'running' : 'done',
-        ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
-      })),
-    ]);
+    // Not before the store is read: a client asking during a restart gets the runs, never [].
+    gateway.register('agent.list', z.strictObject({}).optional(), async () => {
+      await this.#restored;
+      return [
+        ...(options.queue === undefined ? this.#earlier : await this.#clusterRuns()),
+        ...[...this.#runs.values()].map((run) => ({
+          runId: run.runId,
+          sessionId: run.sessionId,
+          prompt: run.prompt,
+          cwd: run.cwd,
+          startedAt: run.startedAt,
+          state: run.result === undefined ? 'running' : 'done',
+          ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
+        })),
+      ];
+    });
     gateway.register(
       'agent.history',
-      z.strictObject({ sessionId: z.string().min(1) }),
-      async ({ sessionId }) => {
+      z.strictObject({
+        sessionId: z.string().min(1),
+        /** The cursor: the sequence of the first event wanted (a page's `next`). */
+        from: z.int().nonnegative().optional(),
+        limit: z.int().min(1).max(HISTORY_PAGE_EVENTS).optional(),
+      }),
+      async ({ sessionId, from, limit }) => {
         const sessions = await options.sessions.list();
         if (!sessions.includes(sessionId))
           throw new GatewayError('unknown_session', `unknown agent session ${sessionId}`);
-        return options.sessions.load(sessionId);
+        const load = await options.sessions.load(sessionId);
+        const events = from === undefined ? load.events : load.events.filter((event) => event.seq >= from);
+        return { ...load, ...historyPage(events, limit ?? HISTORY_PAGE_EVENTS) };
       },
     );
   }
@@ -243,6 +278,14 @@ export class AgentService {
    * by the store and reported here.
    */
   async restore(): Promise<void> {
+    try {
+      await this.#restore();
+    } finally {
+      this.#markRestored();
+    }
+  }
+
+  async #restore(): Promise<void> {
     const summaries = (await this.#options.sessions.summaries?.()) ?? [];
     const earlier = summaries
       .filter((summary) => summary.state === 'ended' && summary.prompt !== undefined)
