@@ -79,6 +79,8 @@ export type LinkState =
 /** Reconnect backoff: 0.5 s doubling to 15 s, each delay drawn between half and all of it (jitter). */
 const RETRY_FIRST_MS = 500;
 const RETRY_MAX_MS = 15_000;
+/** Refused upgrades in a row (the server up) before the page says its token is no longer taken. */
+const REFUSALS_TO_SIGN_OUT = 3;
 /** Nothing heard for this long: the page asks (pty.list); no answer within as long again: down. */
 const SILENCE_MS = 10_000;
 
@@ -134,6 +136,8 @@ export class GatewayConnection {
   #heardAt = performance.now();
   readonly #watchdog: ReturnType<typeof setInterval>;
   #closedByPage = false;
+  /** Upgrades refused in a row while /healthz answered (see REFUSALS_TO_SIGN_OUT). */
+  #refusals = 0;
   /** The onReopen listeners are running on a new socket: their calls go, the link is not up yet. */
   #resuming = false;
 
@@ -257,10 +261,15 @@ export class GatewayConnection {
     try {
       socket = await openSocket(this.#token, this.#origin);
     } catch (error) {
-      if (error instanceof ConnectError && error.kind === 'refused') this.#setState({ kind: 'refused' });
+      // A server coming back answers /healthz a moment after it failed an upgrade: only refusals
+      // in a row mean the token is no longer taken.
+      const refused = error instanceof ConnectError && error.kind === 'refused';
+      this.#refusals = refused ? this.#refusals + 1 : 0;
+      if (this.#refusals >= REFUSALS_TO_SIGN_OUT) this.#setState({ kind: 'refused' });
       else this.#schedule(attempt + 1, code);
       return;
     }
+    this.#refusals = 0;
     this.#socket = socket;
     this.#adopt(socket);
     this.#resuming = true;

@@ -201,10 +201,8 @@ async function start(): Promise<void> {
     if (terminals.tabs.some((tab) => tab.exit === undefined)) event.preventDefault();
   });
   connection.onState((state) => {
-    if (state.kind === 'refused') {
-      terminals.dispose();
-      sessionStorage.removeItem(TOKEN_KEY);
-    }
+    // Sign in again reloads: the token is tried once more, and the sign-in form says if it is wrong.
+    if (state.kind === 'refused') terminals.dispose();
   });
   // For tests and the bench: the text xterm holds, read from its buffer (not from pixels).
   Object.defineProperty(window, 'alephConsole', {

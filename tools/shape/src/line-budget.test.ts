@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 813, files: 7 },
   server: { lines: 3677, files: 19 },
   mcp: { lines: 899, files: 5 },
-  console: { lines: 2808, files: 10 },
+  console: { lines: 2815, files: 10 },
   cluster: { lines: 1065, files: 8 },
 };
 
