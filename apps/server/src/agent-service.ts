@@ -378,7 +378,11 @@ export class AgentService {
       if (last?.type === 'terminate') return; // it ended before its node could say so
       const resume = load.events.some((event) => event.type === 'user');
       if (resume) logger.warn({ runId: ticket.runId, node: lease.node }, 'run taken over from a lost node');
-      const started = this.#launch(request, ticket.runId, ticket.sessionId, { resume, lease: lease.signal });
+      const started = this.#launch(request, ticket.runId, ticket.sessionId, {
+        resume,
+        lease: lease.signal,
+        node: lease.node,
+      });
       await this.#runs.get(started.runId)?.done;
     });
   }
@@ -403,11 +407,17 @@ export class AgentService {
       }));
   }
 
+  /** Whether this node still holds the run (true when NATS cannot say: the lease was never seen lost). */
+  async #holds(runId: string, node: string): Promise<boolean> {
+    const holder = await this.#options.queue?.holder(runId).catch(() => ({ node }));
+    return holder?.node === node;
+  }
+
   #launch(
     request: RunRequest,
     runId: string,
     sessionId: string,
-    cluster: { resume: boolean; lease: AbortSignal } | undefined = undefined,
+    cluster: { resume: boolean; lease: AbortSignal; node: string } | undefined = undefined,
   ): { runId: string; sessionId: string; sandbox: SandboxLabel } {
     const { gateway, logger } = this.#options;
     const { cwd } = request;
@@ -417,7 +427,15 @@ export class AgentService {
     const controller = new AbortController();
     // A lost lease (another node holds the run now) or a cancel from another node ends it here at
     // once, and nothing more of it is published from this node.
-    cluster?.lease.addEventListener('abort', () => controller.abort(cluster.lease.reason), { once: true });
+    cluster?.lease.addEventListener(
+      'abort',
+      () => {
+        if ((cluster.lease.reason as { code?: string } | undefined)?.code === 'fenced')
+          this.#options.queue?.relinquish(sessionId); // before the run's end tries to log itself
+        controller.abort(cluster.lease.reason);
+      },
+      { once: true },
+    );
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
     const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
     const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
@@ -478,8 +496,14 @@ export class AgentService {
             )
             .finally(() => mcp.hub.close());
         })
-        .then((result) => {
+        .then(async (result) => {
           record.result = result;
+          if (cluster !== undefined && !(await this.#holds(runId, cluster.node))) {
+            // Another node took the run over (this one was stopped past its lease): its end is theirs.
+            logger.warn({ runId, sessionId, node: cluster.node }, 'run lost to another node');
+            this.#runs.delete(runId); // agent.list reads it from the cluster's log now
+            return result;
+          }
           publish('agent.done', {
             terminateReason: result.terminateReason,
             iterations: result.iterations,

@@ -43,6 +43,8 @@ export interface ClusterRunQueue {
   ): void;
   cancel(runId: string): void;
   holder(runId: string): Promise<{ node: string } | undefined>;
+  /** This node lost the run's lease: its session log takes nothing more from here. */
+  relinquish(sessionId: string): void;
   close(): Promise<void>;
 }
 
@@ -99,7 +101,14 @@ export async function startClusterMode(
       name: connection.options.name,
       bus,
       sessions,
-      queue,
+      queue: {
+        submit: (ticket) => queue.submit(ticket),
+        serve: (handler) => queue.serve(handler),
+        cancel: (runId) => queue.cancel(runId),
+        holder: (runId) => queue.holder(runId),
+        relinquish: (sessionId) => sessions.relinquish(sessionId),
+        close: () => queue.close(),
+      },
       health: () => connection.health,
       nodes: () => connection.nodes(),
       async close() {

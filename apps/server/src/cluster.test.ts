@@ -24,17 +24,20 @@ const tenSteps: Brain = (conversation) => {
   // Steps that completed (a step cut short by a lost node has no output and is run again).
   const done = conversation.filter((turn) => turn.role === 'tool' && /step-\d+/.test(turn.text)).length;
   if (done >= STEPS) return { text: `ran ${done} steps\nVERDICT: PASS` };
-  return { call: { name: 'shell', args: { command: `sleep 0.4; echo step-${done + 1}` } } };
+  return { call: { name: 'shell', args: { command: `sleep 0.2; echo step-${done + 1}` } } };
 };
 
-describe.skipIf(binary === undefined)('cluster mode across three server processes', () => {
-  let nats: NatsServer;
-  let llm: FakeLlm;
-  let work: string;
-  const servers: ServerProcess[] = [];
-  const clients: GatewayClient[] = [];
+describe.skipIf(binary === undefined)(
+  'cluster mode across three server processes',
+  { timeout: 180_000 },
+  () => {
+    let nats: NatsServer;
+    let llm: FakeLlm;
+    let work: string;
+    const servers: ServerProcess[] = [];
+    const clients: GatewayClient[] = [];
 
-  const config = (node: string, name: string) => `
+    const config = (node: string, name: string) => `
 [gateway]
 port = 0
 token = "${TOKEN}"
@@ -59,71 +62,40 @@ lease_ttl_secs = 2
 max_runs = 2
 `;
 
-  const startNodes = async (name: string): Promise<ServerProcess[]> => {
-    const started = await Promise.all(['a', 'b', 'c'].map((node) => startServerProcess(config(node, name))));
-    servers.push(...started);
-    return started;
-  };
-  const client = async (server: ServerProcess): Promise<GatewayClient> => {
-    const connected = await connectGateway(server.url, { token: server.token });
-    clients.push(connected);
-    return connected;
-  };
+    const startNodes = async (name: string): Promise<ServerProcess[]> => {
+      const started = await Promise.all(
+        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name))),
+      );
+      servers.push(...started);
+      return started;
+    };
+    const client = async (server: ServerProcess): Promise<GatewayClient> => {
+      const connected = await connectGateway(server.url, { token: server.token });
+      clients.push(connected);
+      return connected;
+    };
 
-  beforeAll(async () => {
-    nats = await startNatsServer();
-    llm = await startFakeLlm(tenSteps);
-    work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cluster-e2e-')));
-  });
-  afterEach(async () => {
-    await Promise.all(clients.splice(0).map((connected) => connected.close()));
-    for (const server of servers.splice(0)) {
-      await server.stop();
-      rmSync(server.stateDir, { recursive: true, force: true });
-    }
-  });
-  afterAll(async () => {
-    await llm?.close();
-    await nats?.dispose();
-    rmSync(work, { recursive: true, force: true });
-  });
-
-  it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop', async () => {
-    const [a] = await startNodes('e2e1');
-    const viewer = await client(a as ServerProcess);
-    await viewer.subscribe(['agent.*']);
-    const events: { topic: string; params: Record<string, unknown> }[] = [];
-    viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
-    const { runId } = await viewer.request<{ runId: string }>('agent.run', {
-      prompt: 'ten steps',
-      cwd: work,
+    beforeAll(async () => {
+      nats = await startNatsServer();
+      llm = await startFakeLlm(tenSteps);
+      work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cluster-e2e-')));
     });
-    await expect
-      .poll(() => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId), {
-        timeout: 60_000,
-      })
-      .toBeDefined();
-    const done = events.find((event) => event.topic === 'agent.done')?.params;
-    expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
-    const tools = events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
-    expect(tools.map((event) => /step-\d+/.exec(String(event.params['output']))?.[0])).toEqual(
-      Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`),
-    );
-    // Every node lists it and serves its history.
-    for (const server of servers) {
-      const other = await client(server);
-      const listed = await other.request<{ runId: string; state: string }[]>('agent.list', {});
-      expect(listed.find((run) => run.runId === runId)?.state).toBe('done');
-    }
-  });
+    afterEach(async () => {
+      await Promise.all(clients.splice(0).map((connected) => connected.close()));
+      for (const server of servers.splice(0)) {
+        await server.stop();
+        rmSync(server.stateDir, { recursive: true, force: true });
+      }
+    });
+    afterAll(async () => {
+      await llm?.close();
+      await nats?.dispose();
+      rmSync(work, { recursive: true, force: true });
+    });
 
-  it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {
-    const nodes = await startNodes('e2e2');
-    const probe = await connectCluster({ servers: [nats.url], name: 'e2e2', node: 'probe', leaseTtlSecs: 2 });
-    const queue = await JetStreamRunQueue.open(probe);
-    try {
-      const front = nodes[0] as ServerProcess;
-      const viewer = await client(front);
+    it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop', async () => {
+      const [a] = await startNodes('e2e1');
+      const viewer = await client(a as ServerProcess);
       await viewer.subscribe(['agent.*']);
       const events: { topic: string; params: Record<string, unknown> }[] = [];
       viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
@@ -131,55 +103,198 @@ max_runs = 2
         prompt: 'ten steps',
         cwd: work,
       });
-      const toolsSeen = () =>
-        events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
-      await expect.poll(() => toolsSeen().length, { timeout: 60_000 }).toBeGreaterThanOrEqual(5);
-      const holder = (await queue.holder(runId))?.node;
-      expect(holder).toBeDefined();
-      const victim = nodes[['a', 'b', 'c'].indexOf(holder as string)] as ServerProcess;
-      let viewerNode = front;
-      if (victim === front) {
-        // The client's own node dies: it reconnects to another and follows the run there.
-        viewerNode = nodes.find((node) => node !== victim) as ServerProcess;
-      }
-      const killedAt = Date.now();
-      await victim.stop('SIGKILL');
-      const follower = viewerNode === front ? viewer : await client(viewerNode);
-      if (follower !== viewer) {
-        await follower.subscribe(['agent.*']);
-        follower.onEvent((topic, params) =>
-          events.push({ topic, params: params as Record<string, unknown> }),
-        );
-      }
       await expect
         .poll(() => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId), {
           timeout: 60_000,
         })
         .toBeDefined();
-      const newHolderStepAt = events.findIndex(
-        (event) => event.topic === 'agent.step' && event.params['runId'] === runId,
-      );
-      expect(newHolderStepAt).toBeGreaterThanOrEqual(0);
-      const done = events.find(
-        (event) => event.topic === 'agent.done' && event.params['runId'] === runId,
-      )?.params;
+      const done = events.find((event) => event.topic === 'agent.done')?.params;
       expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
-      expect(Date.now() - killedAt).toBeLessThan(60_000);
-      // The log holds each completed step once: tool results of step-1..step-10, no step twice.
-      const history = await follower.request<{ events: { type: string; output?: string }[] }>(
-        'agent.history',
-        {
-          sessionId: runId,
-        },
+      const tools = events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
+      expect(tools.map((event) => /step-\d+/.exec(String(event.params['output']))?.[0])).toEqual(
+        Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`),
       );
+      // Every node lists it and serves its history.
+      for (const server of servers) {
+        const other = await client(server);
+        const listed = await other.request<{ runId: string; state: string }[]>('agent.list', {});
+        expect(listed.find((run) => run.runId === runId)?.state).toBe('done');
+      }
+    });
+
+    it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {
+      const nodes = await startNodes('e2e2');
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'e2e2',
+        node: 'probe',
+        leaseTtlSecs: 2,
+      });
+      const queue = await JetStreamRunQueue.open(probe);
+      try {
+        const front = nodes[0] as ServerProcess;
+        const viewer = await client(front);
+        await viewer.subscribe(['agent.*']);
+        const events: { topic: string; params: Record<string, unknown> }[] = [];
+        viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+        const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+          prompt: 'ten steps',
+          cwd: work,
+        });
+        const toolsSeen = () =>
+          events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
+        await expect.poll(() => toolsSeen().length, { timeout: 60_000 }).toBeGreaterThanOrEqual(5);
+        const holder = (await queue.holder(runId))?.node;
+        expect(holder).toBeDefined();
+        const victim = nodes[['a', 'b', 'c'].indexOf(holder as string)] as ServerProcess;
+        let viewerNode = front;
+        if (victim === front) {
+          // The client's own node dies: it reconnects to another and follows the run there.
+          viewerNode = nodes.find((node) => node !== victim) as ServerProcess;
+        }
+        const killedAt = Date.now();
+        await victim.stop('SIGKILL');
+        const follower = viewerNode === front ? viewer : await client(viewerNode);
+        if (follower !== viewer) {
+          await follower.subscribe(['agent.*']);
+          follower.onEvent((topic, params) =>
+            events.push({ topic, params: params as Record<string, unknown> }),
+          );
+        }
+        await expect
+          .poll(
+            () => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+            {
+              timeout: 60_000,
+            },
+          )
+          .toBeDefined();
+        const newHolderStepAt = events.findIndex(
+          (event) => event.topic === 'agent.step' && event.params['runId'] === runId,
+        );
+        expect(newHolderStepAt).toBeGreaterThanOrEqual(0);
+        const done = events.find(
+          (event) => event.topic === 'agent.done' && event.params['runId'] === runId,
+        )?.params;
+        expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+        expect(Date.now() - killedAt).toBeLessThan(60_000);
+        // The log holds each completed step once: tool results of step-1..step-10, no step twice.
+        const history = await follower.request<{ events: { type: string; output?: string }[] }>(
+          'agent.history',
+          {
+            sessionId: runId,
+          },
+        );
+        const outputs = history.events
+          .map((event) =>
+            event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined,
+          )
+          .filter((step) => step !== undefined);
+        expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
+        expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
+      } finally {
+        await queue.close();
+        await probe.close();
+      }
+    });
+
+    it('fences a node stopped past its lease: the run finishes elsewhere and the old node never appends again', async () => {
+      const nodes = await startNodes('e2e3');
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'e2e3',
+        node: 'probe',
+        leaseTtlSecs: 2,
+      });
+      const queue = await JetStreamRunQueue.open(probe);
+      try {
+        const events: { topic: string; params: Record<string, unknown> }[] = [];
+        const { runId } = await (
+          await client(nodes[0] as ServerProcess)
+        ).request<{ runId: string }>('agent.run', {
+          prompt: 'ten steps',
+          cwd: work,
+        });
+        await expect.poll(async () => (await queue.holder(runId))?.node, { timeout: 60_000 }).toBeDefined();
+        const holder = (await queue.holder(runId))?.node ?? '';
+        const stopped = nodes[['a', 'b', 'c'].indexOf(holder)] as ServerProcess;
+        const watcher = await client(nodes.find((node) => node !== stopped) as ServerProcess);
+        await watcher.subscribe(['agent.*']);
+        watcher.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+        await expect
+          .poll(() => events.filter((event) => event.topic === 'agent.tool').length, { timeout: 60_000 })
+          .toBeGreaterThanOrEqual(2);
+        stopped.child.kill('SIGSTOP');
+        await expect
+          .poll(async () => (await queue.holder(runId))?.node, { timeout: 30_000 })
+          .not.toBe(holder);
+        stopped.child.kill('SIGCONT');
+        await expect
+          .poll(
+            () => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+            {
+              timeout: 60_000,
+            },
+          )
+          .toBeDefined();
+        await new Promise((resolve) => setTimeout(resolve, 3_000)); // the old node had time to try
+        const history = await watcher.request<{ events: { type: string; output?: string }[] }>(
+          'agent.history',
+          {
+            sessionId: runId,
+          },
+        );
+        const outputs = history.events
+          .map((event) =>
+            event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined,
+          )
+          .filter((step) => step !== undefined);
+        expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
+        expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
+        expect(
+          events.filter((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+        ).toHaveLength(1);
+      } finally {
+        await queue.close();
+        await probe.close();
+      }
+    });
+
+    it('loses no persisted event when nats-server restarts mid-run, and the run completes', async () => {
+      const nodes = await startNodes('e2e4');
+      const viewer = await client(nodes[0] as ServerProcess);
+      await viewer.subscribe(['agent.*']);
+      const events: { topic: string; params: Record<string, unknown> }[] = [];
+      viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+      const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+        prompt: 'ten steps',
+        cwd: work,
+      });
+      await expect
+        .poll(() => events.filter((event) => event.topic === 'agent.tool').length, { timeout: 60_000 })
+        .toBeGreaterThanOrEqual(3);
+      await nats.restart();
+      let done: { runId: string; state: string; terminateReason?: { kind: string } } | undefined;
+      await expect
+        .poll(
+          async () => {
+            const listed = await viewer.request<
+              { runId: string; state: string; terminateReason?: { kind: string } }[]
+            >('agent.list', {});
+            done = listed.find((run) => run.runId === runId && run.state === 'done');
+            return done;
+          },
+          { timeout: 90_000, interval: 1_000 },
+        )
+        .toBeDefined();
+      expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+      const history = await viewer.request<{ events: { type: string; output?: string }[] }>('agent.history', {
+        sessionId: runId,
+      });
       const outputs = history.events
         .map((event) => (event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined))
         .filter((step) => step !== undefined);
       expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
-      expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
-    } finally {
-      await queue.close();
-      await probe.close();
-    }
-  });
-});
+    });
+  },
+);

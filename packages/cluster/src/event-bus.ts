@@ -6,8 +6,10 @@
 //   re-reads the session's tail and tries again, so two nodes never give out one number twice;
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
+import { randomUUID } from 'node:crypto';
 import {
   DeliverPolicy,
+  JetStreamApiError,
   type ConsumerMessages,
   type JetStreamClient,
   type JetStreamManager,
@@ -16,6 +18,7 @@ import { headers as natsHeaders } from '@nats-io/transport-node';
 import type { BusEvent, BusListener, EventBus, EventFilter, EventSubscription } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { ClusterError } from './errors.js';
+import { untilStored } from './internal/retry.js';
 
 const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
@@ -53,14 +56,18 @@ export interface JetStreamEventBusOptions {
 }
 
 export class JetStreamEventBus implements EventBus {
+  readonly #connection: ClusterConnection;
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #stream: string;
   readonly #prefix: string;
   readonly #tails = new Map<string, Tail>();
+  /** Names this bus's writes, so a retried write is a duplicate of its own and never of another node's. */
+  readonly #writer = randomUUID();
   readonly #onError: (error: unknown, event: BusEvent) => void;
 
   private constructor(connection: ClusterConnection, options: JetStreamEventBusOptions) {
+    this.#connection = connection;
     this.#js = connection.js;
     this.#jsm = connection.jsm;
     this.#stream = connection.names.eventsStream;
@@ -120,16 +127,19 @@ export class JetStreamEventBus implements EventBus {
         headers.set(SEQ_HEADER, String(known.seq + 1));
         headers.set(SESSION_HEADER, sessionId);
         try {
-          const ack = await this.#js.publish(this.#subject(sessionId), body, {
-            headers,
-            expect: { lastSubjectSequence: known.streamSeq },
-          });
+          const expected = known.streamSeq;
+          const ack = await untilStored(this.#connection, () =>
+            this.#js.publish(this.#subject(sessionId), body, {
+              headers,
+              msgID: `${this.#writer}:${sessionId}:${known.seq + 1}:${expected}`,
+              expect: { lastSubjectSequence: expected },
+            }),
+          );
           known.streamSeq = ack.seq;
           known.seq += 1;
           return known.seq;
         } catch (error) {
-          const code = (error as { api_error?: { err_code?: number } }).api_error?.err_code;
-          const raced = code === WRONG_LAST_SEQUENCE || /wrong last sequence/i.test(String(error));
+          const raced = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
           if (!raced || attempt >= 20) throw error;
           known.streamSeq = -1; // another node published to this session: read its tail again
         }

@@ -169,10 +169,16 @@ export class JetStreamRunQueue {
         revision = await this.#leases.update(ticket.runId, holder, revision);
         message.working();
       } catch (error) {
-        if (this.#connection.health === 'ok')
+        if (this.#connection.health !== 'ok') return; // NATS is away: try again at the next beat
+        try {
+          // Expired during an outage while nobody took it: this node still holds the run.
+          revision = await this.#leases.create(ticket.runId, holder);
+          message.working();
+        } catch {
           controller.abort(
             new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node}`, { cause: error }),
           );
+        }
       }
     };
     const beat = setInterval(

@@ -4,7 +4,12 @@
 // another node has loaded the log and appended — it resumed the run — a node that was stopped or
 // cut off can never append to it again: its append is refused as `fenced`.
 import { randomUUID } from 'node:crypto';
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  DeliverPolicy,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import type {
   SessionEvent,
   SessionEventBody,
@@ -15,6 +20,7 @@ import type {
 import type { ClusterConnection } from './connection.js';
 import { ensureStream } from './connection.js';
 import { ClusterError } from './errors.js';
+import { untilStored } from './internal/retry.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const WRONG_LAST_SEQUENCE = 10071;
@@ -26,6 +32,8 @@ interface Tail {
   count: number;
   /** Appends of one session are chained so they land in order. */
   chain: Promise<unknown>;
+  /** This node lost the run (its lease): every further append is refused here, before NATS. */
+  relinquished?: boolean;
 }
 
 export interface JetStreamSessionStoreOptions {
@@ -41,14 +49,18 @@ function checkId(sessionId: string): void {
 }
 
 export class JetStreamSessionStore implements SessionStore {
+  readonly #connection: ClusterConnection;
   readonly #js: JetStreamClient;
   readonly #jsm: JetStreamManager;
   readonly #stream: string;
   readonly #subject: (sessionId: string) => string;
   readonly #options: JetStreamSessionStoreOptions;
   readonly #tails = new Map<string, Tail>();
+  /** Names this store's writes, so a retried write is a duplicate of its own and never of another node's. */
+  readonly #writer = randomUUID();
 
   private constructor(connection: ClusterConnection, options: JetStreamSessionStoreOptions) {
+    this.#connection = connection;
     this.#js = connection.js;
     this.#jsm = connection.jsm;
     this.#stream = connection.names.sessionsStream;
@@ -87,17 +99,43 @@ export class JetStreamSessionStore implements SessionStore {
   async append(sessionId: string, body: SessionEventBody): Promise<SessionEvent> {
     const tail = await this.#tail(sessionId);
     const write = tail.chain.then(async () => {
+      if (tail.relinquished === true)
+        throw new ClusterError(
+          'fenced',
+          `session ${sessionId} is held by another node now; this node lost it`,
+        );
       const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
       try {
-        const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
-          expect: { lastSubjectSequence: tail.lastStreamSeq },
-        });
+        const ack = await untilStored(this.#connection, () =>
+          this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
+            msgID: `${this.#writer}:${sessionId}:${event.seq}`,
+            expect: { lastSubjectSequence: tail.lastStreamSeq },
+          }),
+        );
         tail.lastStreamSeq = ack.seq;
         tail.count += 1;
         return event;
       } catch (error) {
-        const code = (error as { code?: unknown; api_error?: { err_code?: number } }).api_error?.err_code;
-        if (code === WRONG_LAST_SEQUENCE || /wrong last sequence/i.test(String(error)))
+        if (
+          error instanceof JetStreamApiError &&
+          error.code === WRONG_LAST_SEQUENCE &&
+          body.type === 'resumed'
+        ) {
+          // A take-over claims the log whatever the node that lost it still wrote: read the tail
+          // again and claim after it (that node's next append is refused).
+          const { last, load } = await this.#read(sessionId);
+          tail.lastStreamSeq = last;
+          tail.count = load.events.length;
+          const again = { ...event, seq: tail.count };
+          const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(again), {
+            msgID: `${this.#writer}:${sessionId}:${again.seq}`,
+            expect: { lastSubjectSequence: tail.lastStreamSeq },
+          });
+          tail.lastStreamSeq = ack.seq;
+          tail.count += 1;
+          return again;
+        }
+        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
           throw new ClusterError(
             'fenced',
             `session ${sessionId} was appended to by another node; this node no longer holds it`,
@@ -110,6 +148,15 @@ export class JetStreamSessionStore implements SessionStore {
     });
     tail.chain = write.catch(() => undefined);
     return await write;
+  }
+
+  /**
+   * This node lost the session's run (its lease expired or was taken): nothing more of it is
+   * appended from here, not even its end, so the node that takes it over finds the log open.
+   */
+  relinquish(sessionId: string): void {
+    const tail = this.#tails.get(sessionId);
+    if (tail !== undefined) tail.relinquished = true;
   }
 
   /** Appends are durable once JetStream acknowledged them. */

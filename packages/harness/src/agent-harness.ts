@@ -289,6 +289,7 @@ function apply(state: RunState, event: SessionEventBody): void {
     case 'compaction':
     case 'turn_step':
     case 'terminate':
+    case 'resumed':
       break;
     default: {
       const unreachable: never = event;
@@ -425,9 +426,10 @@ export class AgentHarness {
 
     try {
       // A taken-over run goes on from its log; its turns so far count toward maxIterations.
-      if (input.resume === true && events.some((event) => event.type === 'user'))
+      if (input.resume === true && events.some((event) => event.type === 'user')) {
         counters.iterations = events.filter((event) => event.type === 'turn_step').length;
-      else await log({ type: 'user', content: input.prompt, ...(input.cwd ? { cwd: input.cwd } : {}) });
+        await log({ type: 'resumed' });
+      } else await log({ type: 'user', content: input.prompt, ...(input.cwd ? { cwd: input.cwd } : {}) });
       for (;;) {
         if (signal.aborted) return await finish({ kind: 'cancelled' });
         if (counters.iterations >= maxIterations) return await finish({ kind: 'max_iterations' });

@@ -29,6 +29,7 @@ const EVENT_TYPES: ReadonlySet<string> = new Set<SessionEventBody['type']>([
   'compaction',
   'turn_step',
   'terminate',
+  'resumed',
 ]);
 
 function checkId(sessionId: string): void {

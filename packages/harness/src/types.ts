@@ -264,7 +264,12 @@ export type SessionEventBody =
       readonly toTokens: number;
     }
   | { readonly type: 'turn_step'; readonly step: TurnStep }
-  | { readonly type: 'terminate'; readonly reason: TerminateReason };
+  | { readonly type: 'terminate'; readonly reason: TerminateReason }
+  /**
+   * A run took the session over from its log (its node was lost). Logged first, so a store with
+   * fenced appends refuses whatever the earlier holder still tries to append.
+   */
+  | { readonly type: 'resumed' };
 
 export type SessionEvent = SessionEventBody & { readonly seq: number; readonly at: number };
 

@@ -15,13 +15,13 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 2856, files: 18 },
   verification: { lines: 2279, files: 22 },
-  harness: { lines: 2820, files: 12 },
+  harness: { lines: 2828, files: 12 },
   gateway: { lines: 3507, files: 23 },
   sandbox: { lines: 813, files: 7 },
-  server: { lines: 3677, files: 19 },
+  server: { lines: 3710, files: 19 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2815, files: 10 },
-  cluster: { lines: 1065, files: 8 },
+  cluster: { lines: 1158, files: 9 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
