@@ -89,6 +89,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       { component: 'sandbox' },
       `no sandbox: ${sandbox.unconfinedReason ?? 'no backend'}; the model's commands run unconfined (set [sandbox] mode = "required" to refuse to start instead)`,
     );
+  } else if (sandbox.backend !== 'none' && sandbox.limits.note !== undefined) {
+    logger.warn({ component: 'sandbox' }, `[sandbox] limits: ${sandbox.limits.note}`);
   }
 
   const telemetry = startTelemetry(config.telemetry, (message) =>
@@ -189,6 +191,9 @@ async function openCluster(config: Config, logger: Logger): Promise<ClusterMode 
   }
 }
 
+const mib = (value: number | undefined): number | undefined =>
+  value === undefined ? undefined : value * 1024 ** 2;
+
 /**
  * The sandbox of every run: the state dir and the session store are denied beside the configured
  * paths, and the provider key is never passed. A confined hook keeps Claude Code's variables (paths,
@@ -215,6 +220,12 @@ function buildSandbox(
           ...config.sandbox.deny_read,
         ],
         readOnly: config.hooks.files,
+        limits: {
+          processes: config.sandbox.limits.processes,
+          memoryBytes: mib(config.sandbox.limits.memory_mib),
+          fileSizeBytes: mib(config.sandbox.limits.file_size_mib),
+          cpuSeconds: config.sandbox.limits.cpu_secs,
+        },
         env: ['CLAUDE_PROJECT_DIR', 'CLAUDE_PLUGIN_ROOT', ...config.sandbox.env],
         secretEnv: keyVariable === undefined ? [] : [keyVariable],
       },

@@ -183,6 +183,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
         args: readonly string[];
         cwd: string;
         env?: Record<string, string> | undefined;
+        release?(): void;
       };
       try {
         spec = ctx.sandbox ? ctx.sandbox.wrap(bare) : { ...bare, env: undefined };
@@ -209,6 +210,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
           wait,
         );
       } catch (error) {
+        spec.release?.(); // never started
         if (ctx.signal.aborted) return { output: '[cancelled before a terminal came free]', isError: true };
         if ((error as Error).name === 'TimeoutError' || (error as Error).name === 'AbortError')
           return {
@@ -232,6 +234,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       ctx.signal.addEventListener('abort', onAbort, { once: true });
       if (ctx.signal.aborted) onAbort(); // cancelled while the pty was spawning
       const exit = await session.exited;
+      spec.release?.(); // its group is gone, however it ended (exit, timeout, cancel)
       clearTimeout(timer);
       ctx.signal.removeEventListener('abort', onAbort);
       const output = collected.text();

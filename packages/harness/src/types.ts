@@ -142,6 +142,8 @@ export interface CommandSandbox {
     readonly args: readonly string[];
     readonly cwd: string;
     readonly env: Record<string, string>;
+    /** Call once the command ended however it ended (or never started): the sandbox cleans up. */
+    release?(): void;
   };
 }
 

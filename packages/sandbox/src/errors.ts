@@ -14,7 +14,11 @@ export type SandboxErrorCode =
   /** The command's cwd is a denied path or lies under one. */
   | 'cwd_denied'
   /** The command's cwd does not exist or is not a directory. */
-  | 'cwd_missing';
+  | 'cwd_missing'
+  /** A denied or read-only file with more than one hard link: another name would expose it. */
+  | 'path_linked'
+  /** A resource limit that is not a positive integer. */
+  | 'limit_invalid';
 
 export class SandboxError extends Error {
   override readonly name = 'SandboxError';

@@ -5,6 +5,8 @@ export {
   probeSandbox,
   type ConfiguredSandbox,
   type CreateSandboxOptions,
+  type LimitsReport,
+  type ProtectedPath,
   type ProbeOptions,
   type Sandbox,
   type SandboxBackend,
@@ -24,4 +26,5 @@ export {
   type DeniedPath,
   type SandboxPolicy,
 } from './policy.js';
+export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';

@@ -3,8 +3,9 @@
 // errors naming the key; the built-in secrets under $HOME are denied only where they exist.
 import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, join, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, sep } from 'node:path';
 import { SandboxError } from './errors.js';
+import { badLimit, resolveLimits, type ResolvedLimits, type SandboxLimits } from './internal/limits.js';
 
 export interface SandboxPolicy {
   /** `off`: a network namespace of its own (loopback only, nothing of the host's listening). */
@@ -13,8 +14,13 @@ export interface SandboxPolicy {
   readonly denyRead?: readonly string[] | undefined;
   /** Environment names passed through beyond the built-in allow-list (`*_TOKEN` only when listed). */
   readonly env?: readonly string[] | undefined;
-  /** Files kept read-only wherever they lie (the cwd included): the server's hooks files. Absent ones are skipped. */
+  /**
+   * Files kept read-only wherever they lie (the cwd included): the server's hooks files. One that
+   * is absent cannot be created inside the cwd either.
+   */
   readonly readOnly?: readonly string[] | undefined;
+  /** Resource limits of each command (defaults a developer does not reach: `DEFAULT_LIMITS`). */
+  readonly limits?: SandboxLimits | undefined;
   /** Names never passed, even when listed: the provider's key variable. `ALEPH_*` never is. */
   readonly secretEnv?: readonly string[] | undefined;
 }
@@ -60,6 +66,7 @@ export interface ResolvedPolicy {
   readonly env: ReadonlySet<string>;
   readonly secretEnv: ReadonlySet<string>;
   readonly readOnly: readonly string[];
+  readonly limits: ResolvedLimits;
 }
 
 /** The sandbox makes its own /proc and /dev: denying inside them means nothing. */
@@ -69,7 +76,15 @@ export const isWithin = (path: string, root: string): boolean =>
   path === root || path.startsWith(root === sep ? root : root + sep);
 
 function denied(path: string, source: DeniedPath['source']): DeniedPath {
-  return { path: realpathSync(path), kind: statSync(path).isDirectory() ? 'dir' : 'file', source };
+  const stat = statSync(path);
+  if (!stat.isDirectory() && stat.nlink > 1) {
+    // Hiding one name of a file hides nothing when another name stays readable.
+    throw new SandboxError(
+      'path_linked',
+      `deny_read: ${path} has ${stat.nlink} hard links: another name for it would stay readable; remove the extra links`,
+    );
+  }
+  return { path: realpathSync(path), kind: stat.isDirectory() ? 'dir' : 'file', source };
 }
 
 export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
@@ -77,7 +92,8 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
   for (const relative of PROTECTED_HOME_PATHS) {
     try {
       deny.push(denied(join(home, relative), 'protected'));
-    } catch {
+    } catch (error) {
+      if (error instanceof SandboxError) throw error;
       // absent: nothing to hide
     }
   }
@@ -92,18 +108,36 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
     try {
       deny.push(denied(path, 'deny_read'));
     } catch (error) {
+      if (error instanceof SandboxError) throw error;
       throw new SandboxError('path_missing', `deny_read: ${path} does not exist`, { cause: error });
     }
   }
   const secretEnv = new Set(policy.secretEnv ?? []);
-  const readOnly = (policy.readOnly ?? []).flatMap((path) => {
-    try {
-      return [realpathSync(path)];
-    } catch {
-      return [];
+  const readOnly = (policy.readOnly ?? []).map((path) => {
+    if (!isAbsolute(path)) {
+      throw new SandboxError('path_invalid', `read_only: ${JSON.stringify(path)} is not an absolute path`);
     }
+    return realOrBelow(path);
   });
-  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv, readOnly };
+  const limits = resolveLimits(policy.limits);
+  const bad = badLimit(limits);
+  if (bad !== undefined) {
+    throw new SandboxError(
+      'limit_invalid',
+      `limits.${bad}: must be a positive integer, not ${String(limits[bad])}`,
+    );
+  }
+  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv, readOnly, limits };
+}
+
+/** The real path of `path`, or of its nearest existing ancestor joined with the rest. */
+export function realOrBelow(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    const parent = dirname(path);
+    return parent === path ? path : join(realOrBelow(parent), basename(path));
+  }
 }
 
 export const isAllowed = (name: string, policy: ResolvedPolicy): boolean =>

@@ -3,15 +3,25 @@
 // backend: `required` throws (SandboxError), `auto` runs unconfined and says why, `off` never
 // confines. Every backend, `none` included, strips the server's secrets from the environment.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, lstatSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { SandboxError } from './errors.js';
-import { baseArgs, bubblewrapArgs, bubblewrapCommand, projectConfigArgs } from './internal/bubblewrap.js';
+import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside } from './internal/bubblewrap.js';
+import {
+  commandCgroup,
+  findPidsCgroup,
+  prlimitArgs,
+  removeCgroup,
+  type PidsCgroup,
+  type ResolvedLimits,
+} from './internal/limits.js';
+import { prepareMounts, protectedInProject, releaseStandIns } from './internal/project-mounts.js';
 import { unixSocketFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
   isWithin,
+  realOrBelow,
   resolvePolicy,
   sandboxEnv,
   scrubEnv,
@@ -41,6 +51,13 @@ export interface WrappedCommand {
   /** The environment to spawn with. A spawner that merges it over its own is safe: the backend
    * unsets every other name it can know of (this process's and the command's). */
   readonly env: Record<string, string>;
+  /**
+   * Call once the command ended, however it ended (exit, kill of its group, timeout, cancel), or
+   * when it never started: removes the empty stand-ins made for absent protected paths (a
+   * `.claude` dir, `.git/commondir`) and the command's pids cgroup. Idempotent. A stand-in left
+   * behind runs nothing (an empty dir or file; a `commondir` of `.`).
+   */
+  readonly release: () => void;
 }
 
 export type SandboxBackend = 'bubblewrap' | 'sandbox-exec' | 'none';
@@ -62,8 +79,31 @@ export interface ConfiguredSandbox extends Sandbox {
    * path in-process (file tools), which must refuse them too.
    */
   readonly deniedPaths: readonly DeniedPath[];
-  /** The policy's `readOnly` files that exist (real paths): the file tools refuse to write them too. */
+  /** The policy's `readOnly` files, existing or not (real paths): the file tools refuse to write them too. */
   readonly readOnlyPaths: readonly string[];
+  /**
+   * What a command in `cwd` may not change or read, by identity (device + inode), whatever the
+   * backend: for what confines in-process (file tools), which should compare what it opened
+   * against it (a hard link or a renamed ancestor has another name, never another identity).
+   */
+  protectedPaths(cwd: string): ProtectedPath[];
+  /** The limits each command gets, and how the task count is bounded (or why it is not). */
+  readonly limits: LimitsReport;
+}
+
+/** A protected path as it is now: `read-only` (not written) or `denied` (not read either). */
+export interface ProtectedPath {
+  readonly path: string;
+  readonly access: 'read-only' | 'denied';
+  readonly kind: 'dir' | 'file';
+  readonly dev: number;
+  readonly ino: number;
+}
+
+export interface LimitsReport extends ResolvedLimits {
+  /** `rlimit`: RLIMIT_NPROC inside (not root); `cgroup`: a pids cgroup per command; `none`: unbounded (why in `note`). */
+  readonly processesBy: 'rlimit' | 'cgroup' | 'none';
+  readonly note?: string;
 }
 
 export type SandboxProbe =
@@ -119,10 +159,15 @@ export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {
   if (path === undefined) return { kind: 'missing', reason: `bwrap not found on PATH: ${INSTALL_HINT}` };
   const failure = runBwrap(
     path,
-    { file: path, args: [...baseArgs('off'), '--', 'true'] },
+    { file: path, args: [...baseArgs('off', false), '--', 'true'] },
     'fails to start a sandbox',
   );
   return failure ?? { kind: 'available', backend: 'bubblewrap', path };
+}
+
+/** Whether this bwrap can refuse user namespaces inside (`--disable-userns`, bubblewrap 0.8). */
+function canDisableUserns(path: string): boolean {
+  return runBwrap(path, { file: path, args: [...baseArgs('off', true), '--', 'true'] }, '') === undefined;
 }
 
 /** Runs bwrap once; a failure as a probe result naming its first line of stderr. */
@@ -154,14 +199,24 @@ function probePolicy(
   path: string,
   policy: ResolvedPolicy,
   filter: string | undefined,
+  disableUserns: boolean,
 ): SandboxProbe | undefined {
-  const cwd = mkdtempSync(join(tmpdir(), 'aleph-sandbox-probe-'));
+  const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-sandbox-probe-')));
+  const project = prepareMounts(cwd, policy, mountedInside(policy, cwd));
   try {
-    const command = bubblewrapCommand(path, filter, (fd) =>
-      bubblewrapArgs(policy, realpathSync(cwd), { file: 'true', args: [] }, [], fd),
+    const command = bubblewrapCommand(
+      path,
+      (seccompFd) =>
+        bubblewrapArgs(policy, cwd, { file: 'true', args: [] }, [], {
+          seccompFd,
+          project: project.args,
+          disableUserns,
+        }),
+      { filterFile: filter },
     );
     return runBwrap(path, command, 'fails to apply the sandbox policy');
   } finally {
+    releaseStandIns(project.standIns);
     rmSync(cwd, { recursive: true, force: true });
   }
 }
@@ -181,6 +236,14 @@ function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   return real;
 }
 
+function isDirectory(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 function readableFiles(paths: readonly string[] | undefined, policy: ResolvedPolicy): string[] {
   return (paths ?? []).flatMap((path) => {
     try {
@@ -195,6 +258,33 @@ function readableFiles(paths: readonly string[] | undefined, policy: ResolvedPol
   });
 }
 
+/** The protected set of `cwd` with identities, for in-process checks. */
+function protectedPaths(cwd: string, policy: ResolvedPolicy): ProtectedPath[] {
+  let real: string;
+  try {
+    real = realpathSync(cwd);
+  } catch {
+    real = cwd;
+  }
+  const project = protectedInProject(real, policy);
+  const entries: { path: string; access: ProtectedPath['access'] }[] = [
+    ...policy.deny.map(({ path }) => ({ path, access: 'denied' as const })),
+    ...[...policy.readOnly, ...project.readOnly].map((path) => ({ path, access: 'read-only' as const })),
+  ];
+  return entries.flatMap(({ path, access }) => {
+    try {
+      const stat = statSync(path);
+      return [
+        { path, access, kind: stat.isDirectory() ? 'dir' : 'file', dev: stat.dev, ino: stat.ino } as const,
+      ];
+    } catch {
+      return [];
+    }
+  });
+}
+
+const NO_LIMITS_OFF = 'commands run unconfined: no limits';
+
 function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): ConfiguredSandbox {
   return {
     backend: 'none',
@@ -202,12 +292,37 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     unconfinedReason: reason,
     deniedPaths: policy.deny,
     readOnlyPaths: policy.readOnly,
+    protectedPaths: (cwd) => protectedPaths(cwd, policy),
+    limits: { ...policy.limits, processesBy: 'none', note: NO_LIMITS_OFF },
     wrap: (command) => ({
       file: command.file,
       args: [...command.args],
       cwd: command.cwd,
       env: scrubEnv(command.env, policy.secretEnv),
+      release: () => {},
     }),
+  };
+}
+
+/** How tasks are bounded here: RLIMIT_NPROC for a non-root user, a pids cgroup for root, if any. */
+function limitsOf(
+  policy: ResolvedPolicy,
+  prlimit: string | undefined,
+): { report: LimitsReport; cgroup?: PidsCgroup } {
+  if (prlimit === undefined) {
+    return {
+      report: { ...policy.limits, processesBy: 'none', note: 'prlimit (util-linux) not found: no limits' },
+    };
+  }
+  if (process.getuid?.() !== 0) return { report: { ...policy.limits, processesBy: 'rlimit' } };
+  const cgroup = findPidsCgroup();
+  if (cgroup !== undefined) return { report: { ...policy.limits, processesBy: 'cgroup' }, cgroup };
+  return {
+    report: {
+      ...policy.limits,
+      processesBy: 'none',
+      note: 'run as root with no writable pids cgroup: the number of processes is not bounded (RLIMIT_NPROC does not apply to uid 0)',
+    },
   };
 }
 
@@ -220,8 +335,10 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
   // With the network off, no Unix sockets either: the host's (Docker, the session bus) are on the
   // read-only root. The file is checked on every command (a tmp cleaner may remove it).
   const filter = (): string | undefined => (resolved.network === 'off' ? unixSocketFilterFile() : undefined);
+  let disableUserns = false;
   if (probe.kind === 'available' && probe.backend === 'bubblewrap') {
-    probe = probePolicy(probe.path, resolved, filter()) ?? probe;
+    disableUserns = canDisableUserns(probe.path);
+    probe = probePolicy(probe.path, resolved, filter(), disableUserns) ?? probe;
   }
   switch (probe.kind) {
     case 'missing':
@@ -233,11 +350,18 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
     case 'available': {
       const { backend, path } = probe;
       const inherited = options.env ?? process.env;
+      const prlimit = backend === 'bubblewrap' ? onPath('prlimit', inherited) : undefined;
+      const limits = limitsOf(resolved, prlimit);
       return {
         backend,
         mode,
         deniedPaths: resolved.deny,
         readOnlyPaths: resolved.readOnly,
+        protectedPaths: (cwd) => protectedPaths(cwd, resolved),
+        limits:
+          backend === 'bubblewrap'
+            ? limits.report
+            : { ...resolved.limits, processesBy: 'none', note: 'sandbox-exec: limits are not set on macOS' },
         wrap: (command) => {
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);
@@ -245,26 +369,48 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           const readable = readableFiles(command.readable, resolved);
           if (backend === 'bubblewrap') {
             const confined = { ...command, readable };
-            return {
-              ...bubblewrapCommand(
-                path,
-                filter(),
-                (fd) => bubblewrapArgs(resolved, cwd, confined, unset, fd),
-                projectConfigArgs(cwd).created,
-              ),
-              cwd,
-              env,
+            const project = prepareMounts(cwd, resolved, mountedInside(resolved, cwd));
+            const cgroup =
+              limits.cgroup === undefined
+                ? undefined
+                : commandCgroup(limits.cgroup, resolved.limits.processes);
+            let released = false;
+            const release = (): void => {
+              if (released) return;
+              released = true;
+              releaseStandIns(project.standIns);
+              if (cgroup !== undefined) removeCgroup(cgroup);
             };
+            const wrapped = bubblewrapCommand(
+              path,
+              (seccompFd) =>
+                bubblewrapArgs(resolved, cwd, confined, unset, {
+                  seccompFd,
+                  project: project.args,
+                  disableUserns,
+                  prefix: prlimit === undefined ? [] : prlimitArgs(prlimit, resolved.limits),
+                }),
+              { filterFile: filter(), cgroup, ...(prlimit === undefined ? {} : { limits: resolved.limits }) },
+            );
+            return { ...wrapped, cwd, env, release };
           }
           const args = [
             '-p',
-            seatbeltProfile({ cwd, deny: resolved.deny, network: resolved.network, readable }),
+            seatbeltProfile({
+              cwd,
+              deny: resolved.deny,
+              network: resolved.network,
+              readable,
+              readOnly: resolved.readOnly,
+              tempDir: realOrBelow(tmpdir()),
+              gitIsDir: isDirectory(join(cwd, '.git')),
+            }),
             '/usr/bin/env',
             ...unset.flatMap((name) => ['-u', name]),
             command.file,
             ...command.args,
           ];
-          return { file: path, args, cwd, env };
+          return { file: path, args, cwd, env, release: () => {} };
         },
       };
     }

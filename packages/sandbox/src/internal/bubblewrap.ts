@@ -1,22 +1,25 @@
 // The bwrap command line for one confined command. Order matters: bwrap applies mounts in
 // sequence, so the read-only root comes first, then the private /tmp and /run, then the writable cwd
-// (which may lie under /tmp), then the denied paths over all of them, then the readable files over
-// those. Every tmpfs is mounted and every readable file bound before any tmpfs is made read-only,
+// (which may lie under /tmp), then the pins and read-only binds of the protected paths in it
+// (ancestors before what they hold), then the denied paths over all of them, then the readable
+// files over those. Every tmpfs is mounted and every readable file bound before any tmpfs is made read-only,
 // and a denied path inside a denied dir gets no mount of its own (it is hidden already, and its
 // mount point could not be made on the read-only tmpfs).
 import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
-import { isWithin, PROTECTED_PROJECT_PATHS, type DeniedPath, type ResolvedPolicy } from '../policy.js';
+import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** Everything but the cwd and the denied paths: the same for every command. */
-export function baseArgs(network: 'off' | 'on'): string[] {
+export function baseArgs(network: 'off' | 'on', disableUserns = true): string[] {
   return [
     // Ending bwrap ends the sandbox; its pid 1 ending kills every process left in it.
     '--die-with-parent',
     // No controlling terminal inside: a confined process cannot push input to ours (TIOCSTI).
     '--new-session',
     '--unshare-all',
+    // No user namespace inside (the surface a nested one offers: mounts, capabilities in it).
+    ...(disableUserns ? ['--unshare-user', '--disable-userns'] : []),
     ...(network === 'on' ? ['--share-net'] : []),
     // bwrap started by root keeps every capability unless told not to (remount would then work).
     '--cap-drop',
@@ -71,32 +74,6 @@ const kindOf = (path: string): 'dir' | 'file' | 'other' | undefined => {
   }
 };
 
-/**
- * What runs unconfined later stays read-only inside (PROTECTED_PROJECT_PATHS). An absent dir becomes
- * an empty read-only dir (bwrap makes its mount point: an empty dir left in the cwd), so it cannot
- * be created either. An absent git file (`commondir`, `config.worktree`) cannot be mounted over
- * without creating it, which would break git: it is listed in `created`, removed after the command
- * if it appeared. A symlink is left alone: its target outside the cwd is read-only already.
- */
-export function projectConfigArgs(cwd: string): { args: string[]; created: string[] } {
-  const args: string[] = [];
-  const created: string[] = [];
-  const git = join(cwd, '.git');
-  const gitKind = kindOf(git);
-  if (gitKind === 'file') args.push('--ro-bind', git, git);
-  for (const relative of PROTECTED_PROJECT_PATHS) {
-    if (relative.startsWith('.git/') && gitKind !== 'dir') continue;
-    const path = join(cwd, relative);
-    const kind = kindOf(path);
-    if (kind === 'dir' || kind === 'file') args.push('--ro-bind', path, path);
-    else if (kind !== undefined) continue;
-    else if (relative === '.git/config' || relative.endsWith('commondir') || relative.endsWith('.worktree')) {
-      created.push(path);
-    } else args.push('--tmpfs', path, '--remount-ro', path);
-  }
-  return { args, created };
-}
-
 /** Under the private /tmp or /run: hidden already unless the cwd brings it back. */
 const privateDir = (path: string): boolean => isWithin(path, '/tmp') || isWithin(path, '/run');
 
@@ -124,19 +101,33 @@ export function tempDirArgs(cwd: string, dir: string = tmpdir()): { before: stri
   return { before: [], after };
 }
 
+export interface CommandArgs {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly readable?: readonly string[];
+}
+
+export interface BubblewrapOptions {
+  readonly seccompFd?: number | undefined;
+  /** Mounts that keep the project's protected paths (from `prepareMounts`), after the cwd's bind. */
+  readonly project?: readonly string[] | undefined;
+  /** Runs first inside, exec'ing the command: `prlimit …` */
+  readonly prefix?: readonly string[] | undefined;
+  readonly disableUserns?: boolean | undefined;
+}
+
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
   cwd: string,
-  command: { file: string; args: readonly string[]; readable?: readonly string[] },
+  command: CommandArgs,
   unset: readonly string[],
-  seccompFd?: number,
+  options: BubblewrapOptions = {},
 ): string[] {
-  const args = baseArgs(policy.network);
-  if (seccompFd !== undefined) args.push('--seccomp', String(seccompFd));
+  const args = baseArgs(policy.network, options.disableUserns);
+  if (options.seccompFd !== undefined) args.push('--seccomp', String(options.seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
   const temp = tempDirArgs(cwd);
-  args.push(...temp.before, '--bind', cwd, cwd, ...temp.after, ...projectConfigArgs(cwd).args);
-  for (const path of policy.readOnly) args.push('--ro-bind', path, path);
+  args.push(...temp.before, '--bind', cwd, cwd, ...(options.project ?? []), ...temp.after);
   const denials = mountedDenials(policy.deny, cwd);
   for (const { path, kind } of denials) {
     if (kind === 'dir') args.push('--tmpfs', path);
@@ -144,34 +135,61 @@ export function bubblewrapArgs(
   }
   for (const path of command.readable ?? []) args.push('--ro-bind', path, path);
   for (const { path, kind } of denials) if (kind === 'dir') args.push('--remount-ro', path);
-  args.push('--chdir', cwd, '--', command.file, ...command.args);
+  args.push('--chdir', cwd, '--', ...(options.prefix ?? []), command.file, ...command.args);
   return args;
 }
 
-/** The fd the seccomp filter's file is opened on, by a `sh` that then execs bwrap. */
+/** The denied paths and temp entries mounted inside `cwd`: their ancestors there get pinned. */
+export function mountedInside(policy: ResolvedPolicy, cwd: string): string[] {
+  const temp = tempDirArgs(cwd).after.filter((arg) => arg.startsWith('/') && arg !== '/dev/null');
+  return [...mountedDenials(policy.deny, cwd).map(({ path }) => path), ...temp].filter(
+    (path) => isWithin(path, cwd) && path !== cwd,
+  );
+}
+
+/** The fd the seccomp filter's file is opened on, by a `sh` that then runs bwrap. */
 const SECCOMP_FD = 9;
 
-const shQuote = (text: string): string => `'${text.replaceAll("'", "'\\''")}'`;
+export interface WrapperOptions {
+  readonly filterFile?: string | undefined;
+  /** A pids cgroup the `sh` joins before bwrap starts (every task of the sandbox is counted in it). */
+  readonly cgroup?: string | undefined;
+  /** The limits, to explain an end by SIGXCPU or SIGXFSZ, or failed forks in the cgroup. */
+  readonly limits?: {
+    readonly processes: number;
+    readonly cpuSeconds: number;
+    readonly fileSizeBytes: number;
+  };
+}
 
 /**
- * The whole command: bwrap itself, or a `sh` that opens the seccomp filter file on an fd for bwrap
- * (a spawner passes no extra fds: a wrapped command is file, args, cwd, env) and, once bwrap has ended
- * (nothing of the sandbox outlives it), removes the protected files that appeared (`created`).
+ * The whole command: a `sh` that joins the command's cgroup, opens the seccomp filter file on an
+ * fd for bwrap (a spawner passes no extra fds: a wrapped command is file, args, cwd, env), runs bwrap,
+ * and says in one line on stderr which limit ended the command, if one did. Without any of these,
+ * bwrap itself.
  */
 export function bubblewrapCommand(
   bwrap: string,
-  filterFile: string | undefined,
   build: (seccompFd: number | undefined) => string[],
-  created: readonly string[] = [],
+  options: WrapperOptions = {},
 ): { file: string; args: string[] } {
-  if (filterFile === undefined && created.length === 0) return { file: bwrap, args: build(undefined) };
+  const { filterFile, cgroup, limits } = options;
+  if (filterFile === undefined && cgroup === undefined && limits === undefined) {
+    return { file: bwrap, args: build(undefined) };
+  }
   const open = filterFile === undefined ? '' : ` ${SECCOMP_FD}<"$filter"`;
-  const script =
-    created.length === 0
-      ? `filter=$1; shift; exec "$@"${open}`
-      : `filter=$1; shift; "$@"${open}; rc=$?; for f in ${created.map(shQuote).join(' ')}; do ` +
-        `if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; ` +
-        `echo "aleph sandbox: removed $f (git reads it unconfined later)" >&2; fi; done; exit $rc`;
+  const join =
+    'if [ -n "$cg" ]; then echo $$ > "$cg/cgroup.procs" || ' +
+    '{ echo "aleph sandbox: cannot join the pids cgroup $cg" >&2; exit 126; }; fi; ';
+  const explain =
+    limits === undefined
+      ? ''
+      : 'case $rc in ' +
+        `152) echo "aleph sandbox: killed by SIGXCPU: a process used its CPU time limit (${limits.cpuSeconds} s)" >&2;; ` +
+        `153) echo "aleph sandbox: killed by SIGXFSZ: a file reached the size limit (${limits.fileSizeBytes} bytes)" >&2;; esac; ` +
+        'if [ -n "$cg" ] && grep -qs "^max [1-9]" "$cg/pids.events"; then ' +
+        `echo "aleph sandbox: the process limit (${limits.processes} tasks) was reached: some forks failed" >&2; fi; `;
+  const script = `filter=$1; cg=$2; shift 2; ${join}"$@"${open}; rc=$?; ${explain}exit $rc`;
   const fd = filterFile === undefined ? undefined : SECCOMP_FD;
-  return { file: '/bin/sh', args: ['-c', script, 'sh', filterFile ?? '', bwrap, ...build(fd)] };
+  return { file: '/bin/sh', args: ['-c', script, 'sh', filterFile ?? '', cgroup ?? '', bwrap, ...build(fd)] };
 }

@@ -1,9 +1,10 @@
-// The seccomp filter bwrap installs when the network is off: socket(AF_UNIX, …) fails with EPERM,
-// so a confined command cannot connect to the host's Unix sockets (the Docker daemon, the session
-// bus) that the read-only root still shows. socketpair() stays allowed (pipes between a command's
-// own processes). Also refused: io_uring_setup (io_uring can open sockets without socket(2)), the
-// x32 ABI, and every syscall of a foreign architecture (32-bit binaries), which the filter cannot
-// read the same way. A classic BPF program, written once to a file bwrap reads through an fd.
+// The seccomp filter bwrap installs when the network is off: socket(AF_UNIX, …) and a datagram
+// socketpair() fail with EPERM, so a confined command cannot connect or send to the host's Unix
+// sockets (the Docker daemon, the session bus, a datagram socket) that the read-only root still
+// shows. Stream and seqpacket socketpair() stay allowed (pipes between a command's own processes).
+// Also refused: io_uring_setup (io_uring can open sockets without socket(2)), the x32 ABI, and
+// every syscall of a foreign architecture (32-bit binaries), which the filter cannot read the same
+// way. A classic BPF program, written once to a file bwrap reads through an fd.
 import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,59 +13,87 @@ import { SandboxError } from '../errors.js';
 interface Architecture {
   readonly audit: number;
   readonly socket: number;
+  readonly socketpair: number;
   readonly ioUringSetup: number;
   /** x86_64 also accepts x32 syscalls: numbers with this bit set. */
   readonly x32Bit?: number;
 }
 
 const ARCHITECTURES: Partial<Record<string, Architecture>> = {
-  x64: { audit: 0xc000003e, socket: 41, ioUringSetup: 425, x32Bit: 0x40000000 },
-  arm64: { audit: 0xc00000b7, socket: 198, ioUringSetup: 425 },
+  x64: { audit: 0xc000003e, socket: 41, socketpair: 53, ioUringSetup: 425, x32Bit: 0x40000000 },
+  arm64: { audit: 0xc00000b7, socket: 198, socketpair: 199, ioUringSetup: 425 },
 };
 
 const LOAD_WORD = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const AND = 0x54; // BPF_ALU | BPF_AND | BPF_K
 const JUMP_EQUAL = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JUMP_GREATER_EQUAL = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const RETURN = 0x06; // BPF_RET | BPF_K
 const ALLOW = 0x7fff0000;
 const DENY = 0x00050000 | 1; // SECCOMP_RET_ERRNO | EPERM
 const AF_UNIX = 1;
-// struct seccomp_data: int nr; u32 arch; u64 ip; u64 args[6] (little-endian: args[0]'s low word at 16)
+const SOCK_STREAM = 1;
+const SOCK_SEQPACKET = 5;
+const SOCK_TYPE_MASK = 0xf; // the rest are SOCK_CLOEXEC / SOCK_NONBLOCK
+// struct seccomp_data: int nr; u32 arch; u64 ip; u64 args[6] (little-endian: args[n]'s low word at 16 + 8n)
 const NR = 0;
 const ARCH = 4;
 const ARG0 = 16;
+const ARG1 = 24;
 
 type Instruction = readonly [code: number, jumpTrue: number, jumpFalse: number, k: number];
-type Step = (index: number, allow: number, deny: number) => Instruction;
+type Label = 'allow' | 'deny' | 'socket' | 'socketpair';
+/** One instruction with its jump targets as labels (or 0: the next instruction). */
+type Step = readonly [code: number, jumpTrue: Label | 0, jumpFalse: Label | 0, k: number];
 
-/** The program for one architecture: the two returns come last; jumps count from the next instruction. */
+/**
+ * The program for one architecture. Refused: a foreign architecture, x32, io_uring_setup,
+ * socket(AF_UNIX, …), and socketpair() of any type but stream and seqpacket (a datagram socket
+ * could be connected, or sent to, at a host socket's path; stream and seqpacket pairs stay
+ * connected to each other only).
+ */
 export function unixSocketFilter(arch: Architecture): Instruction[] {
-  const body: Step[] = [
-    () => [LOAD_WORD, 0, 0, ARCH],
-    (i, _allow, deny) => [JUMP_EQUAL, 0, deny - i - 1, arch.audit],
-    () => [LOAD_WORD, 0, 0, NR],
-    ...(arch.x32Bit === undefined
-      ? []
-      : [
-          (i: number, _allow: number, deny: number): Instruction => [
-            JUMP_GREATER_EQUAL,
-            deny - i - 1,
-            0,
-            arch.x32Bit ?? 0,
-          ],
-        ]),
-    (i, _allow, deny) => [JUMP_EQUAL, deny - i - 1, 0, arch.ioUringSetup],
-    (i, allow) => [JUMP_EQUAL, 0, allow - i - 1, arch.socket],
-    () => [LOAD_WORD, 0, 0, ARG0],
-    (i, allow, deny) => [JUMP_EQUAL, deny - i - 1, allow - i - 1, AF_UNIX],
-  ];
-  const allow = body.length;
-  const deny = allow + 1;
-  return [
-    ...body.map((make, index) => make(index, allow, deny)),
+  const steps: (Step | Label)[] = [
+    [LOAD_WORD, 0, 0, ARCH],
+    [JUMP_EQUAL, 0, 'deny', arch.audit],
+    [LOAD_WORD, 0, 0, NR],
+    ...(arch.x32Bit === undefined ? [] : [[JUMP_GREATER_EQUAL, 'deny', 0, arch.x32Bit] as Step]),
+    [JUMP_EQUAL, 'deny', 0, arch.ioUringSetup],
+    [JUMP_EQUAL, 'socket', 0, arch.socket],
+    [JUMP_EQUAL, 'socketpair', 0, arch.socketpair],
     [RETURN, 0, 0, ALLOW],
+    'socket',
+    [LOAD_WORD, 0, 0, ARG0],
+    [JUMP_EQUAL, 'deny', 'allow', AF_UNIX],
+    'socketpair',
+    [LOAD_WORD, 0, 0, ARG1],
+    [AND, 0, 0, SOCK_TYPE_MASK],
+    [JUMP_EQUAL, 'allow', 0, SOCK_STREAM],
+    [JUMP_EQUAL, 'allow', 'deny', SOCK_SEQPACKET],
+    'allow',
+    [RETURN, 0, 0, ALLOW],
+    'deny',
     [RETURN, 0, 0, DENY],
   ];
+  const labels = new Map<Label, number>();
+  const program: Step[] = [];
+  for (const step of steps) {
+    if (typeof step === 'string') labels.set(step, program.length);
+    else program.push(step);
+  }
+  // Classic BPF jumps go forward only, counted from the next instruction.
+  const offset = (target: Label | 0, index: number): number => {
+    if (target === 0) return 0;
+    const jump = (labels.get(target) ?? Number.NaN) - index - 1;
+    if (!(jump >= 0 && jump < 256)) throw new Error(`seccomp: no forward jump to ${target} from ${index}`);
+    return jump;
+  };
+  return program.map(([code, jumpTrue, jumpFalse, k], index) => [
+    code,
+    offset(jumpTrue, index),
+    offset(jumpFalse, index),
+    k,
+  ]);
 }
 
 /** struct sock_filter[], as the kernel reads it (little-endian on both architectures here). */

@@ -45,6 +45,8 @@ export interface WrappedCommandToRun {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Record<string, string>;
+  /** Called once the whole group is gone (the sandbox removes what it made for the command). */
+  release?(): void;
 }
 
 export type CommandWrapper = (command: CommandToRun) => WrappedCommandToRun;
@@ -126,7 +128,10 @@ export async function endGroup(pgid: number): Promise<void> {
 
 export function runProcess(options: RunProcessOptions): Promise<ProcessOutcome> {
   if (options.signal.aborted) return Promise.resolve({ kind: 'aborted' });
-  const command = options.wrap ? options.wrap(options.command) : options.command;
+  const command: CommandToRun | WrappedCommandToRun = options.wrap
+    ? options.wrap(options.command)
+    : options.command;
+  const release = (): void => ('release' in command ? command.release?.() : undefined);
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries(command.env)) if (value !== undefined) env[key] = value;
   return new Promise((resolve) => {
@@ -156,7 +161,10 @@ export function runProcess(options: RunProcessOptions): Promise<ProcessOutcome> 
       const result = outcome(); // read the buffers before the pipes go
       closePipes();
       // Leave nothing behind: whatever the hook backgrounded goes with it, before we answer.
-      void (pid === undefined ? Promise.resolve() : endGroup(pid)).then(() => resolve(result));
+      void (pid === undefined ? Promise.resolve() : endGroup(pid)).then(() => {
+        release();
+        resolve(result);
+      });
     };
     const onAbort = (): void => finish(() => ({ kind: 'aborted' }));
 

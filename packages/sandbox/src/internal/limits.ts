@@ -1,0 +1,173 @@
+// Resource limits of one confined command. rlimits are set inside the sandbox, by `prlimit` run as
+// the command's first process: memory (RLIMIT_DATA) and CPU time per process, file size, and the
+// number of tasks (RLIMIT_NPROC, counted per user namespace since Linux 5.14: the sandbox's own
+// tasks only). RLIMIT_NPROC never applies to uid 0, so as root the task count is bounded by a
+// pids cgroup of its own per command when one can be made (cgroup v1 `pids`, or v2 with `pids`
+// delegated); otherwise it is not bounded, and `describe` says so.
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface SandboxLimits {
+  /** Tasks (processes and threads) at once. Default 1024. */
+  readonly processes?: number | undefined;
+  /** Writable memory per process, bytes (RLIMIT_DATA: malloc, brk, private mappings). Default 8 GiB. */
+  readonly memoryBytes?: number | undefined;
+  /** Largest file a process may write, bytes. Default 64 GiB. */
+  readonly fileSizeBytes?: number | undefined;
+  /** CPU time per process, seconds. Default 24 hours. */
+  readonly cpuSeconds?: number | undefined;
+}
+
+export interface ResolvedLimits {
+  readonly processes: number;
+  readonly memoryBytes: number;
+  readonly fileSizeBytes: number;
+  readonly cpuSeconds: number;
+}
+
+export const DEFAULT_LIMITS: ResolvedLimits = {
+  processes: 1024,
+  memoryBytes: 8 * 1024 ** 3,
+  fileSizeBytes: 64 * 1024 ** 3,
+  cpuSeconds: 24 * 3600,
+};
+
+export const resolveLimits = (limits: SandboxLimits | undefined): ResolvedLimits => ({
+  processes: limits?.processes ?? DEFAULT_LIMITS.processes,
+  memoryBytes: limits?.memoryBytes ?? DEFAULT_LIMITS.memoryBytes,
+  fileSizeBytes: limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
+  cpuSeconds: limits?.cpuSeconds ?? DEFAULT_LIMITS.cpuSeconds,
+});
+
+/** Which limit is not a positive integer; undefined when all are. */
+export function badLimit(limits: ResolvedLimits): keyof ResolvedLimits | undefined {
+  return (Object.keys(limits) as (keyof ResolvedLimits)[]).find(
+    (key) => !Number.isSafeInteger(limits[key]) || limits[key] <= 0,
+  );
+}
+
+/** The `prlimit` arguments that go before the command, inside the sandbox. */
+export function prlimitArgs(prlimit: string, limits: ResolvedLimits): string[] {
+  return [
+    prlimit,
+    `--nproc=${limits.processes}`,
+    `--data=${limits.memoryBytes}`,
+    `--fsize=${limits.fileSizeBytes}`,
+    // soft < hard: SIGXCPU at the soft limit (a clear end), SIGKILL only a second later
+    `--cpu=${limits.cpuSeconds}:${limits.cpuSeconds + 1}`,
+    '--',
+  ];
+}
+
+/** Where this process may make a pids cgroup per command (as root): the parent dir, and its version. */
+export interface PidsCgroup {
+  readonly dir: string;
+  readonly version: 1 | 2;
+}
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+/** The pids cgroup dir this process is in, if it may make children there with their own `pids.max`. */
+export function findPidsCgroup(root: string = CGROUP_ROOT): PidsCgroup | undefined {
+  let lines: string[];
+  try {
+    lines = readFileSync('/proc/self/cgroup', 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const v1 = lines
+    .map((line) => /^\d+:([^:]*):(.*)$/.exec(line))
+    .find((m) => m?.[1]?.split(',').includes('pids'));
+  const candidates: PidsCgroup[] = [];
+  if (v1 !== undefined && v1 !== null) candidates.push({ dir: join(root, 'pids', v1[2] ?? ''), version: 1 });
+  const v2 = lines.map((line) => /^0::(.*)$/.exec(line)).find((m) => m !== null);
+  if (v2 !== undefined && v2 !== null) candidates.push({ dir: join(root, v2[1] ?? ''), version: 2 });
+  const found = candidates.find(usable);
+  if (found !== undefined) sweepOrphans(found);
+  return found;
+}
+
+/** Cgroups of commands whose server died before releasing them: removed once their tasks are gone. */
+function sweepOrphans(parent: PidsCgroup): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent.dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const owner = /^aleph-sandbox-(\d+)-\d+$/.exec(name)?.[1];
+    if (owner === undefined || Number(owner) === process.pid || alive(Number(owner))) continue;
+    removeCgroup(join(parent.dir, name));
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+let sequence = 0;
+
+function usable(cgroup: PidsCgroup): boolean {
+  const probe = join(cgroup.dir, `aleph-sandbox-probe-${process.pid}-${(sequence += 1)}`);
+  try {
+    if (cgroup.version === 2) {
+      const control = readFileSync(join(cgroup.dir, 'cgroup.subtree_control'), 'utf8');
+      if (!control.split(/\s+/).includes('pids')) return false;
+    }
+    mkdirSync(probe);
+  } catch {
+    return false;
+  }
+  try {
+    writeFileSync(join(probe, 'pids.max'), '1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    removeCgroup(probe, false);
+  }
+}
+
+/** A new pids cgroup for one command, its `pids.max` set; undefined when it cannot be made. */
+export function commandCgroup(parent: PidsCgroup, processes: number): string | undefined {
+  sweep(parent);
+  const dir = join(parent.dir, `aleph-sandbox-${process.pid}-${(sequence += 1)}`);
+  try {
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'pids.max'), String(processes));
+    return dir;
+  } catch {
+    removeCgroup(dir, false);
+    return undefined;
+  }
+}
+
+/** Left by commands whose last tasks were still exiting at release: removed at the next chance. */
+const stale = new Set<string>();
+
+function sweep(parent: PidsCgroup): void {
+  for (const dir of stale) if (dir.startsWith(parent.dir)) removeCgroup(dir, false);
+}
+
+/**
+ * Removes a command's cgroup once its tasks are gone. Its last tasks may still be exiting when the
+ * command is released: then once more a moment later, and at the next command's start.
+ */
+export function removeCgroup(dir: string, retry = true): void {
+  try {
+    rmdirSync(dir);
+    stale.delete(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') stale.delete(dir);
+    else {
+      stale.add(dir);
+      if (retry) setTimeout(() => removeCgroup(dir, false), 250).unref();
+    }
+  }
+}

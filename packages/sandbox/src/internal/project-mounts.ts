@@ -1,0 +1,321 @@
+// What keeps the protected paths inside a writable cwd protected: each is a mount point (bound
+// read-only, or hidden), and so is each of its ancestors between it and the cwd (bound onto itself,
+// still writable). A mount point cannot be renamed, removed or replaced from inside (EBUSY), and a
+// hard link across mounts fails (EXDEV): no rename, copy-then-swap or link of an ancestor moves the
+// protected files out from under their mount.
+//
+// Invariant: every protected path inside the cwd exists as a mount point for the whole command, and
+// what `prepare` creates for that (an absent path's empty stand-in) is removed by `release` once the
+// last command using it ended, only if it is still the empty stand-in. A stand-in left behind (the
+// server killed) runs nothing: an empty dir, an empty file, or a `commondir` of ".".
+import {
+  closeSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmdirSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { SandboxError } from '../errors.js';
+import { isWithin, type ResolvedPolicy } from '../policy.js';
+
+/** A protected path, how it is kept, and what stands in for it when absent. */
+export interface ProtectedMount {
+  readonly path: string;
+  /** `read-only`: bound onto itself read-only; `pin`: bound onto itself writable (`.git`). */
+  readonly how: 'read-only' | 'pin';
+  readonly absent: StandIn;
+}
+
+/** An absent protected path becomes, for the command: an empty dir, an empty file, or a `commondir` of ".". */
+type StandIn = 'dir' | 'file' | 'commondir';
+
+const GIT_PATHS: readonly (readonly [string, StandIn])[] = [
+  ['hooks', 'dir'],
+  ['config', 'file'],
+  ['commondir', 'commondir'],
+  ['config.worktree', 'file'],
+  ['worktrees', 'dir'],
+  ['modules', 'dir'],
+];
+
+type Kind = 'dir' | 'file' | 'symlink' | 'other';
+
+function kindOf(path: string): Kind | undefined {
+  try {
+    const stat = lstatSync(path);
+    return stat.isDirectory() ? 'dir' : stat.isFile() ? 'file' : stat.isSymbolicLink() ? 'symlink' : 'other';
+  } catch {
+    return undefined;
+  }
+}
+
+/** `core.hooksPath` of a `.git/config`, when it is set: git runs the hooks found there. */
+export function gitHooksPath(config: string, cwd: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(config, 'utf8');
+  } catch {
+    return undefined;
+  }
+  let section = '';
+  let found: string | undefined;
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    const header = /^\[\s*([^\]\s"]+)/.exec(line);
+    if (header !== null) section = (header[1] ?? '').toLowerCase();
+    const entry = /^hookspath\s*=\s*(.*)$/i.exec(line);
+    if (section === 'core' && entry !== null) {
+      found = (entry[1] ?? '').replace(/^"(.*)"$/, '$1').trim(); // the last one wins, as in git
+    }
+  }
+  if (found === undefined || found === '') return undefined;
+  // git resolves a relative hooksPath from where it runs: the top of the work tree here.
+  return isAbsolute(found) ? found : resolve(cwd, found);
+}
+
+/**
+ * The project's protected paths under `cwd`: Claude Code's `.claude`, `.git` (read-only when a
+ * file or absent; pinned when a dir, with its hooks, config and redirects read-only), git's
+ * `core.hooksPath`, and the policy's read-only files that lie in the cwd.
+ */
+export function projectProtections(cwd: string, policy: ResolvedPolicy): ProtectedMount[] {
+  const git = join(cwd, '.git');
+  const mounts: ProtectedMount[] = [{ path: join(cwd, '.claude'), how: 'read-only', absent: 'dir' }];
+  if (kindOf(git) === 'dir') {
+    mounts.push({ path: git, how: 'pin', absent: 'dir' });
+    for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
+    const hooks = gitHooksPath(join(git, 'config'), cwd);
+    if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
+  } else {
+    mounts.push({ path: git, how: 'read-only', absent: 'dir' });
+  }
+  for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
+  return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
+}
+
+/** Where a symlink points, if it lands inside the cwd (then that is protected too). */
+function linkTarget(path: string, cwd: string): string | undefined {
+  try {
+    const real = realpathSync(path);
+    return isWithin(real, cwd) && real !== cwd ? real : undefined;
+  } catch {
+    return undefined; // dangling: the dir holding it is what keeps it
+  }
+}
+
+/** Stand-ins this process made, and how many live commands use each. */
+const standIns = new Map<string, { count: number; kind: StandIn }>();
+
+/** `.` makes git's common dir the git dir itself: what git does with no `commondir` at all. */
+const COMMONDIR = '.\n';
+
+function isStandIn(path: string, kind: StandIn): boolean {
+  try {
+    const stat = lstatSync(path);
+    if (kind === 'dir') return stat.isDirectory() && readdirSync(path).length === 0;
+    if (!stat.isFile()) return false;
+    return kind === 'file' ? stat.size === 0 : readFileSync(path, 'utf8') === COMMONDIR;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The path to mount for a protected path: itself when it exists; else the topmost absent part of
+ * it, created now as an empty stand-in (an absent hooks file under an absent dir: the dir).
+ */
+function ensure(path: string, absent: StandIn, cwd: string): { mount: string; standIn?: string } {
+  let top = path;
+  while (dirname(top) !== cwd && isWithin(dirname(top), cwd) && kindOf(dirname(top)) === undefined)
+    top = dirname(top);
+  const known = standIns.get(top);
+  if (known !== undefined && isStandIn(top, known.kind)) return { mount: top, standIn: top };
+  if (kindOf(top) !== undefined) return { mount: path };
+  const kind = top === path ? absent : 'dir';
+  if (kind === 'dir') mkdirSync(top);
+  else {
+    const fd = openSync(top, 'wx', 0o644); // O_EXCL: never through a link planted meanwhile
+    try {
+      if (kind === 'commondir') writeSync(fd, COMMONDIR);
+    } finally {
+      closeSync(fd);
+    }
+  }
+  standIns.set(top, { count: 0, kind });
+  return { mount: top, standIn: top };
+}
+
+export interface PreparedMounts {
+  /** bwrap arguments, to follow the cwd's bind: pins (shallow to deep), then the read-only binds. */
+  readonly args: string[];
+  /** Stand-ins in use by this command (release them once it ended). */
+  readonly standIns: readonly string[];
+}
+
+interface Collected {
+  readonly readOnly: Set<string>;
+  readonly pins: Set<string>;
+  readonly used: Set<string>;
+  /** Protected regular files with more than one hard link (another name may be writable). */
+  readonly linked: Set<string>;
+}
+
+/** Git dirs of worktrees and submodules: their objects may be hard links of a local clone's. */
+const NOT_SCANNED = new Set(['worktrees', 'modules']);
+
+/**
+ * The protected paths that exist in the cwd (symlinks followed to their targets there), and with
+ * `create`, the stand-ins made for the absent ones.
+ */
+function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collected {
+  const collected: Collected = { readOnly: new Set(), pins: new Set(), used: new Set(), linked: new Set() };
+  const queue = projectProtections(cwd, policy);
+  for (let index = 0; index < queue.length && index < 256; index += 1) {
+    const { path, how, absent } = queue[index] as ProtectedMount;
+    let mount = path;
+    if (create) {
+      const ensured = ensure(path, absent, cwd);
+      mount = ensured.mount;
+      if (ensured.standIn !== undefined) collected.used.add(ensured.standIn);
+    }
+    const kind = kindOf(mount);
+    if (kind === 'symlink') {
+      // The link's own name cannot be pinned (no mount on a link); where it points is protected.
+      const target = linkTarget(mount, cwd);
+      if (target !== undefined) queue.push({ path: target, how: 'read-only', absent: 'file' });
+      continue;
+    }
+    if (kind !== 'dir' && kind !== 'file') continue;
+    (how === 'pin' && mount === path ? collected.pins : collected.readOnly).add(mount);
+    if (kind === 'file' && lstatSync(mount).nlink > 1) collected.linked.add(mount);
+    if (kind === 'dir' && how === 'read-only' && !NOT_SCANNED.has(mount.slice(mount.lastIndexOf(sep) + 1))) {
+      // A link inside a protected dir into the writable cwd (a hook that is a link to a script).
+      const scanned = scan(mount, cwd);
+      for (const target of scanned.targets) queue.push({ path: target, how: 'read-only', absent: 'file' });
+      for (const file of scanned.linked) collected.linked.add(file);
+    }
+  }
+  return collected;
+}
+
+/** The project's protected paths that exist now: read-only ones, and the pinned (writable) `.git`. */
+export function protectedInProject(
+  cwd: string,
+  policy: ResolvedPolicy,
+): { readOnly: string[]; pinned: string[] } {
+  const { readOnly, pins } = collect(cwd, policy, false);
+  return { readOnly: [...readOnly], pinned: [...pins] };
+}
+
+/**
+ * The mounts that protect the project paths and pin the ancestors of every protected path inside
+ * the cwd (`others`: the denied paths and the server's temp entries, mounted elsewhere). Creates
+ * the stand-ins of absent project paths. A protected file with another hard link is refused: that
+ * other name could be in the writable cwd.
+ */
+export function prepareMounts(
+  cwd: string,
+  policy: ResolvedPolicy,
+  others: readonly string[],
+): PreparedMounts {
+  const { readOnly, pins, used, linked } = collect(cwd, policy, true);
+  const [first] = [...linked].sort();
+  if (first !== undefined) {
+    for (const path of used) if ((standIns.get(path)?.count ?? 0) === 0) releaseUnused(path);
+    throw new SandboxError(
+      'path_linked',
+      `${first} is kept read-only but has ${lstatSync(first).nlink} hard links: another name for it could be written; remove the extra links`,
+    );
+  }
+  for (const path of [...readOnly, ...pins, ...others.filter((path) => isWithin(path, cwd))]) {
+    for (let at = dirname(path); isWithin(at, cwd) && at !== cwd; at = dirname(at)) {
+      if (kindOf(at) === 'dir') pins.add(at);
+    }
+  }
+  for (const path of used) {
+    const entry = standIns.get(path);
+    if (entry !== undefined) entry.count += 1;
+  }
+  const byDepth = (a: string, b: string): number => a.split(sep).length - b.split(sep).length;
+  const args = [
+    ...[...pins]
+      .filter((path) => !readOnly.has(path))
+      .sort(byDepth)
+      .flatMap((path) => ['--bind', path, path]),
+    ...[...readOnly].sort(byDepth).flatMap((path) => ['--ro-bind', path, path]),
+  ];
+  return { args, standIns: [...used] };
+}
+
+function releaseUnused(path: string): void {
+  const entry = standIns.get(path);
+  if (entry === undefined) return;
+  entry.count = 1;
+  releaseStandIns([path]);
+}
+
+/**
+ * Inside a protected dir (a few levels down, a bounded count): links pointing into the cwd outside
+ * it (their targets get protected too), and regular files with more than one hard link.
+ */
+function scan(
+  dir: string,
+  cwd: string,
+  depth = 3,
+  budget = { left: 512 },
+): { targets: string[]; linked: string[] } {
+  const found = { targets: [] as string[], linked: [] as string[] };
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return found;
+  }
+  for (const name of entries) {
+    if ((budget.left -= 1) < 0) break;
+    const path = join(dir, name);
+    const kind = kindOf(path);
+    if (kind === 'symlink') {
+      const target = linkTarget(path, cwd);
+      if (target !== undefined && !isWithin(target, dir)) found.targets.push(target);
+    } else if (kind === 'file' && lstatSync(path).nlink > 1) found.linked.push(path);
+    else if (kind === 'dir' && depth > 0) {
+      const inner = scan(path, cwd, depth - 1, budget);
+      found.targets.push(...inner.targets);
+      found.linked.push(...inner.linked);
+    }
+  }
+  return found;
+}
+
+/**
+ * Once a command ended (however: exit, kill, timeout, never started): each stand-in it used that no
+ * other live command uses is removed if it is still the empty stand-in, deepest first.
+ */
+export function releaseStandIns(paths: readonly string[]): void {
+  const free: string[] = [];
+  for (const path of paths) {
+    const entry = standIns.get(path);
+    if (entry === undefined) continue;
+    entry.count -= 1;
+    if (entry.count <= 0) free.push(path);
+  }
+  free.sort((a, b) => b.split(sep).length - a.split(sep).length);
+  for (const path of free) {
+    const entry = standIns.get(path);
+    standIns.delete(path);
+    if (entry === undefined || !isStandIn(path, entry.kind)) continue;
+    try {
+      if (entry.kind === 'dir') rmdirSync(path);
+      else unlinkSync(path);
+    } catch {
+      // changed or busy meanwhile: left as it is (a stand-in runs nothing)
+    }
+  }
+}

@@ -1,0 +1,198 @@
+// Limits and the datagram route under real bubblewrap, as root and as an unprivileged user (the
+// sandbox made in a child process run as `nobody` through setpriv). Limits are set low here: a fork
+// bomb and a 10 GiB allocation end with a clear error, and this process keeps running meanwhile.
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createSandbox, type SandboxPolicy } from './index.js';
+
+const linux = process.platform === 'linux';
+const root = realpathSync(mkdtempSync('/var/tmp/aleph-limits-test-'));
+chmodSync(root, 0o755); // the unprivileged runs read the runner here
+const NOBODY = 65534;
+const asRoot = process.getuid?.() === 0;
+const hasSetpriv = spawnSync('setpriv', ['--version']).status === 0;
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+interface Ran {
+  readonly status: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** How many times this process's event loop ticked while the command ran (it stayed alive). */
+  readonly ticks: number;
+}
+
+const RUNNER = join(root, 'runner.ts');
+writeFileSync(
+  RUNNER,
+  `import { spawnSync } from 'node:child_process';
+import { createSandbox } from ${JSON.stringify(resolve(import.meta.dirname, 'index.ts'))};
+const [policy, script, cwd] = JSON.parse(process.argv[2]);
+const box = createSandbox(policy, { mode: 'required', home: cwd });
+const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', script], cwd, env: process.env });
+const ran = spawnSync(wrapped.file, wrapped.args, { cwd, env: wrapped.env, encoding: 'utf8', timeout: 60000, killSignal: 'SIGKILL' });
+wrapped.release();
+process.stdout.write(JSON.stringify({ status: ran.status, stdout: ran.stdout, stderr: ran.stderr, processesBy: box.limits.processesBy }));
+`,
+);
+
+/** Runs `script` confined by `policy`, in the sandbox made by this process (root) or by one run as nobody. */
+function confined(user: 'root' | 'nobody', policy: SandboxPolicy, script: string): Promise<Ran> {
+  const cwd = join(root, `${user}-${Math.random().toString(36).slice(2)}`);
+  mkdirSync(cwd);
+  let file: string;
+  let args: string[];
+  let release = (): void => {};
+  if (user === 'root') {
+    const wrapped = createSandbox(policy, { mode: 'required', home: cwd }).wrap({
+      file: '/bin/sh',
+      args: ['-c', script],
+      cwd,
+      env: process.env,
+    });
+    ({ file, release } = wrapped);
+    args = [...wrapped.args];
+  } else {
+    chownSync(cwd, NOBODY, NOBODY);
+    const tsx = resolve(import.meta.dirname, '../node_modules/.bin/tsx');
+    file = 'setpriv';
+    args = [
+      `--reuid=${NOBODY}`,
+      `--regid=${NOBODY}`,
+      '--clear-groups',
+      '--',
+      tsx,
+      RUNNER,
+      JSON.stringify([policy, script, cwd]),
+    ];
+  }
+  return new Promise((resolveRan, reject) => {
+    let ticks = 0;
+    const ticker = setInterval(() => (ticks += 1), 20);
+    const child = spawn(file, args, {
+      cwd,
+      env: { ...process.env, HOME: cwd },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const guard = setTimeout(() => child.pid !== undefined && process.kill(-child.pid, 'SIGKILL'), 90_000);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject).on('close', (status) => {
+      clearInterval(ticker);
+      clearTimeout(guard);
+      release();
+      if (user === 'root') return resolveRan({ status, stdout, stderr, ticks });
+      try {
+        resolveRan({ ...(JSON.parse(stdout) as Omit<Ran, 'ticks'>), ticks });
+      } catch {
+        reject(new Error(`runner failed (${status}): ${stderr}`));
+      }
+    });
+  });
+}
+
+const users = [
+  ...(asRoot && createSandbox({ network: 'off' }, { mode: 'required' }).limits.processesBy === 'cgroup'
+    ? (['root'] as const)
+    : []),
+  ...(asRoot && hasSetpriv ? (['nobody'] as const) : []),
+];
+
+describe.skipIf(!linux || users.length === 0).each(users)('limits, as %s', (user) => {
+  it('a fork bomb is held to the process limit and ends with a clear error', async () => {
+    const ran = await confined(
+      user,
+      { network: 'off', limits: { processes: 24 } },
+      // The bomb runs until the command's main process ends: then the whole PID namespace goes.
+      `bash -c ':(){ :|:& };: ; sleep 2; echo main-still-here' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'; echo end`,
+    );
+    expect(ran.stdout).toMatch(/Resource temporarily unavailable\n(.|\n)*end\n$/);
+    if (user === 'root')
+      expect(ran.stderr).toMatch(/the process limit \(24 tasks\) was reached: some forks failed/);
+    expect(ran.ticks).toBeGreaterThan(0);
+  });
+
+  it('a 10 GiB allocation fails at once with the memory limit set low', async () => {
+    const ran = await confined(
+      user,
+      { network: 'off', limits: { memoryBytes: 256 * 1024 ** 2 } },
+      `python3 -c 'b = bytearray(10 * 2**30)'; node -e 'Buffer.alloc(2 ** 31)' 2>&1 | grep -o -m1 'Cannot allocate memory\\|allocation failed\\|out of memory'`,
+    );
+    expect(ran.stderr).toMatch(/MemoryError/);
+    expect(ran.stdout).toMatch(/Cannot allocate memory|allocation failed|out of memory/);
+  });
+
+  it('a file past the size limit ends the command, and says why', async () => {
+    const ran = await confined(
+      user,
+      { network: 'off', limits: { fileSizeBytes: 4096 } },
+      'head -c 100000 /dev/zero > big',
+    );
+    expect(ran.status).toBe(153);
+    expect(ran.stderr).toMatch(
+      /aleph sandbox: killed by SIGXFSZ: a file reached the size limit \(4096 bytes\)/,
+    );
+  });
+
+  it('a process past its CPU time ends, and says why', async () => {
+    const ran = await confined(user, { network: 'off', limits: { cpuSeconds: 1 } }, 'while :; do :; done');
+    expect(ran.status).toBe(152);
+    expect(ran.stderr).toMatch(/aleph sandbox: killed by SIGXCPU: a process used its CPU time limit \(1 s\)/);
+  });
+});
+
+describe.skipIf(!linux)('the datagram route to host sockets', () => {
+  /** A host Unix datagram socket; resolves with what it received within a second of `send` ending. */
+  async function hostDatagram(network: 'on' | 'off'): Promise<{ received: string; stderr: string }> {
+    const path = join(root, `dgram-${network}.sock`);
+    const receiver = spawn(
+      'python3',
+      [
+        '-c',
+        `import socket, sys\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\ns.bind(${JSON.stringify(path)})\nprint('ready', flush=True)\ns.settimeout(float(sys.argv[1]))\ntry:\n  print(s.recv(100).decode(), flush=True)\nexcept socket.timeout:\n  pass`,
+        '60',
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const closed = new Promise((done) => receiver.on('close', done));
+    let out = '';
+    receiver.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    while (!out.includes('ready')) await new Promise((ready) => setTimeout(ready, 20));
+    const sender =
+      `import socket\n` +
+      `for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):\n` +
+      `  try:\n` +
+      `    a, b = socket.socketpair(socket.AF_UNIX, kind)\n` +
+      `    a.sendto(b'escaped', ${JSON.stringify(path)})\n` +
+      `  except OSError as error:\n` +
+      `    print(kind, error)\n`;
+    const wrapped = createSandbox({ network }, { mode: 'required' }).wrap({
+      file: 'python3',
+      args: ['-c', sender],
+      cwd: root,
+      env: process.env,
+    });
+    const ran = spawnSync(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, encoding: 'utf8' });
+    wrapped.release();
+    // A datagram sent is queued at once: a moment later it is there, or it never came.
+    await new Promise((settled) => setTimeout(settled, 500));
+    receiver.kill();
+    await closed;
+    return { received: out.replace('ready\n', '').trim() || 'nothing', stderr: ran.stdout + ran.stderr };
+  }
+
+  it('network off: a datagram socketpair is refused, nothing reaches a host datagram socket', async () => {
+    const { received, stderr } = await hostDatagram('off');
+    expect(received).toBe('nothing');
+    expect(stderr).toMatch(/Operation not permitted/);
+  });
+
+  it('network on: the same send arrives (what the filter refuses above is real)', async () => {
+    const { received, stderr } = await hostDatagram('on');
+    expect(received, stderr).toBe('escaped');
+  });
+});

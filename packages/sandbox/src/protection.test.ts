@@ -1,0 +1,283 @@
+// The protection invariant under real bubblewrap: every rename, copy-and-swap, hard link, symlink
+// and bind trick a confined command tries against each protected path kind leaves the protected
+// files unchanged and unread — `.git` (config, hooks, a hooks link into the cwd, core.hooksPath,
+// the commondir / config.worktree redirects), `.claude`, a hooks file, the config file, the state
+// dir with the cwd at $HOME. The host's `git status` afterwards runs nothing the command wrote.
+import { spawn, spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
+
+const linux = process.platform === 'linux';
+
+interface Ran {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function run(command: WrappedCommand, onStart?: (pid: number) => void): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command.file, command.args, {
+      cwd: command.cwd,
+      env: command.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true, // its own process group, as a pty gives it
+    });
+    if (child.pid !== undefined) onStart?.(child.pid);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject).on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const root = realpathSync(mkdtempSync('/var/tmp/aleph-protection-test-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const git = (cwd: string, ...args: string[]) =>
+  spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, encoding: 'utf8' });
+
+const PWNED = join(root, 'pwned');
+const EVIL = `touch ${PWNED}`;
+
+interface Project {
+  readonly dir: string;
+  readonly home: string;
+  readonly box: ConfiguredSandbox;
+  /** Protected file contents before the command, to compare after. */
+  readonly before: Map<string, string>;
+}
+
+let count = 0;
+
+/** A git project inside a $HOME, with every protected path kind in it. */
+function project(): Project {
+  count += 1;
+  const home = join(root, `home${count}`);
+  const dir = home; // the cwd at $HOME: the state dir and the project under it
+  mkdirSync(join(home, '.local', 'state', 'aleph'), { recursive: true });
+  writeFileSync(join(home, '.local', 'state', 'aleph', 'token'), 'gateway-token-secret\n');
+  expect(git(dir, 'init', '-q').status).toBe(0);
+  mkdirSync(join(dir, 'scripts'));
+  writeFileSync(join(dir, 'scripts', 'pre-commit'), '#!/bin/sh\nexit 0\n');
+  symlinkSync('../../scripts/pre-commit', join(dir, '.git', 'hooks', 'pre-commit'));
+  mkdirSync(join(dir, '.husky'));
+  writeFileSync(join(dir, '.husky', 'pre-push'), '#!/bin/sh\nexit 0\n');
+  expect(git(dir, 'config', 'core.hooksPath', '.husky').status).toBe(0);
+  mkdirSync(join(dir, '.claude'));
+  writeFileSync(join(dir, '.claude', 'settings.json'), '{}\n');
+  mkdirSync(join(dir, 'hooks'));
+  writeFileSync(join(dir, 'hooks', 'extra.json'), '{"hooks":{}}\n');
+  mkdirSync(join(dir, 'conf'));
+  writeFileSync(join(dir, 'conf', 'aleph.toml'), 'token = "config-token-secret"\n');
+  writeFileSync(join(dir, 'a.txt'), 'a\n');
+  expect(git(dir, 'add', 'a.txt').status).toBe(0);
+  expect(git(dir, 'commit', '-qm', 'first', '--no-verify').status).toBe(0);
+  const box = createSandbox(
+    {
+      network: 'off',
+      denyRead: [join(home, '.local', 'state', 'aleph'), join(dir, 'conf', 'aleph.toml')],
+      readOnly: [join(dir, 'hooks', 'extra.json'), join(dir, 'hooks', 'absent.json')],
+    },
+    { mode: 'required', home },
+  );
+  const before = new Map<string, string>();
+  for (const file of protectedFiles(dir)) before.set(file, readFileSync(file, 'utf8'));
+  return { dir, home, box, before };
+}
+
+const protectedFiles = (dir: string): string[] => [
+  join(dir, '.git', 'config'),
+  join(dir, 'scripts', 'pre-commit'),
+  join(dir, '.husky', 'pre-push'),
+  join(dir, '.claude', 'settings.json'),
+  join(dir, 'hooks', 'extra.json'),
+  join(dir, 'conf', 'aleph.toml'),
+  join(dir, '.local', 'state', 'aleph', 'token'),
+];
+
+/** After the command: every protected file as it was, no redirect, nothing new, and git runs nothing. */
+function expectIntact(p: Project): void {
+  for (const [file, text] of p.before) expect(readFileSync(file, 'utf8'), file).toBe(text);
+  const gitDir = readdirSync(join(p.dir, '.git'));
+  expect(gitDir).not.toContain('commondir');
+  expect(gitDir).not.toContain('config.worktree');
+  expect(readdirSync(join(p.dir, '.git', 'hooks')).sort()).toContain('pre-commit');
+  expect(readdirSync(join(p.dir, '.husky'))).toEqual(['pre-push']);
+  expect(readdirSync(join(p.dir, 'hooks'))).toEqual(['extra.json']);
+  expect(existsSync(join(p.dir, '.git', 'worktrees'))).toBe(false);
+  expect(git(p.dir, 'status', '--short').status).toBe(0);
+  expect(existsSync(PWNED)).toBe(false);
+}
+
+async function attack(p: Project, script: string): Promise<Ran> {
+  const wrapped = p.box.wrap({ file: '/bin/sh', args: ['-c', script], cwd: p.dir, env: process.env });
+  try {
+    return await run(wrapped);
+  } finally {
+    wrapped.release();
+  }
+}
+
+describe.skipIf(!linux)('protected paths keep their protection under every rename, link and bind', () => {
+  beforeEach(() => rmSync(PWNED, { force: true }));
+
+  it('renaming an ancestor away and putting a copy in its place fails: .git, .git/hooks, .claude, hooks/, conf/, .local', async () => {
+    const p = project();
+    const wrapped = p.box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          'mv .git .git.orig',
+          'mv .git/hooks .git/hooks.orig',
+          'mv .claude .claude.orig',
+          'mv hooks hooks.orig',
+          'mv conf conf.x',
+          'mv .local .local.x',
+          'mv .local/state .local/state.x',
+          'mv scripts scripts.x',
+          'mv .husky .husky.x',
+          'rm -rf .git/hooks .claude hooks/extra.json',
+          `cp -a .git g2 && printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> g2/config; mv g2 .git; cp -a g2/. .git/`,
+          'cat conf.x/aleph.toml .local.x/state/aleph/token conf/aleph.toml .local/state/aleph/token',
+          'echo done',
+        ].join('; '),
+      ],
+      cwd: p.dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/mv: cannot move '\.git' to '\.git\.orig': Device or resource busy/);
+    expect(ran.stderr).not.toMatch(/secret/);
+    expectIntact(p);
+  });
+
+  it('writes through links fail: a hooks link into the cwd, core.hooksPath, hard links of protected files', async () => {
+    const p = project();
+    const ran = await attack(
+      p,
+      [
+        `echo '${EVIL}' >> .git/hooks/pre-commit`,
+        `echo '${EVIL}' >> scripts/pre-commit`,
+        `echo '${EVIL}' > .husky/pre-commit`,
+        `echo '${EVIL}' >> .husky/pre-push`,
+        'ln .git/config cfg && echo linked-config',
+        'ln hooks/extra.json extra && echo linked-hooks',
+        'ln conf/aleph.toml toml && cat toml',
+        'ln -s ../../scripts/evil .git/hooks/post-checkout',
+        'echo {} > hooks/absent.json',
+        'echo done',
+      ].join('; '),
+    );
+    expect(ran.stdout, ran.stderr).toBe('done\n');
+    expect(ran.stderr).toMatch(/Invalid cross-device link/);
+    expect(readdirSync(p.dir)).not.toContain('cfg');
+    expect(existsSync(join(p.dir, 'hooks', 'absent.json'))).toBe(false);
+    expectIntact(p);
+  });
+
+  it('bind mounts and nested user namespaces are refused', async () => {
+    const p = project();
+    const ran = await attack(
+      p,
+      'mkdir -p g2/hooks; mount --bind g2 .git; unshare -Urm sh -c "mount --bind g2 .git && echo remounted"; ' +
+        'unshare -m true && echo unshared; echo done',
+    );
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/unshare failed/);
+    expectIntact(p);
+  });
+
+  it('git redirects (commondir, config.worktree, a worktree or module git dir) cannot be written, and git works inside', async () => {
+    const p = project();
+    const wrapped = p.box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        `cp -a .git evil; printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> evil/config; echo ../evil > .git/commondir; ` +
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' > .git/config.worktree; mkdir -p .git/worktrees/x .git/modules/m; ` +
+          'cat .git/commondir; echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@t commit -qm second --no-verify && echo committed',
+      ],
+      cwd: p.dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    // During the command the host's git works too: commondir is "." (the git dir itself).
+    expect(git(p.dir, 'status', '--short').status).toBe(0);
+    wrapped.release();
+    expect(ran.stdout).toBe('.\ncommitted\n');
+    expect(ran.stderr).toMatch(/commondir: Read-only file system/);
+    expect(git(p.dir, 'log', '--format=%s').stdout).toBe('second\nfirst\n');
+    rmSync(join(p.dir, 'evil'), { recursive: true });
+    expectIntact(p);
+  });
+
+  it('the redirects are gone after a SIGKILL of the whole group, once released', async () => {
+    const p = project();
+    const wrapped = p.box.wrap({
+      file: '/bin/sh',
+      args: ['-c', 'echo ../evil > .git/commondir 2>/dev/null; echo started; exec sleep 600'],
+      cwd: p.dir,
+      env: process.env,
+    });
+    let pid = 0;
+    const ended = run(wrapped, (started) => (pid = started));
+    await waitFor(() => existsSync(join(p.dir, '.git', 'commondir')));
+    await waitFor(() => pid !== 0);
+    expect(readFileSync(join(p.dir, '.git', 'commondir'), 'utf8')).toBe('.\n');
+    process.kill(-pid, 'SIGKILL');
+    await ended;
+    wrapped.release();
+    wrapped.release(); // idempotent
+    expectIntact(p);
+  });
+
+  it('a protected file with another hard link is refused, naming it', () => {
+    const p = project();
+    linkSync(join(p.dir, '.claude', 'settings.json'), join(p.dir, 'settings-copy.json'));
+    expect(() => p.box.wrap({ file: 'true', args: [], cwd: p.dir, env: {} })).toThrow(
+      /settings\.json is kept read-only but has 2 hard links/,
+    );
+    expect(readdirSync(join(p.dir, '.git'))).not.toContain('commondir'); // nothing left by the refusal
+  });
+
+  it('lists the protected set by identity, a hard link of a protected file included', () => {
+    const p = project();
+    const set = p.box.protectedPaths(p.dir);
+    const config = set.find(({ path }) => path === join(p.dir, '.git', 'config'));
+    expect(config).toMatchObject({ access: 'read-only', kind: 'file' });
+    expect(set.find(({ path }) => path === join(p.dir, 'scripts', 'pre-commit'))?.access).toBe('read-only');
+    expect(set.find(({ path }) => path === join(p.home, '.local', 'state', 'aleph'))?.access).toBe('denied');
+    linkSync(join(p.dir, '.git', 'config'), join(p.dir, 'config-link'));
+    const stat = spawnSync('stat', ['-c', '%d %i', join(p.dir, 'config-link')], { encoding: 'utf8' });
+    const [dev, ino] = stat.stdout.trim().split(' ').map(Number);
+    expect(set.some((entry) => entry.dev === dev && entry.ino === ino && entry.access === 'read-only')).toBe(
+      true,
+    );
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
