@@ -587,7 +587,11 @@ export class AgentService {
       { stop_hooks: config.stop_hooks },
       { cwd, onHookError, wrap: this.#wrap, parent, ...hookOptions },
     );
-    const toolHooks = new ClaudeCodeToolHooks(claudeHooks, { projectDir: cwd, ...hookOptions });
+    const toolHooks = new ClaudeCodeToolHooks(claudeHooks, {
+      projectDir: cwd,
+      promptId: runId,
+      ...hookOptions,
+    });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
       .with(stopHooks)

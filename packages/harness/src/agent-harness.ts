@@ -866,7 +866,12 @@ export class AgentHarness {
     const ran = outcomes.filter((outcome) => !denied.has(outcome.call.id));
     const notes = await Promise.all(
       ran.map(async (outcome) =>
-        hooks.after?.(outcome.call, outcome.result, turn.where).catch(() => undefined),
+        hooks
+          .after?.(outcome.call, outcome.result, {
+            ...turn.where,
+            durationMs: outcome.invocation.endedAt - outcome.invocation.startedAt,
+          })
+          .catch(() => undefined),
       ),
     );
     const feedback = notes.flatMap((note) => (note?.feedback ? [note.feedback] : []));

@@ -350,6 +350,8 @@ export interface ToolHookContext {
   readonly projectDir?: string;
   readonly transcriptPath?: string;
   readonly permissionMode?: string;
+  /** `after` only: how long the call ran. */
+  readonly durationMs?: number;
 }
 
 export type { ToolHookAfter, ToolHookDecision };

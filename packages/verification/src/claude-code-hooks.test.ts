@@ -136,8 +136,8 @@ describe('the Stop contract, on both routes', () => {
     ]);
   });
 
-  it('stop_hook_active stays true while the model continues because a stop was refused, by any verifier', async () => {
-    // As tester2 saw it: the hook blocks once, then allows; Aleph's evidence nudge vetoes that stop.
+  it("stop_hook_active is true only after a Stop hook's block, never after Aleph's own nudge", async () => {
+    // The hook blocks when stop_hook_active is false; Aleph's evidence nudge must not make it true.
     const chain = VerifierChain.builder()
       .with(
         buildStopHooksFromConfig(
@@ -160,8 +160,8 @@ describe('the Stop contract, on both routes', () => {
     for (let attempt = 0; attempt < 3; attempt += 1) verdicts.push(await chain.run(stop, live()));
     expect(verdicts.map((verdict) => (verdict.kind === 'continue' ? 'continue' : verdict.source))).toEqual([
       'stop_hooks', // stop_hook_active false: the hook blocks
-      'mutation_evidence', // true: the hook allows; the nudge vetoes
-      'continue', // still true (was false, and the hook blocked again)
+      'mutation_evidence', // true (its own block): the hook allows; Aleph's evidence nudge vetoes
+      'stop_hooks', // false again (the nudge is not a Stop hook's block): the hook blocks, as under Claude Code
     ]);
   });
 

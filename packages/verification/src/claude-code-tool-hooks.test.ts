@@ -285,7 +285,7 @@ describe('PostToolUse after a success only; PostToolUseFailure after a failed ca
     const log = (event: string) =>
       script(
         `${event}.sh`,
-        `#!/bin/sh\njq -c '{e: .hook_event_name, c: .tool_input.command, error, ok: .tool_response.output}' >> "$CLAUDE_PROJECT_DIR/post.log"\n` +
+        `#!/bin/sh\njq -c '{e: .hook_event_name, c: .tool_input.command, error, ok: .tool_response.stdout}' >> "$CLAUDE_PROJECT_DIR/post.log"\n` +
           (event === 'failure'
             ? 'echo \'{"hookSpecificOutput":{"hookEventName":"PostToolUseFailure","additionalContext":"try make -k"}}\'\n'
             : ''),

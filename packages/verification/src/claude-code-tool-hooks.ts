@@ -12,6 +12,12 @@ import { capForModel, parseHookJson } from './internal/hook-output.js';
 import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
 import { matchPermissionRule } from './internal/permission-rule.js';
 import { claudeToolName, fromClaudeInput, toClaudeInput } from './internal/tool-names.js';
+import { claudeToolResponse, type FileBefore } from './internal/tool-response.js';
+import { readFile } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
+
+/** originalFile is read up to this size; a larger file is told as null. */
+const ORIGINAL_FILE_CAP = 1024 * 1024;
 
 export interface ToolHookCall {
   readonly id: string;
@@ -31,6 +37,8 @@ export interface ToolHookRunContext {
   readonly projectDir?: string;
   readonly transcriptPath?: string;
   readonly permissionMode?: string;
+  /** PostToolUse: how long the call ran (stdin `duration_ms`). */
+  readonly durationMs?: number;
 }
 
 /**
@@ -55,6 +63,8 @@ export interface ClaudeCodeToolHooksOptions {
   readonly stripEnv?: readonly string[];
   readonly wrap?: CommandWrapper;
   readonly onHookOutcome?: HookOutcomeListener;
+  /** The prompt's id, on every hook's stdin as `prompt_id`. */
+  readonly promptId?: string;
 }
 
 type Event = 'PreToolUse' | 'PostToolUse' | 'PostToolUseFailure';
@@ -126,6 +136,8 @@ export class ClaudeCodeToolHooks {
   readonly #options: ClaudeCodeToolHooksOptions;
   /** PreToolUse `additionalContext` of a call that was let through, until its `after`. */
   readonly #context = new Map<string, string>();
+  /** A write's or edit's file as it was before the call, for PostToolUse `originalFile`. */
+  readonly #before = new Map<string, FileBefore>();
 
   constructor(
     hooks: ClaudeCodeHooks | readonly ClaudeCodeCommandHook[],
@@ -144,6 +156,11 @@ export class ClaudeCodeToolHooks {
   async before(call: ToolHookCall, ctx: ToolHookRunContext = {}): Promise<ToolHookDecision> {
     const projectDir = ctx.projectDir ?? this.#options.projectDir;
     const claudeInput = toClaudeInput(call.name, call.args, projectDir);
+    if (
+      (call.name === 'write_file' || call.name === 'edit_file') &&
+      this.#hooks.some((hook) => hook.event === 'PostToolUse')
+    )
+      this.#before.set(call.id, await fileBefore(call.args, projectDir));
     const runs = await this.#run('PreToolUse', call, ctx, { tool_input: claudeInput });
     const denials: string[] = [];
     const stops: string[] = [];
@@ -198,17 +215,23 @@ export class ClaudeCodeToolHooks {
     ctx: ToolHookRunContext = {},
   ): Promise<void | (ToolHookAfter & { readonly feedback: string })> {
     // Claude Code: PostToolUse after a success only; a failed call is PostToolUseFailure, told `error`.
-    const toolInput = toClaudeInput(call.name, call.args, ctx.projectDir ?? this.#options.projectDir);
+    const projectDir = ctx.projectDir ?? this.#options.projectDir;
+    const toolInput = toClaudeInput(call.name, call.args, projectDir);
+    const original = this.#before.get(call.id);
+    this.#before.delete(call.id);
+    const duration = ctx.durationMs === undefined ? {} : { duration_ms: ctx.durationMs };
     const runs =
       result.isError === true
         ? await this.#run('PostToolUseFailure', call, ctx, {
             tool_input: toolInput,
             error: result.output,
             is_interrupt: false,
+            ...duration,
           })
         : await this.#run('PostToolUse', call, ctx, {
             tool_input: toolInput,
-            tool_response: { output: result.output, is_error: false },
+            tool_response: claudeToolResponse(call.name, call.args, result.output, projectDir, original),
+            ...duration,
           });
     const before = this.#context.get(call.id);
     this.#context.delete(call.id);
@@ -277,6 +300,7 @@ export class ClaudeCodeToolHooks {
       cwd: projectDir,
       permission_mode: ctx.permissionMode ?? 'default',
       hook_event_name: event,
+      ...(this.#options.promptId === undefined ? {} : { prompt_id: this.#options.promptId }),
       tool_name: tool,
       ...fields,
       tool_use_id: call.id,
@@ -285,7 +309,7 @@ export class ClaudeCodeToolHooks {
     return Promise.all(
       unique.map(async (hook) => {
         const run = await runCommandHook(
-          { ...hook, stripEnv: this.#options.stripEnv, wrap: this.#options.wrap },
+          { ...hook, stripEnv: this.#options.stripEnv, wrap: this.#options.wrap, claudeCode: true },
           input,
           projectDir,
           signal,
@@ -317,5 +341,17 @@ export class ClaudeCodeToolHooks {
       tool: call.name,
       durationMs,
     });
+  }
+}
+
+async function fileBefore(args: unknown, projectDir: string): Promise<FileBefore> {
+  const path = (args as { path?: unknown } | null)?.path;
+  if (typeof path !== 'string') return { existed: false, original: null };
+  const file = isAbsolute(path) ? path : resolve(projectDir, path);
+  try {
+    const bytes = await readFile(file);
+    return { existed: true, original: bytes.length > ORIGINAL_FILE_CAP ? null : bytes.toString('utf8') };
+  } catch {
+    return { existed: false, original: null };
   }
 }

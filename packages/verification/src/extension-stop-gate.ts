@@ -69,6 +69,7 @@ export interface ExtensionStopHookVerifierOptions extends HookRunnerOptions, Cla
 
 export class ExtensionStopHookVerifier implements TurnVerifier {
   readonly name = 'extension_stop_hooks';
+  readonly stopHook = true;
   readonly #handlers: StopHookHandler[] = [];
   readonly #runner: HookRunner;
 

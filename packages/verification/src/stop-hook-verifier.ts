@@ -6,6 +6,7 @@ import type { TurnVerifier, TurnVerifyContext, VerifierVerdict } from './turn-ve
 
 export class StopHookVerifier implements TurnVerifier {
   readonly name = 'stop_hooks';
+  readonly stopHook = true;
   readonly hooks: readonly StopHookHandler[];
   readonly #runner: HookRunner;
 

@@ -181,7 +181,7 @@ export class ShellStopHook implements StopHookHandler {
     }
     const projectDir = ctx.projectDir ?? ctx.cwd;
     const { outcome, durationMs } = await runCommandHook(
-      { ...this.#options, timeoutMs: this.timeoutMs },
+      { ...this.#options, timeoutMs: this.timeoutMs, claudeCode: this.route === 'claude_code' },
       hookInput(ctx, this.#options.cwd ?? projectDir),
       projectDir,
       signal,

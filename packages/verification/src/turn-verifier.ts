@@ -49,12 +49,17 @@ export interface TurnVerifyContext {
   readonly transcriptPath?: string;
   /** Claude Code's `permission_mode` for hooks (e.g. `default`, `acceptEdits`, `bypassPermissions`). */
   readonly permissionMode?: string;
-  /** Set by VerifierChain: this session's previous stop attempt was vetoed, by any verifier. */
+  /**
+   * Set by VerifierChain: this session's previous stop attempt was blocked by a Stop hook (a
+   * verifier with `stopHook`): Claude Code's `stop_hook_active`. Aleph's own nudges do not set it.
+   */
   readonly previousStopBlocked?: boolean;
 }
 
 export interface TurnVerifier {
   readonly name: string;
+  /** Its veto is a Stop hook's block: the next stop attempt is told `stop_hook_active: true`. */
+  readonly stopHook?: boolean;
   verify(ctx: TurnVerifyContext, signal: AbortSignal): Promise<VerifierVerdict>;
 }
 

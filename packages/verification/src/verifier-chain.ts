@@ -1,7 +1,7 @@
 // An ordered list of verifiers plus a kill-switch. The first non-`continue` verdict wins; a verifier
 // that throws is recorded and treated as `continue`, so a buggy verifier can never break the loop.
-// It tells every verifier whether the session's previous stop attempt was vetoed (by any of them):
-// Claude Code's `stop_hook_active` stays true while the model continues because a stop was refused.
+// It tells every verifier whether the session's previous stop attempt was blocked by a Stop hook
+// (Claude Code's `stop_hook_active`); a veto of Aleph's own (an evidence nudge, a to-do reminder) does not count.
 import {
   CONTINUE,
   sessionKey,
@@ -34,7 +34,7 @@ export class VerifierChainBuilder {
 export class VerifierChain {
   readonly #verifiers: readonly TurnVerifier[];
   readonly #onError: VerifierErrorListener | undefined;
-  /** Sessions whose last stop attempt was vetoed. */
+  /** Sessions whose last stop attempt was vetoed by a Stop hook. */
   readonly #stopVetoed = new Set<string>();
   #enabled = true;
 
@@ -65,7 +65,10 @@ export class VerifierChain {
     if (ctx.stopReason === undefined) return this.#run(ctx, signal);
     const key = sessionKey(ctx);
     const verdict = await this.#run({ ...ctx, previousStopBlocked: this.#stopVetoed.has(key) }, signal);
-    if (verdict.kind === 'veto') this.#stopVetoed.add(key);
+    const byHook =
+      verdict.kind === 'veto' &&
+      this.#verifiers.some((verifier) => verifier.stopHook === true && verifier.name === verdict.source);
+    if (byHook) this.#stopVetoed.add(key);
     else this.#stopVetoed.delete(key);
     return verdict;
   }

@@ -18,6 +18,8 @@ export interface CommandHookSpec {
   readonly wrap?: CommandWrapper | undefined;
   /** A plugin hook's plugin folder: `CLAUDE_PLUGIN_ROOT`. */
   readonly pluginRoot?: string | undefined;
+  /** A hook of Claude Code's settings: `CLAUDECODE=1` and `CLAUDE_CODE_SESSION_ID` (stdin's `session_id`). */
+  readonly claudeCode?: boolean | undefined;
 }
 
 export interface CommandHookRun {
@@ -72,6 +74,10 @@ export async function runCommandHook(
   const cwd = spec.cwd ?? projectDir ?? process.cwd();
   const claude: Record<string, string> = { CLAUDE_PROJECT_DIR: projectDir ?? cwd };
   if (spec.pluginRoot !== undefined) claude['CLAUDE_PLUGIN_ROOT'] = spec.pluginRoot;
+  if (spec.claudeCode === true) {
+    claude['CLAUDECODE'] = '1';
+    claude['CLAUDE_CODE_SESSION_ID'] = typeof input['session_id'] === 'string' ? input['session_id'] : '';
+  }
   const env: Record<string, string | undefined> = { ...process.env, ...spec.env };
   for (const name of spec.stripEnv ?? []) delete env[name];
   Object.assign(env, claude, { PWD: cwd }); // not the server's own PWD
