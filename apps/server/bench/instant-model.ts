@@ -1,7 +1,11 @@
 // The bench's model: a LanguageModelV3 that answers at once, K tool calls a step until step N, then
 // a stop. It records nothing (ai/test's MockLanguageModelV3 keeps every call's options, which would
 // count its own memory against the loop that drives it); every system in the bench gets the same one.
-import type { LanguageModelV3, LanguageModelV3GenerateResult } from '@ai-sdk/provider';
+import type {
+  LanguageModelV3,
+  LanguageModelV3GenerateResult,
+  LanguageModelV3StreamPart,
+} from '@ai-sdk/provider';
 import type { ThinkResponse } from '@aleph/harness';
 
 const usage: LanguageModelV3GenerateResult['usage'] = {
@@ -9,9 +13,27 @@ const usage: LanguageModelV3GenerateResult['usage'] = {
   outputTokens: { total: 5, text: 5, reasoning: 0 },
 };
 
+/** A step's reply as the stream parts a provider would send (text, or K calls, then the finish). */
+function streamOf(result: LanguageModelV3GenerateResult): ReadableStream<LanguageModelV3StreamPart> {
+  const parts: LanguageModelV3StreamPart[] = [{ type: 'stream-start', warnings: [] }];
+  for (const part of result.content) {
+    if (part.type === 'text') {
+      parts.push({ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: part.text });
+      parts.push({ type: 'text-end', id: 't' });
+    } else if (part.type === 'tool-call') parts.push(part);
+  }
+  parts.push({ type: 'finish', usage: result.usage, finishReason: result.finishReason });
+  return new ReadableStream({
+    start(controller) {
+      for (const part of parts) controller.enqueue(part);
+      controller.close();
+    },
+  });
+}
+
 export function instantModel(steps: number, callsPerStep: number): LanguageModelV3 {
   let step = 0;
-  return {
+  const model: LanguageModelV3 = {
     specificationVersion: 'v3',
     provider: 'bench',
     modelId: 'instant',
@@ -37,8 +59,9 @@ export function instantModel(steps: number, callsPerStep: number): LanguageModel
         warnings: [],
       });
     },
-    doStream: () => Promise.reject(new Error('the bench does not stream')),
+    doStream: async (options) => ({ stream: streamOf(await model.doGenerate(options)) }),
   };
+  return model;
 }
 
 /** The same script one level up, for the core-only line: a provider with nothing to convert. */

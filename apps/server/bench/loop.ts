@@ -1,9 +1,9 @@
 // The measured runs of one system, in a process of its own (the parent alternates them): the harness
 // over the production adapter, over the pre-issue-18 adapter, over a trivial provider (core only), or
-// the AI SDK's own generateText loop; N steps of K no-op tool calls over the same instant model.
+// the AI SDK's own streamText loop; N steps of K no-op tool calls over the same instant model.
 // Prints one JSON line: time per step, the mean of steps 2–11 and 90–99, heap held per step.
 import { AgentHarness, InMemorySessionStore, type AiProvider, type Tool } from '@aleph/harness';
-import { generateText, stepCountIs, tool } from 'ai';
+import { stepCountIs, streamText, tool } from 'ai';
 import { z } from 'zod';
 import { aiSdkProvider } from '../src/providers.js';
 import { instantModel, instantThink } from './instant-model.js';
@@ -63,7 +63,8 @@ async function run(
 ): Promise<void> {
   let step = 0;
   if (system === 'sdk') {
-    await generateText({
+    // The AI SDK's own streaming loop (streamText), as the harness's path streams too.
+    const result = streamText({
       model: instantModel(steps, calls),
       prompt: 'go',
       tools: {
@@ -72,6 +73,7 @@ async function run(
       stopWhen: stepCountIs(steps),
       onStepFinish: () => onStep((step += 1)),
     });
+    await result.consumeStream();
     return;
   }
   const harness = new AgentHarness({

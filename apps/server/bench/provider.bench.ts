@@ -1,5 +1,5 @@
 // pnpm bench (apps/server): the agent loop on the path a user runs — the harness over the production
-// adapter (aiSdkProvider) and an instant LanguageModelV3 — beside the AI SDK's own generateText loop
+// adapter (aiSdkProvider) and an instant LanguageModelV3 — beside the AI SDK's own streamText loop (both stream)
 // over the same model, the harness over a trivial provider (core only) and the pre-issue-18 adapter.
 // N = 10, 100, 1000 steps × K = 1, 8 no-op tool calls a step; one process per system per round (it
 // runs every configuration), the order rotated each round; medians of ROUNDS (default 5). Within a
@@ -96,7 +96,7 @@ function summary(system: System, steps: number, calls: number): Summary | undefi
 
 const LABEL: Record<System, string> = {
   production: 'harness + production adapter',
-  sdk: 'AI SDK generateText loop',
+  sdk: 'AI SDK streamText loop',
   core: 'harness core (trivial provider)',
   legacy: 'harness + pre-#18 adapter',
 };

@@ -9,8 +9,10 @@ import {
   type AiProvider,
   type HarnessDeps,
   type RunResult,
+  type SessionEvent,
   type SessionStore,
   type TerminateReason,
+  type TokenUsage,
   type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
@@ -79,6 +81,8 @@ interface RunRecord {
   readonly controller: AbortController;
   result?: RunResult;
   done: Promise<RunResult>;
+  /** The reply being written (this turn's text so far), for a client that attaches mid-turn. */
+  reply?: { turn: number; seq: number; text: string };
 }
 
 const MAX_FINISHED_RUNS = 200;
@@ -224,6 +228,8 @@ export class AgentService {
         prompt: z.string().min(1),
         cwd: z.string().min(1).optional(),
         model: z.string().min(1).optional(),
+        /** Continue this session (a follow-up): its history is the model's context. */
+        sessionId: z.string().min(1).optional(),
       }),
       (params) => this.start(params),
     );
@@ -250,6 +256,7 @@ export class AgentService {
           startedAt: run.startedAt,
           state: run.result === undefined ? 'running' : 'done',
           ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
+          ...(run.result === undefined && run.reply ? { reply: run.reply } : {}),
         })),
       ];
     });
@@ -267,7 +274,11 @@ export class AgentService {
           throw new GatewayError('unknown_session', `unknown agent session ${sessionId}`);
         const load = await options.sessions.load(sessionId);
         const events = from === undefined ? load.events : load.events.filter((event) => event.seq >= from);
-        return { ...load, ...historyPage(events, limit ?? HISTORY_PAGE_EVENTS) };
+        return {
+          ...load,
+          ...historyPage(events, limit ?? HISTORY_PAGE_EVENTS),
+          usage: sessionUsage(load.events),
+        };
       },
     );
   }
@@ -320,16 +331,41 @@ export class AgentService {
     return [...this.#runs.values()];
   }
 
+  /** A session a follow-up may continue: known to the store; returns the cwd it last ran in. */
+  async #continuable(sessionId: string): Promise<string | undefined> {
+    if (!(await this.#options.sessions.list()).includes(sessionId))
+      throw new GatewayError('unknown_session', `unknown agent session ${sessionId}: see agent.list`);
+    this.#checkIdle(sessionId);
+    const { events } = await this.#options.sessions.load(sessionId);
+    const last = events.findLast((event) => event.type === 'user' && event.cwd !== undefined);
+    return last?.type === 'user' ? last.cwd : undefined;
+  }
+
+  /** One run per session at a time. */
+  #checkIdle(sessionId: string): void {
+    const running = [...this.#runs.values()].find(
+      (run) => run.sessionId === sessionId && run.result === undefined,
+    );
+    if (running !== undefined)
+      throw new GatewayError(
+        'busy',
+        `session ${sessionId} has a run in progress (run ${running.runId}): wait for it to end, or cancel it`,
+      );
+  }
+
   async start(params: {
     prompt: string;
     cwd?: string | undefined;
     model?: string | undefined;
+    sessionId?: string | undefined;
   }): Promise<{ runId: string; sessionId: string; sandbox: SandboxLabel }> {
     const { config, logger } = this.#options;
     if (this.#options.providerFor(params.model) === undefined)
       throw new GatewayError('no_provider', NO_PROVIDER);
+    // A follow-up works where its session did, unless told otherwise.
+    const earlierCwd = params.sessionId === undefined ? undefined : await this.#continuable(params.sessionId);
     // The run's directory is the client's to say (or the config's): never the server's own folder.
-    const given = params.cwd ?? config.agent.workdir;
+    const given = params.cwd ?? earlierCwd ?? config.agent.workdir;
     if (given === undefined)
       throw new GatewayError(
         'invalid_params',
@@ -359,10 +395,10 @@ export class AgentService {
       ...(params.model === undefined ? {} : { model: params.model }),
     };
     const queue = this.#options.queue;
-    if (queue === undefined)
-      return this.#launch(request, randomUUID(), await this.#options.sessions.create());
+    const sessionId = params.sessionId ?? (await this.#options.sessions.create());
+    this.#checkIdle(sessionId); // after the last await: no second run can slip in before this one is listed
+    if (queue === undefined) return this.#launch(request, randomUUID(), sessionId);
     // Cluster: the run's id is its session's; whichever node takes it runs it.
-    const sessionId = await this.#options.sessions.create();
     await queue.submit({ runId: sessionId, sessionId, request });
     logger.info({ runId: sessionId, cwd }, 'run queued');
     return { runId: sessionId, sessionId, sandbox: sandboxLabel(this.#options.sandbox) };
@@ -419,7 +455,7 @@ export class AgentService {
     sessionId: string,
     cluster: { resume: boolean; lease: AbortSignal; node: string } | undefined = undefined,
   ): { runId: string; sessionId: string; sandbox: SandboxLabel } {
-    const { gateway, logger } = this.#options;
+    const { config, gateway, logger } = this.#options;
     const { cwd } = request;
     const params = request;
     const provider = this.#options.providerFor(request.model);
@@ -446,6 +482,7 @@ export class AgentService {
     const publish = (topic: string, data: object): void => {
       if (!lost()) gateway.publish(topic, { runId, sessionId, ...data });
     };
+    const model = params.model ?? config.agent.model;
     const sandbox = sandboxLabel(this.#options.sandbox);
     const record: RunRecord = {
       runId,
@@ -466,6 +503,18 @@ export class AgentService {
               { prompt: params.prompt, sessionId, cwd, ...(cluster?.resume ? { resume: true } : {}) },
               {
                 signal: controller.signal,
+                onDelta: (delta) => {
+                  // The text so far of this turn's reply, kept for a client that attaches mid-turn.
+                  const reply =
+                    record.reply?.turn === delta.iteration
+                      ? record.reply
+                      : (record.reply = { turn: delta.iteration, seq: -1, text: '' });
+                  reply.seq = delta.seq;
+                  if (delta.kind === 'text') reply.text += delta.text;
+                  else if (delta.kind === 'replace') reply.text = delta.text;
+                  const { iteration, ...fields } = delta;
+                  publish('agent.delta', { turn: iteration, ...fields });
+                },
                 onStep: (step) => {
                   if (step.error !== undefined)
                     logger.warn(
@@ -508,6 +557,8 @@ export class AgentService {
             terminateReason: result.terminateReason,
             iterations: result.iterations,
             totalTokens: result.totalTokens,
+            ...(result.usage ? { usage: result.usage, ...costOf(config.prices, model, result.usage) } : {}),
+            ...(result.turns ? { turns: result.turns } : {}),
             elapsedMs: Date.now() - record.startedAt,
             finalText: result.finalText,
             selfVerdict: parseVerdict(result.finalText),
@@ -641,6 +692,8 @@ export class AgentService {
       sandbox: this.#options.sandbox,
       maxIterations: config.agent.max_iterations,
       turnTimeoutMs: config.agent.turn_timeout_secs * 1000,
+      firstTokenTimeoutMs: config.agent.first_token_timeout_secs * 1000,
+      idleTimeoutMs: config.agent.stream_idle_timeout_secs * 1000,
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
       contextBudget: { maxTokens: config.agent.max_context_tokens },
     };
@@ -687,4 +740,34 @@ export class AgentService {
     for (const run of this.#runs.values()) run.controller.abort(new Error('server shutting down'));
     await Promise.allSettled([...this.#runs.values()].map((run) => run.done));
   }
+}
+
+/** A session's tokens, summed over its replies (as `agent.history` reports them). */
+function sessionUsage(events: readonly SessionEvent[]): TokenUsage {
+  let inputTokens = 0;
+  let outputTokens = 0;
+  let cachedInputTokens = 0;
+  for (const event of events) {
+    if (event.type !== 'assistant' || event.usage === undefined) continue;
+    inputTokens += event.usage.inputTokens;
+    outputTokens += event.usage.outputTokens;
+    cachedInputTokens += event.usage.cachedInputTokens ?? 0;
+  }
+  return { inputTokens, outputTokens, cachedInputTokens };
+}
+
+/** The run's cost in USD from `[prices.<model>]` (per million tokens), when the model has a price. */
+function costOf(
+  prices: Config['prices'],
+  model: string | undefined,
+  usage: TokenUsage,
+): { costUsd?: number } {
+  const price = model === undefined ? undefined : prices[model];
+  if (price === undefined) return {};
+  const cached = usage.cachedInputTokens ?? 0;
+  const cost =
+    (usage.inputTokens - cached) * price.input +
+    cached * (price.cached_input ?? price.input) +
+    usage.outputTokens * price.output;
+  return { costUsd: cost / 1_000_000 };
 }

@@ -2,7 +2,7 @@
 // line (its tool calls, or the provider's failure), a tool's result (a shell's exit code), and a
 // hook's outcome (an error with its exit code and stderr, a veto with its message). Pure functions
 // of the agent.* events, so each line is tested without a server.
-import type { TerminateReason, TurnStep } from '@aleph/harness';
+import type { TerminateReason, TokenUsage, TurnFigures, TurnStep } from '@aleph/harness';
 import type { HookOutcome, HookRoute } from '@aleph/verification';
 
 /**
@@ -40,10 +40,12 @@ export const firstLine = (text: string, max = 100): string => {
 
 const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
 
-function tokens(count: number): string {
-  if (count < 1000) return `${count} tokens`;
-  return `${(count / 1000).toFixed(count < 100_000 ? 1 : 0)}k tokens`;
+function count(value: number): string {
+  if (value < 1000) return `${value}`;
+  return `${(value / 1000).toFixed(value < 100_000 ? 1 : 0)}k`;
 }
+
+const tokens = (value: number): string => `${count(value)} tokens`;
 
 /** The end of a run in words: `the model stopped`, `halted by goal_gate: …`, `provider error: …`. */
 export function describeEnd(reason: TerminateReason): string {
@@ -85,12 +87,19 @@ export function describeEnd(reason: TerminateReason): string {
   }
 }
 
-/** `done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS`. */
+/**
+ * `done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS · 7.9k in (6.0k cached),
+ * 200 out · first token 0.4 s · $0.0210`: the tokens in full when the run reports them, the mean time
+ * to first token over its turns, the cost when the config has a price for the model.
+ */
 export function endLine(done: {
   terminateReason: TerminateReason;
   iterations: number;
   elapsedMs?: number | undefined;
   totalTokens?: number | undefined;
+  usage?: TokenUsage | undefined;
+  turns?: readonly TurnFigures[] | undefined;
+  costUsd?: number | undefined;
   selfVerdict?: string | null | undefined;
 }): string {
   const figures = [
@@ -98,9 +107,23 @@ export function endLine(done: {
     ...(done.elapsedMs === undefined ? [] : [`${(done.elapsedMs / 1000).toFixed(1)} s`]),
     ...(done.totalTokens === undefined ? [] : [tokens(done.totalTokens)]),
   ];
+  const { usage } = done;
+  const firsts = (done.turns ?? []).flatMap((turn) =>
+    turn.firstTokenMs === undefined ? [] : [turn.firstTokenMs],
+  );
+  const mean = firsts.reduce((sum, value) => sum + value, 0) / Math.max(1, firsts.length);
+  const tail = [
+    ...(done.selfVerdict ? [`verdict ${done.selfVerdict}`] : []),
+    ...(usage === undefined
+      ? []
+      : [
+          `${count(usage.inputTokens)} in${usage.cachedInputTokens ? ` (${count(usage.cachedInputTokens)} cached)` : ''}, ${count(usage.outputTokens)} out`,
+        ]),
+    ...(firsts.length === 0 ? [] : [`first token ${(mean / 1000).toFixed(1)} s`]),
+    ...(done.costUsd === undefined ? [] : [`$${done.costUsd.toFixed(4)}`]),
+  ];
   const head = done.terminateReason.kind === 'model_stop' ? 'done' : 'ended';
-  const verdict = done.selfVerdict ? ` · verdict ${done.selfVerdict}` : '';
-  return `${head}: ${describeEnd(done.terminateReason)} (${figures.join(', ')})${verdict}`;
+  return [`${head}: ${describeEnd(done.terminateReason)} (${figures.join(', ')})`, ...tail].join(' · ');
 }
 
 /**

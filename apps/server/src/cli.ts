@@ -7,7 +7,7 @@ import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectGateway, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
-import type { TerminateReason, TurnStep } from '@aleph/harness';
+import type { TerminateReason, TokenUsage, TurnFigures, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
 import {
   endLine,
@@ -43,6 +43,14 @@ interface AgentEvent {
   readonly selfVerdict?: string | null;
   readonly server?: string;
   readonly message?: string;
+  /** agent.delta */
+  readonly kind?: 'text' | 'tool_args' | 'replace';
+  readonly turn?: number;
+  readonly text?: string;
+  /** agent.done */
+  readonly usage?: TokenUsage;
+  readonly turns?: readonly TurnFigures[];
+  readonly costUsd?: number;
 }
 
 const DETACH = 0x1d; // Ctrl-]
@@ -59,6 +67,7 @@ const LEAVING_SIGNALS = ['SIGTERM', 'SIGHUP', 'SIGINT', 'SIGQUIT'] as const;
 const LOST = 3;
 const USAGE = `usage:
   aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent in DIR (default: here) and stream it
+  aleph run --continue [ID] "<prompt>"                a follow-up in session ID (default: the latest run here)
   aleph sessions                                      list agent runs and terminals
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
@@ -117,7 +126,7 @@ function runDirectory(given: string | undefined): string {
 async function run(
   client: GatewayClient,
   prompt: string,
-  options: { cwd?: string | undefined; model?: string | undefined },
+  options: { cwd?: string | undefined; model?: string | undefined; sessionId?: string | undefined },
 ): Promise<number> {
   const tty = process.stdout.isTTY === true;
   const started = Date.now();
@@ -129,27 +138,54 @@ async function run(
   const activity = (): string =>
     running.size === 0 ? status : `running ${[...new Set(running.values())].join(', ')}`;
   const statusLine = (): void => {
-    if (!tty) return;
+    if (!tty || live !== undefined) return;
     process.stdout.write(
       `\r\x1b[K● turn ${turn} · ${neutralizeLine(activity())} · ${tools} tool call(s) · ${((Date.now() - started) / 1000).toFixed(1)}s`,
     );
   };
+  // The reply as it is written: printed as it comes (neutralised), the status line held back meanwhile.
+  let live: { turn: number; text: string } | undefined;
+  let streamedText: string | undefined; // the last turn's reply as it was shown
+  const endLive = (): void => {
+    if (live === undefined) return;
+    if (!live.text.endsWith('\n')) process.stdout.write('\n');
+    streamedText = live.text;
+    live = undefined;
+  };
   const print = (line: string): void => {
+    endLive();
     if (tty) process.stdout.write('\r\x1b[K');
     process.stdout.write(`${neutralize(line)}\n`);
     statusLine();
+  };
+  const write = (turnOf: number, text: string): void => {
+    if (live === undefined) {
+      if (tty) process.stdout.write('\r\x1b[K');
+      live = { turn: turnOf, text: '' };
+    }
+    live.text += text;
+    process.stdout.write(neutralize(text));
   };
   const ticker = tty ? setInterval(statusLine, 250) : undefined;
   let finish: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => (finish = resolve));
   const handle = (topic: string, event: AgentEvent): void => {
     switch (topic) {
+      case 'agent.delta':
+        if (event.kind === 'text') write(event.turn ?? turn, event.text ?? '');
+        else if (event.kind === 'replace') {
+          print('  ✎ the reply was rewritten before it was kept:');
+          write(event.turn ?? turn, event.text ?? '');
+        }
+        break;
       case 'agent.act':
         for (const call of event.calls ?? []) running.set(call.callId, call.name);
         statusLine();
         break;
       case 'agent.step': {
         const step = event.step!;
+        endLive();
+        if (step.error !== undefined) streamedText = undefined; // what was shown was not kept
         turn = step.iteration + 1;
         running.clear();
         status = step.vetoed ? 'vetoed, thinking again' : 'thinking';
@@ -193,8 +229,11 @@ async function run(
       }
       case 'agent.done': {
         const reason = event.terminateReason!;
+        endLive();
+        // The final text once: not again when it was shown as it was written.
+        const shown = event.finalText !== undefined && event.finalText === streamedText;
         print(
-          `${event.finalText ? `\n${event.finalText}\n\n` : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
+          `${event.finalText && !shown ? `\n${event.finalText}\n\n` : shown ? '\n' : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
         );
         finish(reason.kind === 'model_stop' ? 0 : 1);
         break;
@@ -217,6 +256,7 @@ async function run(
     prompt,
     ...(options.cwd ? { cwd: options.cwd } : {}),
     ...(options.model ? { model: options.model } : {}),
+    ...(options.sessionId ? { sessionId: options.sessionId } : {}),
   });
   runId = reply.runId;
   status = 'thinking';
@@ -408,6 +448,23 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   return leave.code;
 }
 
+/** The session of the latest run in `cwd`, for `aleph run --continue` without an id. */
+async function latestSession(client: GatewayClient, cwd: string): Promise<string> {
+  const runs = await client.request<{ sessionId: string; cwd: string; startedAt: number }[]>(
+    'agent.list',
+    {},
+  );
+  const latest = runs
+    .filter((run) => run.cwd === cwd)
+    .sort((a, b) => a.startedAt - b.startedAt)
+    .at(-1);
+  if (latest === undefined)
+    throw new CliError(
+      `aleph run --continue: no earlier run in ${cwd} (\`aleph sessions\` lists them; pass an id)`,
+    );
+  return latest.sessionId;
+}
+
 async function main(): Promise<number> {
   let parsed;
   try {
@@ -418,6 +475,7 @@ async function main(): Promise<number> {
         token: { type: 'string' },
         cwd: { type: 'string' },
         model: { type: 'string' },
+        continue: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -425,6 +483,9 @@ async function main(): Promise<number> {
     throw new CliError(`${(error as Error).message}\n${USAGE}`);
   }
   const { values, positionals } = parsed;
+  // `aleph run --continue [ID] "<prompt>"`: with two arguments the first is the session.
+  const continued = values.continue === true && positionals[0] === 'run';
+  const named = continued && positionals.length >= 3 ? positionals.splice(1, 1)[0] : undefined;
   const [command, argument] = positionals;
   if (values.help || command === undefined) {
     console.log(USAGE);
@@ -442,6 +503,12 @@ async function main(): Promise<number> {
   const cwd = command === 'run' ? runDirectory(values.cwd) : undefined;
   const client = await connect(values);
   try {
+    if (command === 'run' && continued) {
+      const sessionId = named ?? (await latestSession(client, cwd!));
+      // A follow-up works where its session did unless --cwd says otherwise.
+      const where = values.cwd === undefined ? undefined : cwd;
+      return await run(client, argument!, { cwd: where, model: values.model, sessionId });
+    }
     if (command === 'run') return await run(client, argument!, { cwd, model: values.model });
     if (command === 'sessions') return await sessions(client);
     return await attach(client, argument!);

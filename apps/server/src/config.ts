@@ -75,6 +75,12 @@ export const configSchema = z.strictObject({
       api_key_env: z.string().min(1).optional(),
       max_iterations: positiveInt.default(50),
       turn_timeout_secs: duration.default(300),
+      /** From a turn's request to the reply's first part; past it the turn fails (the watchdog counts it). */
+      first_token_timeout_secs: duration.default(180),
+      /** Between two parts of a streamed reply; past it the turn fails (the watchdog counts it). */
+      stream_idle_timeout_secs: duration.default(120),
+      /** Anthropic prompt caching: cache breakpoints on the system prompt and the conversation's tail. */
+      prompt_caching: z.boolean({ error: 'must be true or false' }).default(true),
       tool_timeout_secs: duration.default(120),
       /** A sub-agent runs a whole loop of its own: its own bound, not tool_timeout_secs. */
       spawn_agent_timeout_secs: duration.default(3600),
@@ -112,6 +118,21 @@ export const configSchema = z.strictObject({
     .strictObject({ inhibit_sleep: z.boolean({ error: 'must be true or false' }).default(true) })
     .prefault({}),
   store: z.strictObject({ dir: z.string().min(1).optional() }).prefault({}),
+  /** USD per million tokens, by model name: a run's cost is reported when its model has a price. */
+  prices: z
+    .record(
+      z.string().min(1),
+      z.strictObject({
+        input: z.number({ error: 'must be a number' }).nonnegative({ error: 'must be 0 or more' }),
+        output: z.number({ error: 'must be a number' }).nonnegative({ error: 'must be 0 or more' }),
+        /** Input read from the prompt cache; the input price when absent. */
+        cached_input: z
+          .number({ error: 'must be a number' })
+          .nonnegative({ error: 'must be 0 or more' })
+          .optional(),
+      }),
+    )
+    .default({}),
   telemetry: z
     .strictObject({
       /** An OTLP/HTTP traces URL (`http://localhost:4318/v1/traces`): spans are exported when set. */

@@ -1,6 +1,7 @@
 // LLM providers through the AI SDK, behind the harness's AiProvider. OpenAI-compatible covers
 // Ollama, vLLM, llama.cpp, LM Studio and OpenRouter; OpenAI and Anthropic speak their own APIs.
-// The adapter talks to the model at the LanguageModelV3 level (`doGenerate`): each message is
+// The adapter talks to the model at the LanguageModelV3 level (`doStream` for the harness's reply
+// stream, `doGenerate` for a whole reply): each message is
 // converted once and appended to a prompt cached per history, so a turn costs its new messages, not
 // the whole history (generateText re-converted and zod-validated the whole prompt every turn). It
 // keeps what generateText gave: 429/5xx retried with backoff honouring retry-after, abort, usage and
@@ -17,15 +18,19 @@ import {
   type LanguageModelV3FunctionTool,
   type LanguageModelV3GenerateResult,
   type LanguageModelV3Message,
+  type LanguageModelV3StreamPart,
+  type LanguageModelV3Usage,
 } from '@ai-sdk/provider';
 import { isAbortError, retryWithExponentialBackoff } from '@ai-sdk/provider-utils';
 import {
   FatalProviderError,
   type AiProvider,
   type Message,
+  type ReplyStream,
   type StopReason,
   type ThinkRequest,
   type ThinkResponse,
+  type TokenUsage,
   type ToolCall,
   type ToolSpec,
 } from '@aleph/harness';
@@ -164,18 +169,7 @@ function toThinkResponse(result: LanguageModelV3GenerateResult): ThinkResponse {
     else if (part.type === 'tool-call' && part.providerExecuted !== true)
       toolCalls.push({ id: part.toolCallId, name: part.toolName, args: parseToolInput(part.input) });
   }
-  const { unified, raw } = result.finishReason;
-  const mapped = STOP_REASONS[unified] ?? 'other';
-  return {
-    text,
-    toolCalls,
-    stopReason: mapped === 'end_turn' && !EXPLICIT_STOPS.has(raw ?? '') ? 'other' : mapped,
-    ...(raw === undefined ? {} : { rawStopReason: raw }),
-    usage: {
-      inputTokens: result.usage.inputTokens.total ?? 0,
-      outputTokens: result.usage.outputTokens.total ?? 0,
-    },
-  };
+  return { text, toolCalls, ...stopReasonOf(result.finishReason), usage: usageOf(result.usage) };
 }
 
 function toFunctionTools(specs: readonly ToolSpec[]): LanguageModelV3FunctionTool[] {
@@ -267,56 +261,197 @@ export interface RetryOptions {
 export const DEFAULT_MAX_RETRIES = 4;
 export const DEFAULT_REFUSED_RETRIES = 2;
 
-export function aiSdkProvider(id: string, model: LanguageModelV3, options: RetryOptions = {}): AiProvider {
-  const prompts = new PromptCache();
-  const toolsBySpecs = new WeakMap<readonly ToolSpec[], LanguageModelV3FunctionTool[]>();
+/** Calls the model with the retry policy above; a failure comes out as FatalProviderError or an Error naming the provider. */
+function withRetries<T>(
+  id: string,
+  options: RetryOptions,
+  signal: AbortSignal,
+  call: () => PromiseLike<T>,
+): Promise<T> {
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   const refusedRetries = options.refusedRetries ?? DEFAULT_REFUSED_RETRIES;
+  let attempts = 0;
+  let refused = 0;
+  const retry = retryWithExponentialBackoff({
+    maxRetries: Math.max(maxRetries, refusedRetries),
+    initialDelayInMs: options.initialDelayMs ?? 1000,
+    backoffFactor: 2,
+    abortSignal: signal,
+    shouldRetry: (error) => {
+      const kind = classifyFailure(error);
+      if (kind === 'refused') return (refused += 1) <= refusedRetries;
+      return kind === 'retry' && attempts <= maxRetries;
+    },
+    getDelayInMs: ({ error, exponentialBackoffDelay }) => retryDelayMs(error, exponentialBackoffDelay),
+    createRetryError: ({ errors }) => errors.at(-1),
+  });
+  const attempt = retry(() => {
+    attempts += 1;
+    return call();
+  });
+  return Promise.resolve(attempt).catch((error: unknown) => {
+    if (signal.aborted || isAbortError(error)) throw error;
+    const kind = classifyFailure(error);
+    const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
+    const message = `${id}: ${describe(error)}${tries}`;
+    if (kind === 'fatal' || kind === 'refused') {
+      const status = APICallError.isInstance(error) ? error.statusCode : undefined;
+      throw new FatalProviderError(message, {
+        cause: error,
+        ...(status === undefined ? {} : { status }),
+      });
+    }
+    throw new Error(message, { cause: error });
+  });
+}
+
+/** The SDK's usage as ours: every input token (cached ones included), output, cache reads. */
+function usageOf(usage: LanguageModelV3Usage): TokenUsage {
+  const cached = usage.inputTokens.cacheRead ?? 0;
+  return {
+    inputTokens: usage.inputTokens.total ?? 0,
+    outputTokens: usage.outputTokens.total ?? 0,
+    ...(cached > 0 ? { cachedInputTokens: cached } : {}),
+  };
+}
+
+function stopReasonOf(
+  finish: LanguageModelV3FinishReason,
+): Pick<ThinkResponse, 'stopReason' | 'rawStopReason'> {
+  const { unified, raw } = finish;
+  const mapped = STOP_REASONS[unified] ?? 'other';
+  return {
+    stopReason: mapped === 'end_turn' && !EXPLICIT_STOPS.has(raw ?? '') ? 'other' : mapped,
+    ...(raw === undefined ? {} : { rawStopReason: raw }),
+  };
+}
+
+/** Why a stream part or a read broke the reply, in words that name the cause. */
+function streamFailure(id: string, error: unknown): Error {
+  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
+  return new Error(`${id}: the reply stream broke: ${describe(error)}${cause}`, { cause: error });
+}
+
+/**
+ * The model's stream as reply parts. Text and tool-input fragments go on as they come; a finished
+ * call as a tool call; the finish as usage then finish. An `error` part (a malformed chunk, an error
+ * event) or a broken read throws, naming the cause; a finish with a tool call still unfinished
+ * throws too: half a reply is never handed on as a whole one.
+ */
+async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3StreamPart>): ReplyStream {
+  const reader = stream.getReader();
+  const open = new Map<string, string>(); // tool inputs started and not yet a call: id → name
+  try {
+    for (;;) {
+      let read: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        read = await reader.read();
+      } catch (error) {
+        throw streamFailure(id, error);
+      }
+      if (read.done) return;
+      const part = read.value;
+      switch (part.type) {
+        case 'text-delta':
+          yield { type: 'text', text: part.delta };
+          break;
+        case 'reasoning-delta':
+          yield { type: 'reasoning', text: part.delta };
+          break;
+        case 'tool-input-start':
+          if (part.providerExecuted !== true) open.set(part.id, part.toolName);
+          break;
+        case 'tool-input-delta': {
+          const name = open.get(part.id);
+          if (name !== undefined) yield { type: 'tool-call-delta', callId: part.id, name, text: part.delta };
+          break;
+        }
+        case 'tool-call':
+          open.delete(part.toolCallId);
+          if (part.providerExecuted === true) break;
+          yield {
+            type: 'tool-call',
+            call: { id: part.toolCallId, name: part.toolName, args: parseToolInput(part.input) },
+          };
+          break;
+        case 'finish': {
+          const unfinished = [...open.values()];
+          if (unfinished.length > 0)
+            throw new Error(
+              `${id}: the reply finished with the tool call ${unfinished.join(', ')} unfinished`,
+            );
+          yield { type: 'usage', usage: usageOf(part.usage) };
+          yield { type: 'finish', ...stopReasonOf(part.finishReason) };
+          break;
+        }
+        case 'error':
+          throw streamFailure(id, part.error);
+        default:
+          break; // starts and ends, metadata, sources, files: nothing the loop reads
+      }
+    }
+  } finally {
+    // Given up early (a timeout, a cancel, a throw above): let go of the body so its socket closes.
+    void reader.cancel().catch(() => undefined);
+  }
+}
+
+/**
+ * Anthropic prompt caching on the reply stream (the harness's path; `think`, the whole-reply path,
+ * sends the prompt as generateText would): a breakpoint on the system prompt and one on the
+ * conversation's last message (the tail the next turn extends), so each turn reads the history so
+ * far from the cache.
+ */
+export interface CacheOptions {
+  /** Mark cache breakpoints (Anthropic). Default true. */
+  readonly promptCaching?: boolean;
+}
+
+const EPHEMERAL = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;
+
+/** The prompt with Anthropic cache breakpoints on the system message and the last message. */
+function withBreakpoints(prompt: readonly LanguageModelV3Message[]): LanguageModelV3Message[] {
+  const last = prompt.length - 1;
+  return prompt.map((message, index) =>
+    (index === 0 && message.role === 'system') || index === last
+      ? { ...message, providerOptions: { ...message.providerOptions, ...EPHEMERAL } }
+      : message,
+  );
+}
+
+export function aiSdkProvider(
+  id: string,
+  model: LanguageModelV3,
+  options: RetryOptions & CacheOptions = {},
+): AiProvider {
+  const prompts = new PromptCache();
+  const toolsBySpecs = new WeakMap<readonly ToolSpec[], LanguageModelV3FunctionTool[]>();
+  const caching = (options.promptCaching ?? true) && model.provider.startsWith('anthropic');
+  const callOptions = (request: ThinkRequest, signal: AbortSignal, cached: boolean) => {
+    let tools = toolsBySpecs.get(request.tools);
+    if (tools === undefined) toolsBySpecs.set(request.tools, (tools = toFunctionTools(request.tools)));
+    const prompt = prompts.build(request.system, request.messages);
+    return {
+      prompt: cached ? withBreakpoints(prompt) : prompt,
+      ...(tools.length ? { tools, toolChoice: { type: 'auto' as const } } : {}),
+      abortSignal: signal,
+    };
+  };
   return {
     id,
     async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
-      let tools = toolsBySpecs.get(request.tools);
-      if (tools === undefined) toolsBySpecs.set(request.tools, (tools = toFunctionTools(request.tools)));
-      const prompt = prompts.build(request.system, request.messages);
-      let attempts = 0;
-      let refused = 0;
-      const retry = retryWithExponentialBackoff({
-        maxRetries: Math.max(maxRetries, refusedRetries),
-        initialDelayInMs: options.initialDelayMs ?? 1000,
-        backoffFactor: 2,
-        abortSignal: signal,
-        shouldRetry: (error) => {
-          const kind = classifyFailure(error);
-          if (kind === 'refused') return (refused += 1) <= refusedRetries;
-          return kind === 'retry' && attempts <= maxRetries;
-        },
-        getDelayInMs: ({ error, exponentialBackoffDelay }) => retryDelayMs(error, exponentialBackoffDelay),
-        createRetryError: ({ errors }) => errors.at(-1),
-      });
-      try {
-        const result = await retry(() => {
-          attempts += 1;
-          return model.doGenerate({
-            prompt,
-            ...(tools.length ? { tools, toolChoice: { type: 'auto' as const } } : {}),
-            abortSignal: signal,
-          });
-        });
-        return toThinkResponse(result);
-      } catch (error) {
-        if (signal.aborted || isAbortError(error)) throw error;
-        const kind = classifyFailure(error);
-        const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
-        const message = `${id}: ${describe(error)}${tries}`;
-        if (kind === 'fatal' || kind === 'refused') {
-          const status = APICallError.isInstance(error) ? error.statusCode : undefined;
-          throw new FatalProviderError(message, {
-            cause: error,
-            ...(status === undefined ? {} : { status }),
-          });
-        }
-        throw new Error(message, { cause: error });
-      }
+      const call = callOptions(request, signal, false);
+      return toThinkResponse(await withRetries(id, options, signal, () => model.doGenerate(call)));
+    },
+    stream(request: ThinkRequest, signal: AbortSignal): ReplyStream {
+      const call = callOptions(request, signal, caching);
+      return (async function* () {
+        // Only the request is retried: once the reply has begun, a break fails the turn.
+        const { stream } = await withRetries(id, options, signal, () =>
+          model.doStream({ ...call, includeRawChunks: false }),
+        );
+        yield* replyParts(id, stream);
+      })();
     },
   };
 }
@@ -391,7 +526,7 @@ export function createProvider(
         ...(agent.base_url ? { baseURL: agent.base_url } : {}),
         ...(apiKey ? { apiKey } : {}),
       });
-      return aiSdkProvider(`anthropic:${model}`, provider(model));
+      return aiSdkProvider(`anthropic:${model}`, provider(model), { promptCaching: agent.prompt_caching });
     }
     default: {
       const unreachable: never = agent.provider;

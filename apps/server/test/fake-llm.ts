@@ -3,6 +3,9 @@
 // script: a function of the conversation so far. No LLM is reachable from CI; this is the next best.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { writeSse, type StreamMode } from './sse.js';
+
+export type { StreamMode } from './sse.js';
 
 export interface Turn {
   readonly role: 'system' | 'user' | 'assistant' | 'tool';
@@ -30,9 +33,17 @@ export interface FakeFailure {
 
 export interface FakeLlm {
   readonly baseUrl: string;
-  readonly requests: { format: 'openai' | 'anthropic'; body: any; headers: Record<string, unknown> }[];
+  readonly requests: {
+    format: 'openai' | 'anthropic';
+    body: any;
+    headers: Record<string, unknown>;
+    /** When the client closed the connection before the reply was whole (performance.now()). */
+    closedAt?: number;
+  }[];
   /** The next requests (one each, in order) get these errors; then the brain answers again. */
   failNext(...failures: FakeFailure[]): void;
+  /** The next streamed replies (one each, in order) are written this way (`stream: true` requests). */
+  streamNext(...modes: (StreamMode & { usage?: { input: number; output: number; cached: number } })[]): void;
   close(): Promise<void>;
 }
 
@@ -118,6 +129,7 @@ function fromAnthropic(body: any): Turn[] {
 export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
   const requests: FakeLlm['requests'] = [];
   const failures: FakeFailure[] = [];
+  const modes: Parameters<FakeLlm['streamNext']> = [];
   let counter = 0;
   const server: Server = createServer((request, response) => {
     let raw = '';
@@ -127,8 +139,35 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
       counter += 1;
       const callsOf = (reply: Reply) =>
         'calls' in reply ? reply.calls : 'call' in reply ? [reply.call] : [];
+      const watch = (entry: FakeLlm['requests'][number]) =>
+        response.on('close', () => {
+          if (!response.writableFinished) entry.closedAt = performance.now();
+        });
+      /** A `stream: true` request is answered with server-sent events. */
+      const streamed = (
+        format: 'openai' | 'anthropic',
+        reply: Reply,
+        finish: string | null,
+        ids: string[],
+      ) => {
+        const mode = modes.shift() ?? {};
+        void writeSse(
+          response,
+          format,
+          {
+            text: reply.text ?? '',
+            calls: callsOf(reply).map((call, index) => ({ ...call, id: ids[index] ?? `call_${index}` })),
+            finish,
+            usage: mode.usage ?? { input: 12, output: 7, cached: 0 },
+          },
+          body.model,
+          mode,
+        );
+      };
       if (request.url === '/v1/chat/completions') {
-        requests.push({ format: 'openai', body, headers: request.headers });
+        const entry: FakeLlm['requests'][number] = { format: 'openai', body, headers: request.headers };
+        requests.push(entry);
+        watch(entry);
         const failure = failures.shift();
         if (failure !== undefined) return sendFailure(response, 'openai', failure);
         const reply = brain(fromOpenAi(body), {
@@ -136,6 +175,16 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
           tools: (body.tools ?? []).map((t: any) => t.function.name),
         });
         const calls = callsOf(reply);
+        const openAiFinish =
+          'raw' in reply
+            ? (reply.raw ?? null)
+            : calls.length > 0
+              ? 'tool_calls'
+              : ('finish' in reply && reply.finish) || 'stop';
+        const callIds = calls.map((_, index) =>
+          index === 0 ? `call_${counter}` : `call_${counter}_${index}`,
+        );
+        if (body.stream === true) return streamed('openai', reply, openAiFinish, callIds);
         const message =
           calls.length > 0
             ? {
@@ -170,13 +219,32 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
           }),
         );
       } else if (request.url === '/v1/messages') {
-        requests.push({ format: 'anthropic', body, headers: request.headers });
+        const entry: FakeLlm['requests'][number] = { format: 'anthropic', body, headers: request.headers };
+        requests.push(entry);
+        watch(entry);
         const failure = failures.shift();
         if (failure !== undefined) return sendFailure(response, 'anthropic', failure);
         const reply = brain(fromAnthropic(body), {
           model: body.model,
           tools: (body.tools ?? []).map((t: any) => t.name),
         });
+        const anthropicFinish =
+          'raw' in reply
+            ? (reply.raw ?? null)
+            : callsOf(reply).length > 0
+              ? 'tool_use'
+              : !('finish' in reply) || reply.finish === undefined
+                ? 'end_turn'
+                : { length: 'max_tokens', content_filter: 'refusal' }[reply.finish];
+        if (body.stream === true)
+          return streamed(
+            'anthropic',
+            reply,
+            anthropicFinish,
+            callsOf(reply).map((_, index) =>
+              index === 0 ? `toolu_${counter}` : `toolu_${counter}_${index}`,
+            ),
+          );
         const content = [
           ...(reply.text ? [{ type: 'text', text: reply.text }] : []),
           ...callsOf(reply).map((call, index) => ({
@@ -218,7 +286,12 @@ export async function startFakeLlm(brain: Brain): Promise<FakeLlm> {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
     failNext: (...next) => void failures.push(...next),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    streamNext: (...next) => void modes.push(...next),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections(); // a stalled stream must not hold the close
+      }),
   };
 }
 
