@@ -326,6 +326,8 @@ function stopReasonOf(
   };
 }
 
+const NO_FINISH = /ended without a finish reason/i;
+
 /** Why a stream part or a read broke the reply, in words that name the cause. */
 function streamFailure(id: string, error: unknown): Error {
   const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
@@ -341,6 +343,7 @@ function streamFailure(id: string, error: unknown): Error {
 async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3StreamPart>): ReplyStream {
   const reader = stream.getReader();
   const open = new Map<string, string>(); // tool inputs started and not yet a call: id → name
+  let unfinishedReply = false;
   try {
     for (;;) {
       let read: Awaited<ReturnType<typeof reader.read>>;
@@ -381,10 +384,18 @@ async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3Str
               `${id}: the reply finished with the tool call ${unfinished.join(', ')} unfinished`,
             );
           yield { type: 'usage', usage: usageOf(part.usage) };
-          yield { type: 'finish', ...stopReasonOf(part.finishReason) };
+          // No finish reason on the wire: `other` (no explicit stop), as the whole-reply path reads it.
+          yield unfinishedReply
+            ? { type: 'finish', stopReason: 'other' }
+            : { type: 'finish', ...stopReasonOf(part.finishReason) };
           break;
         }
         case 'error':
+          // A reply that ended without a finish reason is read as such (not a stop), by its finish part.
+          if (NO_FINISH.test(String((part.error as Error | undefined)?.message ?? part.error))) {
+            unfinishedReply = true;
+            break;
+          }
           throw streamFailure(id, part.error);
         default:
           break; // starts and ends, metadata, sources, files: nothing the loop reads

@@ -200,6 +200,7 @@ describe.each(['openai', 'anthropic'] as const)('%s: through the harness', (kind
     expect(result.terminateReason).toEqual({ kind: 'cancelled' });
     const entry = llm.requests.at(-1)!;
     await expect.poll(() => entry.closedAt, { timeout: 2000 }).toBeDefined();
-    expect(entry.closedAt! - cancelledAt).toBeLessThan(100);
+    // Closed by the cancel (the reply had seconds left to stream), not by the stream's end.
+    expect(entry.closedAt! - cancelledAt).toBeLessThan(1000);
   });
 });
