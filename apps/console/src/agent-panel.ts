@@ -194,7 +194,7 @@ export class AgentPanel {
       this.on.shell(run.runId, event['ptySessionId'] as string, event['command'] as string);
     if (topic === 'agent.delta') {
       const text = event['delta'] ?? event['text'];
-      if (typeof text === 'string') this.#viewOf(run).delta(text);
+      if (typeof text === 'string') this.#viewOf(run).delta(text, event['kind'] === 'replace');
       return;
     }
     if (topic === 'agent.done') {

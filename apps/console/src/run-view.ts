@@ -207,8 +207,8 @@ export class RunView {
   }
 
   /** Streamed text of the reply being written (`agent.delta`), until its log event replaces it. */
-  delta(text: string): void {
-    this.#streamed += text;
+  delta(text: string, replace = false): void {
+    this.#streamed = replace ? text : this.#streamed + text;
     if (this.#streaming === undefined) {
       this.#streaming = h('li', { class: 'assistant streaming', 'aria-busy': 'true' });
       this.element.append(this.#streaming);
