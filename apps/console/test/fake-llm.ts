@@ -41,14 +41,36 @@ export async function startFakeLlm(
               ],
             }
           : { role: 'assistant', content: reply.text };
+      const finish = 'call' in reply ? 'tool_calls' : 'stop';
+      const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };
+      if (body.stream === true) {
+        // The wire the server's adapter reads: server-sent chat.completion.chunk events, then [DONE].
+        const chunk = (delta: object, finishReason: string | null, extra: object = {}): string =>
+          `data: ${JSON.stringify({
+            id: `chatcmpl-${counter}`,
+            object: 'chat.completion.chunk',
+            created: Math.floor(Date.now() / 1000),
+            model: body.model,
+            choices: [{ index: 0, delta, finish_reason: finishReason }],
+            ...extra,
+          })}\n\n`;
+        const parts = [chunk({ role: 'assistant', content: message.content ?? '' }, null)];
+        if ('tool_calls' in message)
+          parts.push(
+            chunk({ tool_calls: message.tool_calls.map((call, index) => ({ index, ...call })) }, null),
+          );
+        parts.push(chunk({}, finish, { usage }), 'data: [DONE]\n\n');
+        response.writeHead(200, { 'content-type': 'text/event-stream' }).end(parts.join(''));
+        return;
+      }
       response.writeHead(200, { 'content-type': 'application/json' }).end(
         JSON.stringify({
           id: `chatcmpl-${counter}`,
           object: 'chat.completion',
           created: Math.floor(Date.now() / 1000),
           model: body.model,
-          choices: [{ index: 0, message, finish_reason: 'call' in reply ? 'tool_calls' : 'stop' }],
-          usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+          choices: [{ index: 0, message, finish_reason: finish }],
+          usage,
         }),
       );
     });
