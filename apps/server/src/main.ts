@@ -20,7 +20,7 @@ const LISTEN_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'EACCE
 
 /**
  * Descriptors this process inherited without close-on-exec (a launcher's pipe, a file left open)
- * * would reach every child, bwrap and the sandboxed command included: closed at start.
+ * would reach every child, bwrap and the sandboxed command included: closed at start.
  * Node's own are all close-on-exec; stdio and an IPC channel are kept. Linux only (/proc).
  */
 function closeInheritedDescriptors(): void {
