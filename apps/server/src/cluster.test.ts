@@ -27,6 +27,12 @@ const tenSteps: Brain = (conversation) => {
   return { call: { name: 'shell', args: { command: `sleep 0.2; echo step-${done + 1}` } } };
 };
 
+/** The steps whose results reached the log, in order (a step cut short by a lost node has none). */
+const stepsInLog = (events: readonly { type: string; output?: string }[]): (string | undefined)[] =>
+  events
+    .map((event) => (event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined))
+    .filter((step) => step !== undefined);
+
 describe.skipIf(binary === undefined)(
   'cluster mode across three server processes',
   { timeout: 180_000 },
@@ -185,11 +191,7 @@ max_runs = 2
             sessionId: runId,
           },
         );
-        const outputs = history.events
-          .map((event) =>
-            event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined,
-          )
-          .filter((step) => step !== undefined);
+        const outputs = stepsInLog(history.events);
         expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
         expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
       } finally {
@@ -244,11 +246,7 @@ max_runs = 2
             sessionId: runId,
           },
         );
-        const outputs = history.events
-          .map((event) =>
-            event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined,
-          )
-          .filter((step) => step !== undefined);
+        const outputs = stepsInLog(history.events);
         expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
         expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
         expect(
@@ -291,9 +289,7 @@ max_runs = 2
       const history = await viewer.request<{ events: { type: string; output?: string }[] }>('agent.history', {
         sessionId: runId,
       });
-      const outputs = history.events
-        .map((event) => (event.type === 'tool_result' ? /step-\d+/.exec(event.output ?? '')?.[0] : undefined))
-        .filter((step) => step !== undefined);
+      const outputs = stepsInLog(history.events);
       expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
     });
   },
