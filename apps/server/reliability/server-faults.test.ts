@@ -148,10 +148,17 @@ inhibit_sleep = false
         }, 20);
       }),
     ]);
-    const log = await client.request<{ events: Record<string, any>[] }>('agent.history', {
-      sessionId: history.sessionId,
-    });
-    for (const event of log.events) {
+    // Every page of the log (a page holds about 1 MiB of events)
+    const events: Record<string, any>[] = [];
+    for (let from: number | undefined = 0; from !== undefined; ) {
+      const page: { events: Record<string, any>[]; next?: number } = await client.request('agent.history', {
+        sessionId: history.sessionId,
+        from,
+      });
+      events.push(...page.events);
+      from = page.next;
+    }
+    for (const event of events) {
       if (event['type'] === 'tool_result')
         tools.push({ name: event['name'], output: event['output'], isError: event['isError'] });
     }
