@@ -1,3 +1,5 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'console', testTimeout: 60_000, hookTimeout: 60_000 } });
+export default defineProject({
+  test: { name: 'console', expect: { poll: { timeout: 10_000 } }, testTimeout: 60_000, hookTimeout: 60_000 },
+});

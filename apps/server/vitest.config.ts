@@ -5,6 +5,7 @@ export default defineProject({
     name: 'server',
     // The reliability suite is a project of its own (apps/server/reliability).
     exclude: [...configDefaults.exclude, 'reliability/**'],
+    expect: { poll: { timeout: 10_000 } },
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

@@ -1,3 +1,5 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'power', testTimeout: 30_000, hookTimeout: 30_000 } });
+export default defineProject({
+  test: { name: 'power', expect: { poll: { timeout: 10_000 } }, testTimeout: 30_000, hookTimeout: 30_000 },
+});

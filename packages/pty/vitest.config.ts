@@ -1,3 +1,5 @@
 import { defineProject } from 'vitest/config';
 
-export default defineProject({ test: { name: 'pty', testTimeout: 30_000, hookTimeout: 30_000 } });
+export default defineProject({
+  test: { name: 'pty', expect: { poll: { timeout: 10_000 } }, testTimeout: 30_000, hookTimeout: 30_000 },
+});

@@ -153,12 +153,20 @@ timeout_secs = 10
           return terminal.selectLines(row, row);
     });
     await page.keyboard.press('Control+Shift+KeyC');
-    await expect.poll(() => page.evaluate(() => navigator.clipboard.readText())).toBe('COPYME-TEXT');
-    await type('still-alive'); // cat got no ^C: it echoes this back
-    await expect
-      .poll(() => terminalLines(page).then((lines) => lines.filter((line) => line === 'still-alive').length))
-      .toBe(2);
-    await page.keyboard.press('Control+D');
+    try {
+      await expect
+        .poll(() => page.evaluate(() => navigator.clipboard.readText()), { timeout: 15_000 })
+        .toBe('COPYME-TEXT');
+      await type('still-alive'); // cat got no ^C: it echoes this back
+      await expect
+        .poll(
+          () => terminalLines(page).then((lines) => lines.filter((line) => line === 'still-alive').length),
+          { timeout: 15_000 },
+        )
+        .toBe(2);
+    } finally {
+      await page.keyboard.press('Control+D'); // cat ends however this went: the next test types to bash
+    }
   });
 
   it('draws emoji 2 columns wide, as programs (wcwidth) and the server’s snapshot count them', async () => {
