@@ -197,6 +197,37 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await b.close();
   });
 
+  it('a run redelivered to the node that runs it, after NATS was away past its lease, is not run twice', async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a', 1);
+    const queue = await JetStreamRunQueue.open(connection);
+    let taken = 0;
+    let finish: (() => void) | undefined;
+    let signal: AbortSignal | undefined;
+    queue.serve(async (_ticket, lease) => {
+      taken += 1;
+      signal = lease.signal;
+      await new Promise<void>((resolve) => (finish = resolve));
+    });
+    await queue.submit({ runId: 'run-r', sessionId: 's-r', request: {} });
+    await expect.poll(() => taken).toBe(1);
+    await nats.restart(2_500); // past the lease TTL and the queue's ack wait (1 s)
+    await connection.whenConnected();
+    await expect.poll(() => connection.health).toBe('ok');
+    // The message comes back (its ack wait passed): the node holds the run again, and runs it once.
+    await expect.poll(async () => (await queue.holder('run-r'))?.node).toBe('a');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(taken).toBe(1);
+    expect(signal?.aborted).toBe(false);
+    finish?.();
+    await expect.poll(() => queue.running).toBe(0);
+    // Acknowledged once it ended: no delivery comes back.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(taken).toBe(1);
+    expect(await queue.holder('run-r')).toBeUndefined();
+    await queue.close();
+  });
+
   it('loses no stored event across a nats-server restart', async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');

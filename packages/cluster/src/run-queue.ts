@@ -3,7 +3,7 @@
 // absent and renewed by revision, while the queue message is kept in progress. A node that dies or
 // stops stops renewing: its lease expires and the message comes back, and another node takes it.
 // Invariant: a node runs a ticket only while it holds the lease; when a renewal finds the lease
-// gone or someone else's, the handler's signal is aborted at once (the session store's fenced
+// someone else's, the handler's signal is aborted at once (the session store's fenced
 // appends keep anything it still tries from landing).
 import { AckPolicy, DeliverPolicy, RetentionPolicy, type Consumer, type JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
@@ -40,6 +40,8 @@ export class JetStreamRunQueue {
   readonly #consumer: Consumer;
   readonly #leases: KV;
   readonly #running: Map<string, AbortController>;
+  /** The latest delivery of each run held here. */
+  readonly #deliveries = new Map<string, { message: JsMsg }>();
   readonly #cancels: Subscription;
   #closed = false;
   #loop: Promise<void> | undefined;
@@ -150,36 +152,64 @@ export class JetStreamRunQueue {
     }
   }
 
-  async #take(message: JsMsg, handler: RunHandler): Promise<void> {
-    const ticket = message.json<RunTicket>();
+  async #take(delivered: JsMsg, handler: RunHandler): Promise<void> {
+    const ticket = delivered.json<RunTicket>();
     const node = this.#connection.options.node;
+    const held = this.#deliveries.get(ticket.runId);
+    if (held !== undefined) {
+      // Redelivered to the node that runs it (its renewals could not reach NATS for a while): the
+      // run goes on as it is, never a second time here; the newest delivery is the one kept in
+      // progress and acknowledged at its end.
+      held.message = delivered;
+      delivered.working();
+      return;
+    }
+    const current = { message: delivered };
+    const message = (): JsMsg => current.message;
     const holder = JSON.stringify({ node, since: Date.now() } satisfies RunHolder);
     let revision: number;
     try {
       revision = await this.#leases.create(ticket.runId, holder);
     } catch {
       // Still held (its node may be alive and slow, or dead with the lease not yet expired).
-      message.nak(Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 10)));
+      delivered.nak(Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 10)));
       return;
     }
     const controller = new AbortController();
     this.#running.set(ticket.runId, controller);
-    const renew = async (): Promise<void> => {
+    this.#deliveries.set(ticket.runId, current);
+    // Fenced only on proof: the lease is someone else's. A renewal that fails for any other reason
+    // (NATS away, a reply lost, an entry expired during an outage) is tried again at the next beat.
+    const renewOnce = async (): Promise<void> => {
       try {
         revision = await this.#leases.update(ticket.runId, holder, revision);
-        message.working();
-      } catch (error) {
-        if (this.#connection.health !== 'ok') return; // NATS is away: try again at the next beat
-        try {
-          // Expired during an outage while nobody took it: this node still holds the run.
-          revision = await this.#leases.create(ticket.runId, holder);
-          message.working();
-        } catch {
-          controller.abort(
-            new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node}`, { cause: error }),
-          );
-        }
+        message().working();
+        return;
+      } catch {
+        // not by this revision: read what the lease is now
       }
+      const entry = await this.#leases.get(ticket.runId);
+      if (entry === null || entry.operation !== 'PUT') {
+        // Expired during an outage while nobody took it: this node still holds the run.
+        revision = await this.#leases.create(ticket.runId, holder);
+      } else if (entry.string() === holder) {
+        revision = entry.revision; // our own renewal, whose answer was lost
+      } else {
+        const other = entry.json<RunHolder>().node;
+        controller.abort(
+          new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node} (held by ${other})`),
+        );
+        return;
+      }
+      message().working();
+    };
+    let renewing = false;
+    const renew = async (): Promise<void> => {
+      if (renewing || controller.signal.aborted) return;
+      renewing = true;
+      // NATS unreachable, or another node created the lease meanwhile: the next beat reads it again.
+      await renewOnce().catch(() => undefined);
+      renewing = false;
     };
     const beat = setInterval(
       () => void renew(),
@@ -188,7 +218,7 @@ export class JetStreamRunQueue {
     try {
       await handler(ticket, {
         signal: controller.signal,
-        redelivered: message.info.deliveryCount > 1,
+        redelivered: delivered.info.deliveryCount > 1,
         node,
       });
     } catch {
@@ -196,12 +226,13 @@ export class JetStreamRunQueue {
     } finally {
       clearInterval(beat);
       this.#running.delete(ticket.runId);
+      this.#deliveries.delete(ticket.runId);
       const reason: unknown = controller.signal.reason;
       const fenced = reason instanceof ClusterError && reason.code === 'fenced';
       if (!fenced) {
         // A node that is shutting down hands the run back (another node resumes it from its log).
-        if (this.#closed) message.nak();
-        else message.ack();
+        if (this.#closed) message().nak();
+        else message().ack();
         await this.#leases.delete(ticket.runId, { previousSeq: revision }).catch(() => undefined);
       }
       this.#wake?.();

@@ -12,7 +12,8 @@ export interface NatsServer {
   readonly storeDir: string;
   /** SIGKILL (crash) or SIGTERM, then wait until the process is gone. */
   stop(signal?: NodeJS.Signals): Promise<void>;
-  restart(): Promise<void>;
+  /** Stops it, waits `downMs` (default 0), and starts it again with the same store and port. */
+  restart(downMs?: number): Promise<void>;
   /** Removes the store too. */
   dispose(): Promise<void>;
 }
@@ -89,8 +90,9 @@ export async function startNatsServer(
     port,
     storeDir,
     stop,
-    restart: async () => {
+    restart: async (downMs = 0) => {
       await stop();
+      if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
       await start();
     },
     dispose: async () => {
