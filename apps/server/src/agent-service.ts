@@ -5,6 +5,7 @@ import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
+  AGENT_ROLE_PROMPT,
   Orchestrator,
   type AiProvider,
   type HarnessDeps,
@@ -37,6 +38,7 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
+import { loadInstructionFiles } from './instruction-files.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
 import { builtinTools, projectProtection, serverProtection, type Goal } from './tools.js';
 import { deniedBy, type DeniedEntry, type ProtectedSet } from './workdir-files.js';
@@ -493,10 +495,21 @@ export class AgentService {
       controller,
       // Before the first turn: the run's MCP servers, told to clients as agent.setup (`aleph run` prints it).
       done: this.#setup(cwd, runId, publish)
-        .then((mcp) => {
+        .then(({ mcp, systemPrompt }) => {
           const orchestrator: Orchestrator = new Orchestrator({
-            depsFor: (flow) =>
-              this.#deps(provider, cwd, orchestrator, runId, flow.parentSessionId, protection, limits, mcp),
+            depsFor: (flow) => ({
+              ...this.#deps(
+                provider,
+                cwd,
+                orchestrator,
+                runId,
+                flow.parentSessionId,
+                protection,
+                limits,
+                mcp,
+              ),
+              systemPrompt,
+            }),
           });
           return orchestrator
             .dispatch(
@@ -700,10 +713,15 @@ export class AgentService {
   }
 
   /**
-   * A run's MCP servers (`[[mcp_servers]]` and its cwd's `.mcp.json`), started before its first turn
-   * and published as agent.setup; what went wrong with one is an agent.mcp event, never an end.
+   * A run's MCP servers (`[[mcp_servers]]` and its cwd's `.mcp.json`), started before its first turn,
+   * and its instruction files (AGENTS.md, CLAUDE.md) after the role prompt; both published as
+   * agent.setup. What went wrong with one is a warning (agent.mcp, a setup line), never an end.
    */
-  async #setup(cwd: string, runId: string, publish: (topic: string, data: object) => void): Promise<RunMcp> {
+  async #setup(
+    cwd: string,
+    runId: string,
+    publish: (topic: string, data: object) => void,
+  ): Promise<{ mcp: RunMcp; systemPrompt: string }> {
     const { config, logger } = this.#options;
     const mcp = await startRunMcp({
       cwd,
@@ -718,8 +736,16 @@ export class AgentService {
       },
     });
     for (const problem of mcp.problems) logger.warn({ runId }, problem);
-    publish('agent.setup', { mcp: { servers: mcp.servers, problems: mcp.problems } });
-    return mcp;
+    const instructions = loadInstructionFiles({ cwd });
+    for (const warning of instructions.warnings) logger.warn({ runId }, warning);
+    publish('agent.setup', {
+      mcp: { servers: mcp.servers, problems: mcp.problems },
+      instructions: instructions.files,
+      instructionWarnings: instructions.warnings,
+    });
+    const systemPrompt =
+      instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
+    return { mcp, systemPrompt };
   }
 
   /** The two secrets no child's environment gets: the gateway token and the provider's key. */

@@ -1,5 +1,6 @@
 // What `aleph run` prints under its first line: the run's MCP servers (ready with their tools, or
-// failed and why; configuration problems as ⚠ lines) and the instruction files sent to the model.
+// failed and why; configuration problems as ⚠ lines) and the instruction files sent to the model
+// (in the order sent; what was skipped or cut as ⚠ lines).
 // Pure functions of agent.run's answer, so each line is tested without a server.
 
 export interface RunHeader {
@@ -13,7 +14,13 @@ export interface RunHeader {
     }[];
     readonly problems: readonly string[];
   };
-  readonly instructions?: readonly { readonly path: string; readonly cut?: boolean }[];
+  readonly instructions?: readonly {
+    readonly path: string;
+    readonly cut?: boolean;
+    readonly importedBy?: string;
+  }[];
+  /** Instruction files not loaded, or cut, and why. */
+  readonly instructionWarnings?: readonly string[];
 }
 
 export function headerLines(header: RunHeader): string[] {
@@ -33,5 +40,6 @@ export function headerLines(header: RunHeader): string[] {
   const files = header.instructions ?? [];
   if (files.length > 0)
     lines.push(`instructions: ${files.map((file) => `${file.path}${file.cut ? ' (cut)' : ''}`).join(', ')}`);
+  for (const warning of header.instructionWarnings ?? []) lines.push(`  ⚠ instructions: ${warning}`);
   return lines;
 }

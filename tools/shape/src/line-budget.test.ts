@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2837, files: 12 },
   gateway: { lines: 3507, files: 23 },
   sandbox: { lines: 1620, files: 9 },
-  server: { lines: 4083, files: 19 },
+  server: { lines: 4375, files: 20 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2815, files: 10 },
   cluster: { lines: 1158, files: 9 },

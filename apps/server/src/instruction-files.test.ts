@@ -1,0 +1,232 @@
+// Instruction files with real files on disk: the order (user's, then root → cwd), `@path` imports
+// (relative, `~/`, nested, never in code), and every bad input — an unreadable file, a cycle, an
+// import from outside the project, too deep, a huge file, a binary one — a warning naming the file,
+// never a throw. Then a real server run: the system prompt the provider received holds Aleph's role
+// prompt, then the files in order; `aleph run` names them.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AGENT_ROLE_PROMPT } from '@aleph/harness';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type FakeLlm } from '../test/fake-llm.js';
+import { CLI, runToExit, startServerProcess } from '../test/server-process.js';
+import {
+  INSTRUCTION_FILE_CAP,
+  INSTRUCTION_TOTAL_CAP,
+  importsOf,
+  loadInstructionFiles,
+} from './instruction-files.js';
+
+let work: string;
+beforeAll(() => {
+  work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-instructions-')));
+});
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** A git repository (real `git init`) with `files` written under it; returns its root. */
+function repo(name: string, files: Record<string, string>): string {
+  const root = join(work, name);
+  mkdirSync(root, { recursive: true });
+  execFileSync('git', ['init', '-q', root]);
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(join(root, path, '..'), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return root;
+}
+
+const at = (text: string, part: string): number => {
+  const index = text.indexOf(part);
+  expect(index, `${part} in the prompt`).toBeGreaterThanOrEqual(0);
+  return index;
+};
+
+describe('loadInstructionFiles', () => {
+  it('reads the user file, then each folder from the git root down to the cwd, most specific last', () => {
+    const home = join(work, 'home-order');
+    mkdirSync(join(home, '.claude'), { recursive: true });
+    writeFileSync(join(home, '.claude', 'CLAUDE.md'), 'USER-WIDE\n');
+    const root = repo('order', {
+      'AGENTS.md': 'ROOT-AGENTS\n',
+      'CLAUDE.md': 'ROOT-CLAUDE\n',
+      'app/.claude/CLAUDE.md': 'APP-DOT-CLAUDE\n',
+      'app/CLAUDE.local.md': 'APP-LOCAL\n',
+      'app/web/AGENTS.md': 'WEB-AGENTS\n',
+      'app/web/deeper/CLAUDE.md': 'BELOW-CWD\n', // below the cwd: not read at the start (as Claude Code)
+      'other/CLAUDE.md': 'SIBLING\n',
+    });
+    const loaded = loadInstructionFiles({
+      cwd: join(root, 'app', 'web'),
+      home,
+      userDir: join(home, '.claude'),
+    });
+    expect(loaded.files.map((file) => file.path)).toEqual([
+      '~/.claude/CLAUDE.md',
+      'AGENTS.md',
+      'CLAUDE.md',
+      'app/.claude/CLAUDE.md',
+      'app/CLAUDE.local.md',
+      'app/web/AGENTS.md',
+    ]);
+    const order = ['USER-WIDE', 'ROOT-AGENTS', 'ROOT-CLAUDE', 'APP-DOT-CLAUDE', 'APP-LOCAL', 'WEB-AGENTS'];
+    const positions = order.map((part) => at(loaded.text, part));
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+    expect(loaded.text).not.toContain('BELOW-CWD');
+    expect(loaded.text).not.toContain('SIBLING');
+    expect(loaded.warnings).toEqual([]);
+  });
+
+  it('outside a git repository only the cwd itself is read', () => {
+    const plain = join(work, 'plain', 'inner');
+    mkdirSync(plain, { recursive: true });
+    writeFileSync(join(work, 'plain', 'CLAUDE.md'), 'PARENT\n');
+    writeFileSync(join(plain, 'AGENTS.md'), 'INNER\n');
+    const loaded = loadInstructionFiles({
+      cwd: plain,
+      home: join(work, 'nohome'),
+      userDir: join(work, 'nohome'),
+    });
+    expect(loaded.files.map((file) => file.path)).toEqual(['AGENTS.md']);
+  });
+
+  it('follows @path imports in CLAUDE files (relative to the importer, ~/, nested), never inside code', () => {
+    const home = join(work, 'home-imports');
+    mkdirSync(join(home, '.claude'), { recursive: true });
+    writeFileSync(join(home, '.claude', 'personal.md'), 'PERSONAL-PREFS\n');
+    const root = repo('imports', {
+      'CLAUDE.md':
+        'See @docs/style.md and @~/.claude/personal.md.\n`@docs/in-span.md`\n```\n@docs/in-fence.md\n```\nPing @someone.\n',
+      'docs/style.md': 'STYLE-GUIDE, more in @./deep/one.md\n',
+      'docs/deep/one.md': 'DEEP-ONE\n',
+      'docs/in-span.md': 'NOT-IMPORTED-SPAN\n',
+      'docs/in-fence.md': 'NOT-IMPORTED-FENCE\n',
+      'AGENTS.md': 'AGENTS-TEXT @docs/in-span.md\n', // AGENTS.md is read as it is
+    });
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: join(home, '.claude') });
+    expect(loaded.files).toEqual([
+      { path: 'AGENTS.md', bytes: 29 },
+      { path: 'CLAUDE.md', bytes: expect.any(Number) },
+      { path: 'docs/style.md', bytes: expect.any(Number), importedBy: 'CLAUDE.md' },
+      { path: 'docs/deep/one.md', bytes: expect.any(Number), importedBy: 'docs/style.md' },
+      { path: '~/.claude/personal.md', bytes: expect.any(Number), importedBy: 'CLAUDE.md' },
+    ]);
+    expect(at(loaded.text, 'STYLE-GUIDE')).toBeLessThan(at(loaded.text, 'DEEP-ONE'));
+    expect(at(loaded.text, 'DEEP-ONE')).toBeLessThan(at(loaded.text, 'PERSONAL-PREFS'));
+    expect(loaded.text).not.toContain('NOT-IMPORTED');
+    expect(loaded.warnings).toEqual([]);
+    expect(importsOf('a @x/y.md, b @z.md. c `@no.md` @mention')).toEqual(['x/y.md', 'z.md']);
+  });
+
+  it('bad imports: missing, outside the project, a cycle, too deep — each said, the rest loaded', () => {
+    const outside = join(work, 'secret.md');
+    writeFileSync(outside, 'OUTSIDE-SECRET\n');
+    const root = repo('bad-imports', {
+      'CLAUDE.md': '@a.md @missing.md @../secret.md @link.md @d1.md\n',
+      'a.md': 'A-TEXT @b.md\n',
+      'b.md': 'B-TEXT @a.md\n',
+      'd1.md': '@d2.md',
+      'd2.md': '@d3.md',
+      'd3.md': '@d4.md',
+      'd4.md': '@d5.md',
+      'd5.md': 'FIFTH @d6.md',
+      'd6.md': 'SIXTH-TOO-DEEP',
+    });
+    symlinkSync(outside, join(root, 'link.md')); // a link inside that leads outside
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: home });
+    expect(loaded.text).toContain('A-TEXT');
+    expect(loaded.text).toContain('B-TEXT');
+    expect(loaded.text).toContain('FIFTH');
+    expect(loaded.text).not.toContain('OUTSIDE-SECRET');
+    expect(loaded.text).not.toContain('SIXTH-TOO-DEEP');
+    expect(loaded.warnings).toEqual([
+      'b.md: @a.md is an import cycle (CLAUDE.md → a.md → b.md → a.md); not loaded again',
+      'CLAUDE.md: @missing.md not found; skipped',
+      `CLAUDE.md: @${outside} is outside the project (${root}) and the user's Claude folder; skipped`,
+      `CLAUDE.md: @link.md is outside the project (${root}) and the user's Claude folder; skipped`,
+      'd5.md: @d6.md not followed: imports are followed at most 5 deep',
+    ]);
+  });
+
+  it('unreadable, binary and huge files: said and skipped or cut, never a throw', () => {
+    const root = repo('bad-files', {
+      'AGENTS.md': 'x'.repeat(INSTRUCTION_FILE_CAP + 500),
+      'CLAUDE.local.md': 'bin\u0000ary',
+    });
+    mkdirSync(join(root, 'CLAUDE.md')); // a folder by that name
+    symlinkSync(join(root, 'nowhere'), join(root, '.claude')); // a dangling link where .claude/ would be
+    const sub = join(root, 'sub');
+    mkdirSync(sub);
+    symlinkSync(join(root, 'gone.md'), join(sub, 'AGENTS.md'));
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: sub, home, userDir: home });
+    expect(loaded.files).toEqual([{ path: 'AGENTS.md', bytes: INSTRUCTION_FILE_CAP + 500, cut: true }]);
+    expect(loaded.text).toContain(
+      `[Cut here: only its first ${INSTRUCTION_FILE_CAP} characters of ${INSTRUCTION_FILE_CAP + 500} bytes were sent (cap: ${INSTRUCTION_FILE_CAP} characters per file).]`,
+    );
+    expect(loaded.warnings).toEqual([
+      `AGENTS.md cut: only its first ${INSTRUCTION_FILE_CAP} characters of ${INSTRUCTION_FILE_CAP + 500} bytes were sent (cap: ${INSTRUCTION_FILE_CAP} characters per file)`,
+      'CLAUDE.md is not a file; skipped',
+      'CLAUDE.local.md is not text (it holds NUL bytes); skipped',
+      'sub/AGENTS.md: cannot be read (ENOENT); skipped',
+    ]);
+  });
+
+  it('caps the whole: past the total, a file is cut and the next ones are said and left out', () => {
+    const big = 'y'.repeat(INSTRUCTION_FILE_CAP);
+    const root = repo('total-cap', {
+      'AGENTS.md': big,
+      'CLAUDE.md': big,
+      'a/AGENTS.md': big,
+      'a/CLAUDE.md': 'LEFT-OUT',
+    });
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: join(root, 'a'), home, userDir: home });
+    expect(loaded.files.map((file) => [file.path, file.cut ?? false])).toEqual([
+      ['AGENTS.md', false],
+      ['CLAUDE.md', false],
+      ['a/AGENTS.md', true],
+    ]);
+    expect(loaded.text).not.toContain('LEFT-OUT');
+    expect(loaded.warnings.at(-1)).toBe(
+      `a/CLAUDE.md not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+    );
+  });
+});
+
+it('a real run: the provider gets the role prompt, then AGENTS.md and the subfolder CLAUDE.md; aleph run names them', async () => {
+  const root = repo('e2e', {
+    'AGENTS.md': 'ROOT-AGENTS-7731: run pnpm test before you stop.\n',
+    'service/CLAUDE.md': 'SERVICE-CLAUDE-1187: see @notes.md and @../../outside.md\n',
+    'service/notes.md': 'IMPORTED-NOTES-5521\n',
+  });
+  const cwd = join(root, 'service');
+  const llm: FakeLlm = await startFakeLlm(() => ({ text: 'Nothing to do.\nVERDICT: PASS' }));
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n`;
+  const server = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'no-claude') });
+  try {
+    const result = await runToExit([CLI, 'run', 'say hello', '--cwd', cwd], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^instructions: AGENTS\.md, service\/CLAUDE\.md, service\/notes\.md$/m);
+    expect(result.stdout).toContain(
+      `⚠ instructions: service/CLAUDE.md: @${join(work, 'outside.md')} is outside the project (${root}) and the user's Claude folder; skipped`,
+    );
+    const system = llm.requests[0]!.body.messages[0];
+    expect(system.role).toBe('system');
+    const prompt = String(system.content);
+    expect(prompt.startsWith(AGENT_ROLE_PROMPT)).toBe(true);
+    const positions = ['ROOT-AGENTS-7731', 'SERVICE-CLAUDE-1187', 'IMPORTED-NOTES-5521'].map((part) =>
+      at(prompt, part),
+    );
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+    expect(positions[0]).toBeGreaterThan(AGENT_ROLE_PROMPT.length);
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+});

@@ -1,0 +1,258 @@
+// The instruction files a run's model reads after Aleph's role prompt, in this order: the user's
+// `CLAUDE.md` (`$CLAUDE_CONFIG_DIR/CLAUDE.md`, else `~/.claude/CLAUDE.md`), then for each folder from
+// the git root down to the run's cwd its `AGENTS.md`, `CLAUDE.md`, `.claude/CLAUDE.md` and
+// `CLAUDE.local.md` — the more specific later. `@path` imports in the CLAUDE files are followed as
+// Claude Code follows them (relative to the importing file, `~/` from home, never inside code, at
+// most 5 hops), each imported file right after the one importing it; an import may reach the project
+// (the git root) and the user's Claude folder, nothing else. Each file is capped, and so is the whole;
+// a cut says so in the prompt. Nothing here throws: a file that cannot be read, an import cycle, an
+// import from outside, a cap reached — each is a warning naming the file, and the run goes on.
+import { closeSync, lstatSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+
+/** Characters of one file the model gets; the rest is cut (and the cut said). */
+export const INSTRUCTION_FILE_CAP = 40_000;
+/** Characters of all the files together. */
+export const INSTRUCTION_TOTAL_CAP = 100_000;
+/** How many `@path` hops are followed from a file found by its name (Claude Code: 5). */
+export const MAX_IMPORT_DEPTH = 5;
+
+export interface LoadedInstructionFile {
+  /** Relative to the project root when inside it, `~/…` under home, else absolute. */
+  readonly path: string;
+  /** The file's size in bytes. */
+  readonly bytes: number;
+  /** True when only its first part was sent (a cap). */
+  readonly cut?: boolean;
+  /** The file that imported it with `@path`. */
+  readonly importedBy?: string;
+}
+
+export interface InstructionFiles {
+  /** The section for the system prompt; '' when no file was found. */
+  readonly text: string;
+  readonly files: readonly LoadedInstructionFile[];
+  /** What was not loaded and why, each naming the file (and the import). */
+  readonly warnings: readonly string[];
+}
+
+export interface InstructionFilesOptions {
+  /** The run's cwd. */
+  readonly cwd: string;
+  /** Default: the OS home. */
+  readonly home?: string;
+  /** Default: `$CLAUDE_CONFIG_DIR`, else `<home>/.claude`. */
+  readonly userDir?: string;
+}
+
+/** The folder holding `.git` (a folder, or a worktree's file) at or above `cwd`; `cwd` when there is none. */
+export function projectRoot(cwd: string): string {
+  for (let folder = cwd; ; folder = dirname(folder)) {
+    if (exists(join(folder, '.git'))) return folder;
+    if (dirname(folder) === folder) return cwd;
+  }
+}
+
+function exists(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const inside = (root: string, path: string): boolean => {
+  const rel = relative(root, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+};
+
+/** `@path` tokens outside code spans and fenced blocks; `@name` without `/` or `.` is a mention. */
+export function importsOf(text: string): string[] {
+  const found: string[] = [];
+  let fence: string | undefined;
+  for (const line of text.split('\n')) {
+    const marker = /^\s*(`{3,}|~{3,})/.exec(line)?.[1];
+    if (marker !== undefined) {
+      if (fence === undefined) fence = marker[0];
+      else if (marker[0] === fence) fence = undefined;
+      continue;
+    }
+    if (fence !== undefined) continue;
+    const prose = line.replace(/(`+)[\s\S]*?\1/g, ' ');
+    for (const match of prose.matchAll(/(?:^|\s)@((?:[^\s\\]|\\ )+)/g)) {
+      const path = match[1]!
+        .replace(/\\ /g, ' ')
+        .replace(/#.*$/, '')
+        .replace(/[),.;:!?]+$/, '');
+      if (/[/.]/.test(path)) found.push(path);
+    }
+  }
+  return found;
+}
+
+/** Reads at most `limit` characters' worth of a file (a huge file is never read whole). */
+function readHead(path: string, bytes: number, limit: number): { text: string; whole: boolean } {
+  const want = Math.min(bytes, limit * 4 + 4); // UTF-8: at most 4 bytes a character
+  const buffer = Buffer.alloc(want);
+  const fd = openSync(path, 'r');
+  try {
+    let read = 0;
+    while (read < want) {
+      const got = readSync(fd, buffer, read, want - read, read);
+      if (got === 0) break;
+      read += got;
+    }
+    const text = buffer.subarray(0, read).toString('utf8');
+    return { text, whole: read >= bytes };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export function loadInstructionFiles(options: InstructionFilesOptions): InstructionFiles {
+  const home = options.home ?? homedir();
+  const userDir = options.userDir ?? process.env['CLAUDE_CONFIG_DIR'] ?? join(home, '.claude');
+  let cwd: string;
+  try {
+    cwd = realpathSync(options.cwd);
+  } catch {
+    return {
+      text: '',
+      files: [],
+      warnings: [`${options.cwd}: the run's cwd cannot be read; no instruction file loaded`],
+    };
+  }
+  const root = projectRoot(cwd);
+  const realUserDir = ((): string => {
+    try {
+      return realpathSync(userDir);
+    } catch {
+      return userDir;
+    }
+  })();
+  const files: LoadedInstructionFile[] = [];
+  const warnings: string[] = [];
+  const sections: string[] = [];
+  const loaded = new Set<string>();
+  let total = 0;
+  const shown = (path: string): string =>
+    inside(root, path)
+      ? relative(root, path) || '.'
+      : inside(home, path) && home !== '/'
+        ? `~/${relative(home, path)}`
+        : path;
+
+  /** Loads `path` and what it imports; `chain` holds the real paths importing it (for cycles). */
+  const add = (path: string, chain: readonly string[], importedBy?: string): void => {
+    const name = shown(path);
+    const said = importedBy === undefined ? name : `${importedBy}: @${name}`;
+    const allowed = (candidate: string): boolean => inside(root, candidate) || inside(realUserDir, candidate);
+    const outside = `${said} is outside the project (${root}) and the user's Claude folder; skipped`;
+    if (importedBy !== undefined && !allowed(path) && !inside(userDir, path)) {
+      warnings.push(outside);
+      return;
+    }
+    let real: string;
+    try {
+      real = realpathSync(path);
+    } catch (error) {
+      // Not there is normal for a file looked for by name; for an import, or a dangling link, it is said.
+      if (importedBy !== undefined) warnings.push(`${said} not found; skipped`);
+      else if (exists(path))
+        warnings.push(
+          `${name}: cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`,
+        );
+      return;
+    }
+    if (importedBy !== undefined && !allowed(real)) {
+      warnings.push(outside); // a link inside that leads out
+      return;
+    }
+    if (chain.includes(real)) {
+      warnings.push(
+        `${said} is an import cycle (${[...chain, real].map(shown).join(' → ')}); not loaded again`,
+      );
+      return;
+    }
+    if (loaded.has(real)) return; // already in the prompt (found by name, or imported before)
+    let size: number;
+    try {
+      const stat = statSync(real);
+      if (!stat.isFile()) {
+        warnings.push(`${said} is not a file; skipped`);
+        return;
+      }
+      size = stat.size;
+    } catch (error) {
+      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
+      return;
+    }
+    loaded.add(real);
+    const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
+    if (room <= 0) {
+      warnings.push(
+        `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+      );
+      return;
+    }
+    let head: { text: string; whole: boolean };
+    try {
+      head = readHead(real, size, room);
+    } catch (error) {
+      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
+      return;
+    }
+    if (head.text.includes('\u0000')) {
+      warnings.push(`${said} is not text (it holds NUL bytes); skipped`);
+      return;
+    }
+    const cut = !head.whole || head.text.length > room;
+    const kept = cut ? head.text.slice(0, room) : head.text;
+    total += kept.length;
+    const cap =
+      room < INSTRUCTION_FILE_CAP
+        ? `${INSTRUCTION_TOTAL_CAP} characters for all instruction files`
+        : `${INSTRUCTION_FILE_CAP} characters per file`;
+    const cutSaid = `only its first ${kept.length} characters of ${size} bytes were sent (cap: ${cap})`;
+    if (cut) warnings.push(`${said} cut: ${cutSaid}`);
+    files.push({
+      path: name,
+      bytes: size,
+      ...(cut ? { cut } : {}),
+      ...(importedBy === undefined ? {} : { importedBy }),
+    });
+    const cutNote = cut ? `\n\n[Cut here: ${cutSaid}.]` : '';
+    sections.push(
+      `## ${name}${importedBy === undefined ? '' : ` (imported by ${importedBy})`}\n\n${kept.trim()}${cutNote}`,
+    );
+    // Imports: in CLAUDE files and in what they import (AGENTS.md is read as it is, like other agents do).
+    if (importedBy === undefined && !/^CLAUDE(\.local)?\.md$/.test(real.slice(real.lastIndexOf(sep) + 1)))
+      return;
+    for (const target of importsOf(kept)) {
+      const resolved = target.startsWith('~/') ? join(home, target.slice(2)) : resolve(dirname(path), target);
+      if (chain.length + 1 > MAX_IMPORT_DEPTH)
+        warnings.push(
+          `${name}: @${target} not followed: imports are followed at most ${MAX_IMPORT_DEPTH} deep`,
+        );
+      else add(resolved, [...chain, real], name);
+    }
+  };
+
+  add(join(userDir, 'CLAUDE.md'), []);
+  const folders: string[] = [];
+  for (let folder = cwd; ; folder = dirname(folder)) {
+    folders.unshift(folder);
+    if (folder === root || dirname(folder) === folder) break;
+  }
+  for (const folder of folders)
+    for (const file of ['AGENTS.md', 'CLAUDE.md', join('.claude', 'CLAUDE.md'), 'CLAUDE.local.md'])
+      add(join(folder, file), []);
+
+  const text =
+    sections.length === 0
+      ? ''
+      : `# Instruction files\n\nThe user's and the project's instructions (AGENTS.md, CLAUDE.md), in this order: the user's own first, then the project's from its root down to the working folder. Follow them; where two differ, the later (more specific) one wins.\n\n${sections.join('\n\n')}`;
+  return { text, files, warnings };
+}
