@@ -510,6 +510,32 @@ describe('flow control, replay and keepalive', () => {
       await slow.dispose();
     }
   });
+  it('a viewer that is behind when the program ends gets all of its output before its pty.exit', async () => {
+    const tight = await startGateway({ flow: { highWaterBytes: 64 * 1024, lowWaterBytes: 16 * 1024 } });
+    try {
+      const live = await tight.connect();
+      const behind = await tight.connect({ autoAck: false });
+      await live.subscribe(['pty.*']);
+      await behind.subscribe(['pty.*']);
+      const total = 1024 * 1024;
+      let atExit: number | undefined;
+      const { sessionId } = await live.spawn({
+        command: '/bin/sh',
+        args: ['-c', `sleep 0.3; head -c ${total} /dev/zero | tr '\\0' b`],
+        cols: 80,
+        rows: 24,
+      });
+      const output = outputOf(behind, sessionId);
+      behind.onExit((exit) => {
+        if (exit.sessionId === sessionId) atExit = output.bytes().length;
+      });
+      await behind.ack(sessionId, 0); // it acks nothing more: past the high-water mark it is behind
+      await until(() => atExit !== undefined, 'the exit to reach the viewer that is behind');
+      expect(atExit).toBe(total);
+    } finally {
+      await tight.dispose();
+    }
+  });
 });
 
 describe('flow control: acks, replay and keepalive', () => {

@@ -161,8 +161,11 @@ export class OutputPump {
     if (viewers === 0) this.#holdIfDue();
   }
 
-  /** Sends a viewer that fell behind what it missed, from the scrollback, up to the high-water mark. */
-  #catchUp(viewer: Connection): void {
+  /**
+   * Sends a viewer that fell behind what it missed, from the scrollback, up to the high-water mark
+   * (or all of it: a session's end goes out after its last output, to every viewer).
+   */
+  #catchUp(viewer: Connection, highWaterBytes = this.#limits.highWaterBytes): void {
     const id = this.#session.id;
     let sent = viewer.sent.get(id) ?? this.#flushed;
     const { offset, data } = this.#session.replay(sent);
@@ -170,7 +173,7 @@ export class OutputPump {
     // a snapshot); what is kept follows without one.
     sent = offset;
     const end = Math.min(this.#flushed, offset + data.length);
-    while (sent < end && viewer.backlog(id) <= this.#limits.highWaterBytes) {
+    while (sent < end && viewer.backlog(id) <= highWaterBytes) {
       const length = Math.min(this.#limits.maxBatchBytes, end - sent);
       const bytes = data.subarray(sent - offset, sent - offset + length);
       if (viewer.binary) viewer.send(this.#binaryFrame(sent, bytes), true);
@@ -262,6 +265,10 @@ export class OutputPump {
   /** The session ended: its last output goes out; the pump stays for viewers that follow its tail. */
   ended(): void {
     this.flush();
+    // A viewer that fell behind gets the rest now (at most a scrollback): its pty.exit follows.
+    for (const viewer of this.#viewers())
+      if ((viewer.sent.get(this.#session.id) ?? this.#flushed) < this.#flushed)
+        this.#catchUp(viewer, Infinity);
     this.#endHold();
   }
 
