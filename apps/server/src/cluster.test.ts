@@ -271,7 +271,17 @@ max_runs = 2
       await expect
         .poll(() => events.filter((event) => event.topic === 'agent.tool').length, { timeout: 60_000 })
         .toBeGreaterThanOrEqual(3);
-      await nats.restart();
+      const healthz = async (node: ServerProcess) =>
+        (
+          (await (await fetch(`${node.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)).json()) as {
+            cluster: { node: string; health: string };
+          }
+        ).cluster;
+      expect(await healthz(nodes[1] as ServerProcess)).toEqual({ name: 'e2e4', node: 'b', health: 'ok' });
+      const down = nats.restart(3_000); // down past the lease TTL (2 s)
+      await expect.poll(async () => (await healthz(nodes[1] as ServerProcess)).health).toBe('degraded');
+      await down;
+      await expect.poll(async () => (await healthz(nodes[1] as ServerProcess)).health).toBe('ok');
       let done: { runId: string; state: string; terminateReason?: { kind: string } } | undefined;
       await expect
         .poll(

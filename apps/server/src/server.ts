@@ -120,7 +120,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ptyManager,
     logger: logger.child({ component: 'gateway' }),
     ...(consoleBuilt ? { static: { root: CONSOLE_DIR } } : {}),
-    ...(cluster === undefined ? {} : { bus: cluster.bus }),
+    ...(cluster === undefined
+      ? {}
+      : {
+          bus: cluster.bus,
+          health: () => ({ cluster: { name: cluster.name, node: cluster.node, health: cluster.health() } }),
+        }),
   });
   const agents = new AgentService({
     config,

@@ -386,6 +386,22 @@ describe('auth and origin', () => {
     await other.dispose();
   });
 
+  it('answers /healthz with what the server adds (say, a cluster node degraded), and ok', async () => {
+    let cluster = 'ok';
+    const withHealth = await startGateway({
+      health: () => ({ ok: false, cluster: { node: 'a', health: cluster } }),
+    });
+    try {
+      const read = async () =>
+        (await fetch(`${withHealth.gateway.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)).json();
+      expect(await read()).toEqual({ ok: true, cluster: { node: 'a', health: 'ok' } });
+      cluster = 'degraded';
+      expect(await read()).toEqual({ ok: true, cluster: { node: 'a', health: 'degraded' } });
+    } finally {
+      await withHealth.dispose();
+    }
+  });
+
   it('refuses a Host that does not name this server (DNS rebinding), even with the token', async () => {
     const evil = 'evil.example:1234';
     // Same-origin by its own lights: Host and Origin agree. Before, this opened.

@@ -71,6 +71,11 @@ export interface GatewayOptions {
    * requests and answers `busy`; at four times this it is closed with 4008. Default 4 MiB.
    */
   readonly outboundBudgetBytes?: number;
+  /**
+   * More of the server's state for `/healthz`, beside `"ok": true` (e.g. a cluster node's health).
+   * Called per request; it must be cheap and never throw. `ok` stays true: the gateway answers.
+   */
+  readonly health?: () => Record<string, unknown>;
 }
 
 export interface Gateway {
@@ -221,6 +226,7 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     staticRoot: options.static?.root,
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     logger,
+    ...(options.health === undefined ? {} : { health: options.health }),
     onSocket: (socket) => connections.accept(socket),
   });
   const delivery = bus.subscribe({ topics: ['*'] }, (event) => connections.deliver(event));

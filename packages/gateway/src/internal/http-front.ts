@@ -26,6 +26,8 @@ export interface HttpFrontOptions {
   readonly staticRoot: string | undefined;
   readonly maxPayloadBytes: number;
   readonly logger: { warn(object: object, message?: string): void };
+  /** More fields for `/healthz`. */
+  readonly health?: () => Record<string, unknown>;
   /** A socket that passed every check. */
   readonly onSocket: (socket: WebSocket) => void;
 }
@@ -68,7 +70,10 @@ export class HttpFront {
       return;
     }
     if (request.url === '/healthz') {
-      response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      const more = this.#options.health?.() ?? {};
+      response
+        .writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' })
+        .end(JSON.stringify({ ...more, ok: true }));
       return;
     }
     const notFound = (): void =>
