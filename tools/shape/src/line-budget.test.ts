@@ -16,12 +16,12 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 2856, files: 18 },
   verification: { lines: 2407, files: 23 },
   harness: { lines: 2837, files: 12 },
-  gateway: { lines: 3507, files: 23 },
+  gateway: { lines: 3525, files: 23 },
   sandbox: { lines: 1620, files: 9 },
-  server: { lines: 4375, files: 20 },
+  server: { lines: 4380, files: 20 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2815, files: 10 },
-  cluster: { lines: 1158, files: 9 },
+  cluster: { lines: 1191, files: 9 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

@@ -1,0 +1,201 @@
+// Cluster mode on the server's real path: the real server processes, a scripted instant model
+// speaking the OpenAI wire protocol, a client on the gateway's WebSocket.
+// - Per-step overhead: one run of STEPS `shell true` steps, embedded (no [cluster]) against one
+//   cluster node on a local nats-server; the time between consecutive tool results at the client,
+//   p50 over every step of ROUNDS runs each, in alternating rounds.
+// - Fail-over: two nodes, a run of slow steps; the node holding it is SIGKILLed; the time from the
+//   kill to the next step's result reaching a client of the other node.
+// Skipped, saying so, without nats-server. Prints figures, the load, and whether the targets hold.
+import { readFileSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectCluster, JetStreamRunQueue } from '@aleph/cluster';
+import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
+import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+const STEPS = Number(process.env.CLUSTER_BENCH_STEPS ?? 30);
+const ROUNDS = Number(process.env.CLUSTER_BENCH_ROUNDS ?? 3);
+const LEASE_TTL_SECS = 2;
+const TOKEN = 'cluster-bench-token-0123456789abcdef';
+
+/** `count` shell steps running `command`, then a stop. */
+const steps =
+  (count: number, command: (step: number) => string): Brain =>
+  (conversation) => {
+    const done = conversation.filter((turn) => turn.role === 'tool' && /step-\d+/.test(turn.text)).length;
+    if (done >= count) return { text: `ran ${done} steps` };
+    return { call: { name: 'shell', args: { command: `${command(done + 1)}; echo step-${done + 1}` } } };
+  };
+
+const config = (llm: FakeLlm, cluster?: { nats: NatsServer; name: string; node: string }): string => `
+[gateway]
+port = 0
+token = "${TOKEN}"
+
+[agent]
+provider = "openai-compatible"
+model = "fake-coder"
+base_url = "${llm.baseUrl}"
+max_iterations = ${STEPS + 40}
+
+[sandbox]
+mode = "off"
+
+[power]
+inhibit_sleep = false
+${
+  cluster === undefined
+    ? ''
+    : `
+[cluster]
+servers = ["${cluster.nats.url}"]
+name = "${cluster.name}"
+node = "${cluster.node}"
+lease_ttl_secs = ${LEASE_TTL_SECS}
+`
+}`;
+
+interface Watched {
+  readonly client: GatewayClient;
+  /** Arrival times of the run's tool results, and its end. */
+  readonly tools: number[];
+  done: boolean;
+}
+
+async function watch(server: ServerProcess, runId?: () => string | undefined): Promise<Watched> {
+  const client = await connectGateway(server.url, { token: server.token });
+  await client.subscribe(['agent.*']);
+  const watched: Watched = { client, tools: [], done: false };
+  client.onEvent((topic, params) => {
+    const event = params as { runId?: string };
+    if (runId !== undefined && event.runId !== runId()) return;
+    if (topic === 'agent.tool') watched.tools.push(performance.now());
+    if (topic === 'agent.done') watched.done = true;
+  });
+  return watched;
+}
+
+async function until(predicate: () => boolean, what: string, ms = 120_000): Promise<void> {
+  for (const end = Date.now() + ms; !predicate();) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** One run on `server`: the gaps between its consecutive tool results (ms). */
+async function stepGaps(server: ServerProcess, cwd: string): Promise<number[]> {
+  const watched = await watch(server);
+  try {
+    await watched.client.request('agent.run', { prompt: 'steps', cwd });
+    await until(() => watched.done, 'the run to end');
+    if (watched.tools.length !== STEPS)
+      throw new Error(`expected ${STEPS} steps, saw ${watched.tools.length}`);
+    return watched.tools.slice(1).map((at, index) => at - (watched.tools[index] as number));
+  } finally {
+    await watched.client.close();
+  }
+}
+
+const percentile = (values: number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+};
+
+async function perStep(nats: NatsServer, cwd: string): Promise<void> {
+  const llm = await startFakeLlm(steps(STEPS, () => 'true'));
+  const embedded = await startServerProcess(config(llm));
+  const node = await startServerProcess(config(llm, { nats, name: 'benchstep', node: 'a' }));
+  try {
+    const gaps = { embedded: [] as number[], cluster: [] as number[] };
+    await stepGaps(embedded, cwd); // warm-up: the first run loads what later runs reuse
+    await stepGaps(node, cwd);
+    for (let round = 0; round < ROUNDS; round++) {
+      gaps.embedded.push(...(await stepGaps(embedded, cwd)));
+      gaps.cluster.push(...(await stepGaps(node, cwd)));
+    }
+    const embeddedP50 = percentile(gaps.embedded, 50);
+    const clusterP50 = percentile(gaps.cluster, 50);
+    const added = clusterP50 - embeddedP50;
+    console.log(
+      `per step (shell true, instant model, ${ROUNDS} runs × ${STEPS} steps each, alternating): ` +
+        `embedded p50 ${embeddedP50.toFixed(2)} ms (p90 ${percentile(gaps.embedded, 90).toFixed(2)}), ` +
+        `cluster p50 ${clusterP50.toFixed(2)} ms (p90 ${percentile(gaps.cluster, 90).toFixed(2)}): ` +
+        `+${added.toFixed(2)} ms per step (${(clusterP50 / embeddedP50).toFixed(2)}×)`,
+    );
+    console.log(`  target: ≤ +2 ms per step at p50 — ${added <= 2 ? 'met' : 'MISSED'}`);
+  } finally {
+    await embedded.stop();
+    await node.stop();
+    for (const server of [embedded, node]) rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+}
+
+async function failOver(nats: NatsServer, cwd: string): Promise<void> {
+  const name = 'benchfail';
+  const llm = await startFakeLlm(steps(40, () => 'sleep 0.1'));
+  const nodes = [
+    await startServerProcess(config(llm, { nats, name, node: 'a' })),
+    await startServerProcess(config(llm, { nats, name, node: 'b' })),
+  ];
+  const probe = await connectCluster({
+    servers: [nats.url],
+    name,
+    node: 'probe',
+    leaseTtlSecs: LEASE_TTL_SECS,
+  });
+  const queue = await JetStreamRunQueue.open(probe);
+  let runId: string | undefined;
+  const watchers = await Promise.all(nodes.map((node) => watch(node, () => runId)));
+  try {
+    runId = (await watchers[0]!.client.request<{ runId: string }>('agent.run', { prompt: 'steps', cwd }))
+      .runId;
+    await until(() => watchers[0]!.tools.length >= 5, 'five steps');
+    const holder = (await queue.holder(runId))?.node;
+    const victim = holder === 'a' ? 0 : 1;
+    const survivor = watchers[1 - victim]!;
+    const seen = survivor.tools.length;
+    const killedAt = performance.now();
+    await nodes[victim]!.stop('SIGKILL');
+    await until(() => survivor.tools.length > seen, 'the next step on the other node');
+    const took = (survivor.tools[seen] as number) - killedAt;
+    const target = LEASE_TTL_SECS * 1000 + 1000;
+    console.log(
+      `fail-over (lease_ttl_secs = ${LEASE_TTL_SECS}, steps of sleep 0.1): SIGKILL of the holder → the run's next ` +
+        `step on another node: ${took.toFixed(0)} ms`,
+    );
+    console.log(`  target: ≤ lease TTL + 1 s (${target} ms) — ${took <= target ? 'met' : 'MISSED'}`);
+    await until(() => survivor.done, 'the run to end');
+  } finally {
+    await Promise.all(watchers.map((watched) => watched.client.close().catch(() => undefined)));
+    await queue.close();
+    await probe.close();
+    for (const node of nodes) {
+      await node.stop();
+      rmSync(node.stateDir, { recursive: true, force: true });
+    }
+    await llm.close();
+  }
+}
+
+async function main(): Promise<void> {
+  if (natsServerBinary() === undefined) {
+    console.log('cluster bench: skipped (no nats-server; install the Debian package nats-server)');
+    return;
+  }
+  console.log(`cluster bench, load: ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
+  const nats = await startNatsServer();
+  const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cluster-bench-')));
+  try {
+    await perStep(nats, cwd);
+    await failOver(nats, cwd);
+  } finally {
+    await nats.dispose();
+    rmSync(cwd, { recursive: true, force: true });
+  }
+  console.log(`load after: ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
+}
+
+await main();
