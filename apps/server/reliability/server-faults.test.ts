@@ -150,7 +150,7 @@ inhibit_sleep = false
     ]);
     // Every page of the log (a page holds about 1 MiB of events)
     const events: Record<string, any>[] = [];
-    for (let from: number | undefined = 0; from !== undefined; ) {
+    for (let from: number | undefined = 0; from !== undefined;) {
       const page: { events: Record<string, any>[]; next?: number } = await client.request('agent.history', {
         sessionId: history.sessionId,
         from,
