@@ -17,7 +17,7 @@ import {
   type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
-import type { Sandbox } from '@aleph/sandbox';
+import type { ConfiguredSandbox, Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
   ClaudeCodeToolHooks,
@@ -49,8 +49,8 @@ export interface AgentServiceOptions {
   readonly ptys: ServerPtys;
   readonly sessions: SessionStore;
   readonly power: PowerCapability;
-  /** Wraps the model's commands (the shell tool; the goal gate). */
-  readonly sandbox: Sandbox;
+  /** Wraps the model's commands (the shell tool; the goal gate); its protected set guards the file tools too. */
+  readonly sandbox: Sandbox & Partial<Pick<ConfiguredSandbox, 'protectedPaths'>>;
   /** The sandbox's denied paths: no run's cwd lies under one, and the file tools refuse them. */
   readonly denied?: readonly DeniedEntry[];
   /** Files the sandbox keeps read-only ([hooks] files): the file tools refuse to write them. */
@@ -475,7 +475,12 @@ export class AgentService {
       { once: true },
     );
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
-    const protection = this.#protection.with(projectProtection(realpathSync(cwd)));
+    const realCwd = realpathSync(cwd);
+    const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
+    const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
+      ({ path }) => !known.has(path),
+    );
+    const protection = this.#protection.with(projectProtection(realCwd, bySandbox));
     const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
     const lost = (): boolean =>
       cluster !== undefined &&

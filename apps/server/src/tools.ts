@@ -3,13 +3,13 @@
 // the gateway, so a client can watch it live); a command that does not exit 0 is an error.
 import { lstatSync, realpathSync } from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
 import { spawnWhenFree } from './agent-ptys.js';
-import { PROTECTED_PROJECT_PATHS, protectedPathOf } from '@aleph/sandbox';
+import { isWithin, PROTECTED_PROJECT_PATHS, protectedPathOf, type ProtectedPath } from '@aleph/sandbox';
 import {
   confine,
   deniedBy,
@@ -128,8 +128,11 @@ export function serverProtection(
   ]);
 }
 
-/** The project's own protected paths in `cwd` (what runs unconfined later reads), read-only. */
-export function projectProtection(cwd: string): ProtectedEntry[] {
+/**
+ * The project's own protected paths in `cwd` (what runs unconfined later reads), read-only, and the
+ * read-only ones the sandbox adds there (a hook's symlink target, git's `core.hooksPath`).
+ */
+export function projectProtection(cwd: string, bySandbox: readonly ProtectedPath[] = []): ProtectedEntry[] {
   const key = (path: string): string => `${path} is kept read-only (what runs unconfined later reads it)`;
   const entries = PROTECTED_PROJECT_PATHS.map((path): ProtectedEntry => ({
     path: join(cwd, path),
@@ -139,6 +142,9 @@ export function projectProtection(cwd: string): ProtectedEntry[] {
   const gitFile = join(cwd, '.git'); // a worktree's or a submodule's `gitdir:` pointer
   if (lstatSync(gitFile, { throwIfNoEntry: false })?.isFile() === true)
     entries.push({ path: gitFile, key: key('.git'), access: 'read-only' });
+  for (const { path, access } of bySandbox)
+    if (access === 'read-only' && isWithin(path, cwd) && !entries.some((entry) => entry.path === path))
+      entries.push({ path, key: key(relative(cwd, path)), access });
   return entries;
 }
 

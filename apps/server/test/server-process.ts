@@ -1,7 +1,7 @@
 // Starts the real server (dist/main.js) as a child process on a free port with a temp config and
 // state dir, and reads the URL and token it prints.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -25,16 +25,20 @@ export async function startServerProcess(
   configDir?: string,
   /** A file the server inherits open on its fd 300, not close-on-exec (as a launcher may leak one). */
   inheritedFile?: string,
+  /** Run the server as this user (this process being root): it owns the state dir and the config file. */
+  user?: { readonly uid: number; readonly gid: number },
 ): Promise<ServerProcess> {
   const stateDir = mkdtempSync(join(tmpdir(), 'aleph-server-state-'));
   const configPath = join(configDir ?? stateDir, 'aleph.toml');
   writeFileSync(configPath, config);
+  if (user !== undefined) for (const path of [stateDir, configPath]) chownSync(path, user.uid, user.gid);
   const argv = [process.execPath, MAIN, '--config', configPath];
   const [file, ...args] =
     inheritedFile === undefined ? argv : ['/bin/bash', '-c', 'exec "$@" 300>>"$0"', inheritedFile, ...argv];
   const child = spawn(file!, args, {
     env: { ...process.env, ...env, ALEPH_STATE_DIR: stateDir, ALEPH_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...user,
   });
   let stdout = '';
   let stderr = '';

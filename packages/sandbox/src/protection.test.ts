@@ -19,6 +19,7 @@ import {
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
+import { SandboxError } from './errors.js';
 
 const linux = process.platform === 'linux';
 
@@ -252,9 +253,15 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
   it('a protected file with another hard link is refused, naming it', () => {
     const p = project();
     linkSync(join(p.dir, '.claude', 'settings.json'), join(p.dir, 'settings-copy.json'));
-    expect(() => p.box.wrap({ file: 'true', args: [], cwd: p.dir, env: {} })).toThrow(
-      /settings\.json is kept read-only but has 2 hard links/,
-    );
+    let error: unknown;
+    try {
+      p.box.wrap({ file: 'true', args: [], cwd: p.dir, env: {} });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(SandboxError);
+    expect(error).toMatchObject({ code: 'path_linked' });
+    expect((error as Error).message).toMatch(/settings\.json is kept read-only but has 2 hard links/);
     expect(readdirSync(join(p.dir, '.git'))).not.toContain('commondir'); // nothing left by the refusal
   });
 

@@ -6,6 +6,7 @@ import {
   accessSync,
   chmodSync,
   constants,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -528,6 +529,80 @@ describe('bad input', () => {
       message: `${bwrapPath} fails to apply the sandbox policy: bwrap: Can't mkdir /x/sessions: Read-only file system`,
     });
     expect(createSandbox({ network: 'off' }, { mode: 'auto', bwrapPath, home }).backend).toBe('none');
+  });
+
+  it('a limit that is not a positive integer names the key', () => {
+    for (const [key, value] of [
+      ['processes', 0],
+      ['memoryBytes', -1],
+      ['fileSizeBytes', 1.5],
+      ['cpuSeconds', Number.NaN],
+      ['processes', 2 ** 60],
+    ] as const) {
+      const error = catchError(() =>
+        createSandbox({ network: 'off', limits: { [key]: value } }, { mode: 'off', home }),
+      );
+      expect(error).toBeInstanceOf(SandboxError);
+      expect(error).toMatchObject({
+        code: 'limit_invalid',
+        message: `limits.${key}: must be a positive integer, not ${String(value)}`,
+      });
+    }
+  });
+
+  it('a read_only path that is not absolute names the key', () => {
+    const error = catchError(() =>
+      createSandbox({ network: 'off', readOnly: ['hooks/extra.json'] }, { mode: 'off', home }),
+    );
+    expect(error).toMatchObject({
+      code: 'path_invalid',
+      message: 'read_only: "hooks/extra.json" is not an absolute path',
+    });
+  });
+
+  it('a denied file with another hard link is refused, naming it', () => {
+    fake = mkdtempSync('/var/tmp/aleph-linked-');
+    writeFileSync(join(fake, 'key'), 'secret\n');
+    linkSync(join(fake, 'key'), join(fake, 'key-too'));
+    const error = catchError(() =>
+      createSandbox({ network: 'off', denyRead: [join(fake, 'key')] }, { mode: 'off', home }),
+    );
+    expect(error).toMatchObject({
+      code: 'path_linked',
+      message: `deny_read: ${join(fake, 'key')} has 2 hard links: another name for it would stay readable; remove the extra links`,
+    });
+  });
+
+  it.skipIf(!linux)('a cwd that is missing or a file is refused, naming it', () => {
+    fake = mkdtempSync('/var/tmp/aleph-cwd-');
+    writeFileSync(join(fake, 'file'), '');
+    for (const cwd of [join(fake, 'absent'), join(fake, 'file')]) {
+      const error = catchError(() => sandbox('required').wrap({ file: '/bin/true', args: [], cwd, env: {} }));
+      expect(error).toBeInstanceOf(SandboxError);
+      expect(error).toMatchObject({ code: 'cwd_missing', message: `cwd: ${cwd} is not a directory` });
+    }
+  });
+
+  it.skipIf(!linux)('a cwd of / or in a system folder is refused: it would be writable inside', () => {
+    const cases = [
+      ['/', 'cwd: / is the root folder: the cwd is writable inside; choose a project directory'],
+      [
+        '/usr/bin',
+        'cwd: /usr/bin is in the system folder /usr: the cwd is writable inside; choose a project directory',
+      ],
+      [
+        '/etc',
+        'cwd: /etc is in the system folder /etc: the cwd is writable inside; choose a project directory',
+      ],
+    ];
+    for (const [cwd, message] of cases) {
+      const error = catchError(() =>
+        sandbox('required').wrap({ file: '/bin/true', args: [], cwd: cwd!, env: {} }),
+      );
+      expect(error).toMatchObject({ code: 'cwd_denied', message });
+    }
+    // Unconfined, nothing is made writable: the cwd is the caller's business.
+    expect(sandbox('off').wrap({ file: '/bin/true', args: [], cwd: '/', env: {} }).cwd).toBe('/');
   });
 
   it.skipIf(!linux)('no bwrap at all: required names the package to install', () => {

@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, lstatSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter, join, sep } from 'node:path';
 import { SandboxError } from './errors.js';
 import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside } from './internal/bubblewrap.js';
 import {
@@ -221,6 +221,10 @@ function probePolicy(
   }
 }
 
+/** The system's own trees: a cwd there (or `/`) would make them writable inside. */
+const SYSTEM_TREES =
+  '/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /System /private/etc'.split(' ');
+
 function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   let real: string;
   try {
@@ -228,6 +232,13 @@ function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
     if (!statSync(real).isDirectory()) throw new Error('not a directory');
   } catch (error) {
     throw new SandboxError('cwd_missing', `cwd: ${cwd} is not a directory`, { cause: error });
+  }
+  const system = SYSTEM_TREES.find((tree) => isWithin(real, tree));
+  if (real === sep || system !== undefined) {
+    throw new SandboxError(
+      'cwd_denied',
+      `cwd: ${real} is ${real === sep ? 'the root folder' : `in the system folder ${system}`}: the cwd is writable inside; choose a project directory`,
+    );
   }
   const under = policy.deny.find((denied) => isWithin(real, denied.path));
   if (under !== undefined) {
