@@ -3,25 +3,26 @@
 // a run of 10 shell calls keeps one tab (closed with the run) and Sessions names the model's
 // commands; a fold the user opened stays open while the run goes on; the model's markdown is
 // rendered without its script; axe-core finds nothing critical or serious. The README's pictures
-// are taken here (docs/).
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+// are taken here (artifacts/, copied to docs/ by hand).
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Message, type Reply } from './fake-llm.js';
 import {
   chromiumAvailable,
   launchChromium,
+  runCommand,
   screenshot,
   startConsoleServer,
   terminalLines,
+  waitForPrompt,
   type ConsoleServer,
 } from './support.js';
 
 const available = chromiumAvailable();
-const DOCS = resolve(import.meta.dirname, '../docs');
 const SHELL_CALLS = 10;
 const LONG_REPLY = [
   '# All done',
@@ -95,10 +96,6 @@ inhibit_sleep = false
     rmSync(work, { recursive: true, force: true });
   });
 
-  const type = async (text: string) => {
-    await page.keyboard.type(text);
-    await page.keyboard.press('Enter');
-  };
   const cols = () => page.evaluate(() => (window as any).alephConsole.size().cols as number);
 
   it('a run of 10 shell calls: one tab at a time, closed with the run; opened folds stay open; Sessions names the commands', async () => {
@@ -109,7 +106,7 @@ inhibit_sleep = false
     const timeline = page.locator('.timeline');
     // Open the edit's details as soon as it is there, and scroll the result of the first call.
     const edit = timeline.locator('.tool', { hasText: 'edit_file' }).locator('details');
-    await edit.waitFor({ timeout: 30_000 });
+    await edit.waitFor({ timeout: 60_000 });
     await edit.locator('summary').click();
     const eventsAtOpen = await timeline.locator('li').count();
     let mostRunTabs = 0;
@@ -160,12 +157,10 @@ inhibit_sleep = false
 
   it('at 1280×800 and at 390×844 (a phone): the terminal keeps >= 40 columns; the agent panel is a drawer', async () => {
     await page.getByRole('tab').first().click();
-    await type(`cd ${work} && clear && ls && cat notes.md && echo https://example.com/aleph`);
-    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('TWO, edited');
-    const prompt = () => terminalLines(page).then((lines) => lines.filter(Boolean).at(-1) ?? '');
-    await expect.poll(prompt, { timeout: 15_000 }).toMatch(/[#$] ?$/);
-    mkdirSync(DOCS, { recursive: true });
-    await page.screenshot({ path: join(DOCS, 'console-1280x800.png') });
+    await runCommand(page, `cd ${work} && clear && ls && cat notes.md && echo https://example.com/aleph`);
+    await expect.poll(() => terminalLines(page)).toContain('TWO, edited');
+    await waitForPrompt(page);
+    await screenshot(page, 'console-1280x800'); // the README's pictures (docs/) are copies of these
     expect(await cols()).toBeGreaterThanOrEqual(80);
 
     await page.setViewportSize({ width: 390, height: 844 });
@@ -174,11 +169,11 @@ inhibit_sleep = false
     await expect.poll(() => side.isVisible()).toBe(false);
     const terminalBox = await page.locator('.term-tab:not([hidden])').boundingBox();
     expect(terminalBox!.width).toBeGreaterThan(370);
-    await type('clear; stty size');
+    await runCommand(page, 'clear; stty size');
     const size = await page.evaluate(() => (window as any).alephConsole.size());
-    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain(`${size.rows} ${size.cols}`);
-    await expect.poll(prompt, { timeout: 15_000 }).toMatch(/[#$] ?$/);
-    await page.screenshot({ path: join(DOCS, 'console-390x844.png') });
+    await expect.poll(() => terminalLines(page)).toContain(`${size.rows} ${size.cols}`);
+    await waitForPrompt(page);
+    await screenshot(page, 'console-390x844');
     await page.getByRole('button', { name: 'Agent' }).click();
     await expect.poll(() => side.isVisible()).toBe(true);
     await screenshot(page, 'layout-phone-drawer');

@@ -10,6 +10,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 export const CHROMIUM = '/usr/bin/chromium';
 export const SERVER_MAIN = resolve(import.meta.dirname, '../../server/dist/main.js');
 export const ARTIFACTS = resolve(import.meta.dirname, '../artifacts');
+const START_TIMEOUT_MS = 90_000;
 
 /** Whether the browser suite can run; under CI a missing chromium is a failure, not a skip. */
 export function chromiumAvailable(): boolean {
@@ -33,8 +34,19 @@ export async function startConsoleServer(config: string): Promise<ConsoleServer>
   const stateDir = mkdtempSync(join(tmpdir(), 'aleph-console-'));
   const configPath = join(stateDir, 'aleph.toml');
   writeFileSync(configPath, config);
+  // Terminals run bash with a home of the test's own: the machine's ~/.bashrc (a prompt hook that
+  // spawns programs can take seconds per prompt under load) is no part of what is tested here.
+  const home = join(stateDir, 'home');
+  mkdirSync(home);
+  writeFileSync(join(home, '.bashrc'), "PS1='\\W\\$ '\nunset PROMPT_COMMAND\n");
   const child: ChildProcess = spawn(process.execPath, [SERVER_MAIN, '--config', configPath], {
-    env: { ...process.env, ALEPH_STATE_DIR: stateDir, ALEPH_LOG_LEVEL: 'warn', SHELL: '/bin/bash' },
+    env: {
+      ...process.env,
+      ALEPH_STATE_DIR: stateDir,
+      ALEPH_LOG_LEVEL: 'warn',
+      SHELL: '/bin/bash',
+      HOME: home,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -42,15 +54,24 @@ export async function startConsoleServer(config: string): Promise<ConsoleServer>
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  // Ready once it printed its config line; a loaded machine can take tens of seconds to get there.
   await new Promise<void>((ready, fail) => {
-    const check = setInterval(() => {
-      if (/^config: /m.test(stdout)) ready();
-    }, 20);
-    void exited.then(() => fail(new Error(`server exited: ${stderr}`)));
-    void Promise.race([exited, new Promise((done) => setTimeout(done, 30_000))]).then(() =>
-      clearInterval(check),
-    );
-  }).finally(() => undefined);
+    const deadline = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(new Error(`the server printed no config line in ${START_TIMEOUT_MS} ms:\n${stdout}\n${stderr}`));
+    }, START_TIMEOUT_MS);
+    const check = () => {
+      if (!/^config: /m.test(stdout)) return;
+      clearTimeout(deadline);
+      child.stdout!.off('data', check);
+      ready();
+    };
+    child.stdout!.on('data', check);
+    void exited.then(() => {
+      clearTimeout(deadline);
+      fail(new Error(`server exited: ${stderr}`));
+    });
+  });
   const token = /token: (\S+)/.exec(stdout)![1]!;
   const consoleUrl = /console: (\S+)/.exec(stdout)?.[1];
   if (consoleUrl === undefined)
@@ -76,6 +97,7 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
+    timeout: START_TIMEOUT_MS,
     args: [
       '--no-sandbox',
       '--disable-gpu',
@@ -89,6 +111,30 @@ export function launchChromium(): Promise<Browser> {
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+}
+
+/**
+ * Waits until the active terminal's cursor sits right after a shell prompt (`$ ` or `# `), so what
+ * is typed next reaches the shell's line editor rather than the tty's echo of typed-ahead keys.
+ */
+export async function waitForPrompt(page: Page, timeout = 60_000): Promise<void> {
+  await page.waitForFunction(
+    () => {
+      const buffer = (window as any).alephConsole?.terminal()?.buffer.active;
+      if (buffer === undefined || buffer.type !== 'normal') return false;
+      const line = buffer.getLine(buffer.baseY + buffer.cursorY);
+      return /[#$] $/.test(line?.translateToString(false, 0, buffer.cursorX) ?? '');
+    },
+    undefined,
+    { timeout, polling: 100 },
+  );
+}
+
+/** Types a command line at the shell's prompt (waited for) and presses Enter. */
+export async function runCommand(page: Page, command: string): Promise<void> {
+  await waitForPrompt(page);
+  await page.keyboard.type(command);
+  await page.keyboard.press('Enter');
 }
 
 /** The text xterm holds for the active terminal (its buffer, not pixels). */

@@ -7,8 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chromiumAvailable,
   launchChromium,
+  runCommand,
   startConsoleServer,
   terminalLines,
+  waitForPrompt,
   type ConsoleServer,
 } from './support.js';
 
@@ -34,14 +36,7 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     await server?.stop();
   });
 
-  const type = async (text: string, on: Page = page) => {
-    await on.keyboard.type(text);
-    await on.keyboard.press('Enter');
-  };
-  const prompt = (on: Page = page) =>
-    expect
-      .poll(() => terminalLines(on).then((lines) => lines.filter(Boolean).at(-1) ?? ''), { timeout: 15_000 })
-      .toMatch(/[#$] ?$/);
+  const command = (text: string) => runCommand(page, text);
   /** Reloads, saying yes to the leave-page prompt (and returns whether it was asked). */
   const reload = async (): Promise<boolean> => {
     let asked = false;
@@ -59,16 +54,14 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
   it('keeps 3001 lines of scrollback, the active tab and the titles over a reload (asking first)', async () => {
     await page.keyboard.press('Alt+KeyN');
     await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
-    await prompt();
-    await type(`seq 1 3000; echo scroll-""end`);
+    await command(`seq 1 3000; echo scroll-""end`);
     await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('scroll-end');
     const count = async () => (await terminalLines(page, 'all')).filter((line) => /^\d+$/.test(line)).length;
     expect(await count()).toBe(3000);
     // A second tab whose program sets its title (OSC 2), then back to the first.
     await page.keyboard.press('Alt+KeyN');
     await expect.poll(() => page.getByRole('tab').count()).toBe(2);
-    await prompt();
-    await type(`printf '\\033]2;%s\\007' 'build <b>watch</b>'`);
+    await command(`printf '\\033]2;%s\\007' 'build <b>watch</b>'`);
     await expect
       .poll(() => page.getByRole('tab', { selected: true }).innerText())
       .toContain('build <b>watch</b>');
@@ -80,17 +73,18 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     await expect.poll(() => page.getByRole('tab').count()).toBe(2);
     await expect.poll(() => page.getByRole('tab', { selected: true }).innerText()).toMatch(/^1 /);
     expect(await page.getByRole('tab').nth(1).innerText()).toContain('build <b>watch</b>');
-    await expect.poll(count, { timeout: 15_000 }).toBe(3000);
+    await expect.poll(count).toBe(3000);
   });
 
   it('gives the page’s Alt keys to the program in one tab when asked', async () => {
     await page.locator('.term-tab:not([hidden]) .xterm').click();
-    await type('cat -v');
+    await command('echo cat-""ready; cat -v'); // Alt+N reaches cat, not the shell's line editor
+    await expect.poll(() => terminalLines(page)).toContain('cat-ready');
     await page.getByLabel(/Alt keys/).uncheck();
     await page.locator('.term-tab:not([hidden]) .xterm').click();
     await page.keyboard.press('Alt+KeyN');
     await page.keyboard.press('Enter');
-    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('^[n');
+    await expect.poll(() => terminalLines(page)).toContain('^[n');
     expect(await page.getByRole('tab').count()).toBe(2); // no new tab
     await page.keyboard.press('Control+KeyD');
     await page.getByLabel(/Alt keys/).check();
@@ -104,11 +98,9 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
   it('opens an http(s) link in a new tab; a javascript: one is not a link', async () => {
     await page.keyboard.press('Alt+Digit1');
     await page.locator('.term-tab:not([hidden]) .xterm').click();
-    await type('clear; echo https://example.com/from-terminal; echo "javascript:alert(1)"');
-    await expect
-      .poll(() => terminalLines(page), { timeout: 15_000 })
-      .toContain('https://example.com/from-terminal');
-    await prompt();
+    await command('clear; echo https://example.com/from-terminal; echo "javascript:alert(1)"');
+    await expect.poll(() => terminalLines(page)).toContain('https://example.com/from-terminal');
+    await waitForPrompt(page);
     await page.context().route('https://example.com/**', (route) => route.fulfill({ body: 'a page' }));
     /** The middle of the first cell of the line that holds `text`, in page coordinates. */
     const cellOf = (text: string) =>
@@ -126,7 +118,7 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
       }, text);
     const link = (await cellOf('https://example.com/from-terminal'))!;
     await page.mouse.move(link.x, link.y);
-    const popup = page.waitForEvent('popup', { timeout: 10_000 });
+    const popup = page.waitForEvent('popup', { timeout: 30_000 });
     await page.mouse.click(link.x, link.y);
     expect((await popup).url()).toContain('example.com/from-terminal');
     const script = (await cellOf('javascript:alert(1)'))!;
@@ -163,13 +155,11 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
       // The big viewer takes the size back and draws a line as wide as its window.
       await page.locator('.term-tab:not([hidden]) .xterm').click();
       const big = await page.evaluate(() => (window as any).alephConsole.size());
-      await type(`clear; printf '%0${big.cols - 1}d|\\n' 0; echo wide-""done`);
-      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('wide-done');
+      await command(`clear; printf '%0${big.cols - 1}d|\\n' 0; echo wide-""done`);
+      await expect.poll(() => terminalLines(page)).toContain('wide-done');
       // The small one follows at the pty's size: the wide line is one line there too.
-      await expect
-        .poll(() => other.evaluate(() => (window as any).alephConsole.size()), { timeout: 15_000 })
-        .toEqual(big);
-      await expect.poll(() => terminalLines(other), { timeout: 15_000 }).toContain('wide-done');
+      await expect.poll(() => other.evaluate(() => (window as any).alephConsole.size())).toEqual(big);
+      await expect.poll(() => terminalLines(other)).toContain('wide-done');
       const wide = `${'0'.repeat(big.cols - 1)}|`;
       expect(await terminalLines(other)).toContain(wide);
       expect(await other.locator('.term-tab:not([hidden]) .size-note').innerText()).toMatch(

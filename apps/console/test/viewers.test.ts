@@ -12,9 +12,11 @@ import { startFakeLlm, type Message, type Reply } from './fake-llm.js';
 import {
   chromiumAvailable,
   launchChromium,
+  runCommand,
   screenshot,
   startConsoleServer,
   terminalLines,
+  waitForPrompt,
   type ConsoleServer,
 } from './support.js';
 
@@ -82,10 +84,7 @@ inhibit_sleep = false
   const activeSession = (on: Page) =>
     on.evaluate(() => document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'));
   const size = (on: Page) => on.evaluate(() => (window as any).alephConsole.size());
-  const type = async (on: Page, text: string) => {
-    await on.keyboard.type(text);
-    await on.keyboard.press('Enter');
-  };
+  const type = (on: Page, text: string) => runCommand(on, text);
   /** A second viewer: its own page (and sessionStorage), at another window size. */
   const secondViewer = async (width: number, height: number): Promise<Page> => {
     const other = await browser.newPage({ viewport: { width, height } });
@@ -125,7 +124,7 @@ inhibit_sleep = false
 
     await directory.fill(work);
     await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('.timeline .end', { hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    await page.locator('.timeline .end', { hasText: 'finished' }).waitFor({ timeout: 60_000 });
     expect(await alert.isHidden()).toBe(true);
     expect(await directory.getAttribute('aria-invalid')).toBeNull();
     // Another browser (nothing remembered) is offered the directory of the last run.
@@ -138,8 +137,8 @@ inhibit_sleep = false
     await page.getByLabel('Prompt').fill('read a missing file');
     await page.getByRole('button', { name: 'Run' }).click();
     const timeline = page.locator('.timeline');
-    await timeline.locator('.tool', { hasText: 'read_file' }).waitFor({ timeout: 30_000 });
-    await timeline.locator('.end', { hasText: 'finished' }).waitFor({ timeout: 30_000 });
+    await timeline.locator('.tool', { hasText: 'read_file' }).waitFor({ timeout: 60_000 });
+    await timeline.locator('.end', { hasText: 'finished' }).waitFor({ timeout: 60_000 });
     expect(await timeline.locator('.tool summary').allInnerTexts()).toEqual([
       expect.stringMatching(/^✗ read_file /),
     ]);
@@ -154,7 +153,7 @@ inhibit_sleep = false
     await page.getByLabel('Prompt').fill('wait for go');
     await page.getByRole('button', { name: 'Run' }).click();
     const agentTab = page.locator('.tab', { hasText: 'agent:' });
-    await agentTab.waitFor({ timeout: 30_000 });
+    await agentTab.waitFor({ timeout: 60_000 });
     await agentTab.getByRole('button', { name: /^Close tab / }).click();
     await expect.poll(() => agentTab.count()).toBe(0);
     expect(existsSync(join(work, 'go'))).toBe(false);
@@ -178,7 +177,7 @@ inhibit_sleep = false
       expect((await list()).find((session) => session.sessionId === sessionId)?.exit).toBeNull();
       await page.locator('.term-tab:not([hidden]) .xterm').click();
       await type(page, 'echo still-""here');
-      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('still-here');
+      await expect.poll(() => terminalLines(page)).toContain('still-here');
 
       // Ending is explicit: a dismissed confirm ends nothing, an accepted one ends it for everyone.
       const end = other
@@ -190,7 +189,7 @@ inhibit_sleep = false
       other.once('dialog', (dialog) => void dialog.accept());
       await end.click();
       await expect
-        .poll(() => page.locator('.term-tab:not([hidden]) .notice').innerText(), { timeout: 15_000 })
+        .poll(() => page.locator('.term-tab:not([hidden]) .notice').innerText())
         .toMatch(/^Session ended — closed/);
       await screenshot(page, 'viewers-2-ended-by-another');
     } finally {
@@ -200,9 +199,7 @@ inhibit_sleep = false
 
   it('the viewer used last sets the size: focusing or typing takes it back, as tmux’s window-size latest', async () => {
     const sessionId = await newTerminal();
-    await expect
-      .poll(() => terminalLines(page), { timeout: 15_000 })
-      .toContainEqual(expect.stringMatching(/[#$] ?$/));
+    await waitForPrompt(page);
     const big = await size(page);
     const other = await secondViewer(900, 500);
     try {
@@ -216,16 +213,14 @@ inhibit_sleep = false
       await other.locator('.term-tab:not([hidden]) .xterm').click();
       const small = await size(other);
       await type(other, 'stty size');
-      await expect
-        .poll(() => terminalLines(other), { timeout: 15_000 })
-        .toContain(`${small.rows} ${small.cols}`);
+      await expect.poll(() => terminalLines(other)).toContain(`${small.rows} ${small.cols}`);
       // The first viewer sees it was sized elsewhere, and takes the size back by using its terminal.
       await expect
-        .poll(() => page.locator('.term-tab:not([hidden]) .size-note').innerText(), { timeout: 15_000 })
+        .poll(() => page.locator('.term-tab:not([hidden]) .size-note').innerText())
         .toContain(`Sized ${small.cols}×${small.rows} by another viewer`);
       await page.locator('.term-tab:not([hidden]) .xterm').click();
       await type(page, 'stty size');
-      await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain(`${big.rows} ${big.cols}`);
+      await expect.poll(() => terminalLines(page)).toContain(`${big.rows} ${big.cols}`);
       await expect.poll(() => page.locator('.term-tab:not([hidden]) .size-note').isHidden()).toBe(true);
       await screenshot(page, 'viewers-3-size-latest');
     } finally {
@@ -247,11 +242,7 @@ inhibit_sleep = false
         env: { PS1: 'PROMPT$ ' },
       })) as { sessionId: string };
       await request('pty.resize', { sessionId, cols: 10000, rows: 60 }); // 600 000 cells: no snapshot
-      await expect
-        .poll(() => page.locator(`.session-list li[data-session="${sessionId}"]`).count(), {
-          timeout: 15_000,
-        })
-        .toBe(1);
+      await expect.poll(() => page.locator(`.session-list li[data-session="${sessionId}"]`).count()).toBe(1);
       return sessionId;
     };
     // A live one: the tab gives it its own size, then shows its screen and what is typed.
@@ -259,7 +250,7 @@ inhibit_sleep = false
     await openFromSessions(page, live);
     await page.locator('.term-tab:not([hidden]) .xterm').click();
     await type(page, 'echo VISIBLE-$((6*7))');
-    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('VISIBLE-42');
+    await expect.poll(() => terminalLines(page)).toContain('VISIBLE-42');
     const fitted = await size(page);
     expect(fitted.cols).toBeLessThan(10000);
     const listed = (await list()).find((session) => session.sessionId === live)!;
@@ -268,13 +259,9 @@ inhibit_sleep = false
     const ended = await spawned(['--norc', '-c', 'read line; echo TAIL-$((6*7)); exit 3']);
     await request('pty.input', { sessionId: ended, data: btoa('\r') });
     await expect.poll(async () => (await list()).find((s) => s.sessionId === ended)?.exit).not.toBeNull();
-    await expect
-      .poll(() => page.locator(`.session-list li[data-session="${ended}"] button`).count(), {
-        timeout: 15_000,
-      })
-      .toBe(1);
+    await expect.poll(() => page.locator(`.session-list li[data-session="${ended}"] button`).count()).toBe(1);
     await openFromSessions(page, ended);
-    await expect.poll(() => terminalLines(page), { timeout: 15_000 }).toContain('TAIL-42');
+    await expect.poll(() => terminalLines(page)).toContain('TAIL-42');
     await expect
       .poll(() => page.locator('.term-tab:not([hidden]) .notice').innerText())
       .toContain('Session ended');
@@ -283,9 +270,7 @@ inhibit_sleep = false
   });
   it('a terminal query is answered once however many viewers show the session: by the one used last', async () => {
     const sessionId = await newTerminal();
-    await expect
-      .poll(() => terminalLines(page), { timeout: 15_000 })
-      .toContainEqual(expect.stringMatching(/[#$] ?$/));
+    await waitForPrompt(page);
     // Asks for the cursor position once (DSR 6), then counts the answers that came in 3 s.
     const ask = async (on: Page, mark: string) => {
       await on.locator('.term-tab:not([hidden]) .xterm').click();
@@ -302,16 +287,14 @@ inhibit_sleep = false
     const other = await secondViewer(900, 500);
     try {
       await openFromSessions(other, sessionId);
-      await expect.poll(() => terminalLines(other), { timeout: 15_000 }).toContainEqual('ALONE=1');
+      await expect.poll(() => terminalLines(other)).toContainEqual('ALONE=1');
       expect(await ask(page, 'TWO')).toBe('TWO=1'); // the other page's xterm.js answered too
       // Now the other one is used last: its first key takes the size, and the first viewer knows
       // once it sees that (pty.list, every 2 s: a query in between is still answered by both).
       await other.locator('.term-tab:not([hidden]) .xterm').click();
       await other.keyboard.press('Space');
       await other.keyboard.press('Backspace');
-      await expect
-        .poll(() => page.locator('.term-tab:not([hidden]) .size-note').isHidden(), { timeout: 15_000 })
-        .toBe(false);
+      await expect.poll(() => page.locator('.term-tab:not([hidden]) .size-note').isHidden()).toBe(false);
       expect(await ask(other, 'OTHER')).toBe('OTHER=1');
     } finally {
       await other.close();
