@@ -302,5 +302,54 @@ max_runs = 2
       const outputs = stepsInLog(history.events);
       expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
     });
+
+    it('with required = false, starts degraded while NATS is down, serves its terminals, and joins once NATS is up', async () => {
+      await nats.stop(); // the same port comes back below
+      const front = await startServerProcess(`${config('a', 'e2e5')}required = false\n`);
+      servers.push(front);
+      const healthz = async () =>
+        (
+          (await (
+            await fetch(`${front.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)
+          ).json()) as {
+            cluster: { health: string };
+          }
+        ).cluster.health;
+      expect(await healthz()).toBe('degraded');
+      expect(front.stderr() + front.stdout()).toMatch(/starting degraded \(required = false\)/);
+      const viewer = await client(front);
+      await viewer.subscribe(['*']);
+      // Its own terminals work, and their events reach its own clients.
+      let output = '';
+      let exited = false;
+      viewer.onOutput((chunk) => (output += chunk.data.toString()));
+      viewer.onExit(() => (exited = true));
+      await viewer.spawn({ command: '/bin/sh', args: ['-c', 'echo local-$((40+2))'], cols: 80, rows: 24 });
+      await expect.poll(() => output).toMatch(/local-42/);
+      await expect.poll(() => exited).toBe(true);
+      // A run needs the cluster: a clear answer, not a hang.
+      await expect(viewer.request('agent.run', { prompt: 'ten steps', cwd: work })).rejects.toMatchObject({
+        code: 'busy',
+        message: expect.stringMatching(
+          /not joined its cluster yet \(NATS unreachable at nats:\/\/127\.0\.0\.1:\d+\)/,
+        ),
+      });
+      expect(await viewer.request('agent.list', {})).toEqual([]);
+      await nats.restart();
+      await expect.poll(healthz, { timeout: 30_000 }).toBe('ok');
+      const events: { topic: string; params: Record<string, unknown> }[] = [];
+      viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+      const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+        prompt: 'ten steps',
+        cwd: work,
+      });
+      await expect
+        .poll(() => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId), {
+          timeout: 90_000,
+        })
+        .toBeDefined();
+      const done = events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId);
+      expect((done?.params['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+    });
   },
 );

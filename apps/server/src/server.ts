@@ -10,6 +10,7 @@ import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
+import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
 import { createProvider, providerKeyVariable } from './providers.js';
@@ -187,12 +188,26 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
 async function openCluster(config: Config, logger: Logger): Promise<ClusterMode | undefined> {
   const settings = config.cluster;
   if (settings === undefined) return undefined;
+  const join = () => startClusterMode(settings, logger.child({ component: 'cluster' }), summarize);
   try {
-    const cluster = await startClusterMode(settings, logger.child({ component: 'cluster' }), summarize);
+    const cluster = await join();
     logger.info({ component: 'cluster', node: cluster.node, cluster: cluster.name }, 'joined the cluster');
     return cluster;
   } catch (error) {
-    throw new ConfigError(`[cluster]: ${(error as Error).message}`, { cause: error });
+    if (settings.required || (error as { code?: string }).code !== 'unreachable')
+      throw new ConfigError(`[cluster]: ${(error as Error).message}`, { cause: error });
+    // required = false: start degraded, and join once NATS answers.
+    const { resolveOptions } = await import('@aleph/cluster');
+    const { name, node } = resolveOptions({
+      servers: settings.servers,
+      name: settings.name,
+      ...(settings.node ? { node: settings.node } : {}),
+    });
+    logger.warn(
+      { component: 'cluster', node, cluster: name },
+      `[cluster]: ${(error as Error).message}; starting degraded (required = false): local terminals work, runs wait until this node joins`,
+    );
+    return clusterLater({ name, node, servers: settings.servers }, join, logger);
   }
 }
 
