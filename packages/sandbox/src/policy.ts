@@ -67,6 +67,8 @@ export interface ResolvedPolicy {
   readonly secretEnv: ReadonlySet<string>;
   readonly readOnly: readonly string[];
   readonly limits: ResolvedLimits;
+  /** The home folder: with the cwd at or above it, its dot entries are kept read-only. */
+  readonly home?: string;
 }
 
 /** The sandbox makes its own /proc and /dev: denying inside them means nothing. */
@@ -127,7 +129,21 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
       `limits.${bad}: must be a positive integer, not ${String(limits[bad])}`,
     );
   }
-  return { network: policy.network, deny, env: new Set(policy.env ?? []), secretEnv, readOnly, limits };
+  let realHome: string | undefined;
+  try {
+    realHome = realpathSync(home);
+  } catch {
+    realHome = undefined; // no home folder: nothing of it to keep
+  }
+  return {
+    network: policy.network,
+    deny,
+    env: new Set(policy.env ?? []),
+    secretEnv,
+    readOnly,
+    limits,
+    ...(realHome === undefined ? {} : { home: realHome }),
+  };
 }
 
 /** The real path of `path`, or of its nearest existing ancestor joined with the rest. */

@@ -194,6 +194,61 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expectIntact(p);
   });
 
+  it("with the cwd at $HOME, the home's dot entries are read-only and unrenamable; the rest stays writable", async () => {
+    const p = project();
+    writeFileSync(join(p.home, '.bashrc'), 'export A=1\n');
+    writeFileSync(join(p.home, '.gitconfig'), '[user]\n\tname = t\n');
+    mkdirSync(join(p.home, '.config', 'git'), { recursive: true });
+    writeFileSync(join(p.home, '.config', 'git', 'config'), '');
+    mkdirSync(join(p.home, '.cargo', 'bin'), { recursive: true });
+    writeFileSync(join(p.home, '.cargo', 'bin', 'cargo'), '#!/bin/sh\n');
+    linkSync(join(p.home, '.cargo', 'bin', 'cargo'), join(p.home, '.cargo', 'bin', 'rustc')); // as rustup does
+    mkdirSync(join(p.home, 'dotfiles'));
+    writeFileSync(join(p.home, 'dotfiles', 'profile'), 'export B=1\n');
+    symlinkSync('dotfiles/profile', join(p.home, '.profile'));
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: p.home }); // a hard link in .cargo is no refusal
+    const homeFiles = ['.bashrc', '.gitconfig', '.config/git/config', '.cargo/bin/cargo', 'dotfiles/profile'];
+    const before = new Map(homeFiles.map((file) => [file, readFileSync(join(p.home, file), 'utf8')]));
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `echo '${EVIL}' >> .bashrc`,
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> .gitconfig`,
+          `echo '${EVIL}' >> .profile`,
+          'mv .config .config.x',
+          'rm -f .cargo/bin/cargo',
+          'mv .gitconfig gitconfig.x',
+          'mkdir -p project && echo ok > project/file && echo made > notes.txt && echo writable',
+        ].join('; '),
+      ],
+      cwd: p.home,
+      env: process.env,
+    });
+    let ran: Ran;
+    try {
+      ran = await run(wrapped);
+    } finally {
+      wrapped.release();
+    }
+    expect(ran.stdout, ran.stderr).toBe('writable\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(ran.stderr).toMatch(/Device or resource busy/);
+    for (const [file, text] of before) expect(readFileSync(join(p.home, file), 'utf8'), file).toBe(text);
+    expect(readFileSync(join(p.home, 'notes.txt'), 'utf8')).toBe('made\n');
+    // The same set guards what confines in-process.
+    const listed = box.protectedPaths(p.home).map(({ path }) => path);
+    for (const name of ['.bashrc', '.gitconfig', '.config', '.cargo', 'dotfiles/profile'])
+      expect(listed).toContain(join(p.home, name));
+    // A cwd below the home folder leaves the home's dot entries alone (they are outside it, read-only).
+    expect(box.protectedPaths(join(p.home, 'project')).map(({ path }) => path)).not.toContain(
+      join(p.home, '.bashrc'),
+    );
+    expect(git(p.home, 'status', '--short').status).toBe(0);
+    expect(existsSync(PWNED)).toBe(false);
+  });
+
   it('bind mounts and nested user namespaces are refused', async () => {
     const p = project();
     const ran = await attack(

@@ -30,6 +30,8 @@ export interface ProtectedMount {
   /** `read-only`: bound onto itself read-only; `pin`: bound onto itself writable (`.git`). */
   readonly how: 'read-only' | 'pin';
   readonly absent: StandIn;
+  /** Kept only while it exists: no stand-in, no scan for links inside, no hard-link check (a home dot entry). */
+  readonly existing?: true;
 }
 
 /** An absent protected path becomes, for the command: an empty dir, an empty file, or a `commondir` of ".". */
@@ -96,7 +98,25 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
   }
   for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
+  // The cwd at or above the home folder: its dot entries (shell startup files, .gitconfig, .config,
+  // .local/bin, a toolchain's bin) configure or are what runs unconfined later.
+  if (policy.home !== undefined && isWithin(policy.home, cwd)) {
+    const denied = new Set(policy.deny.map(({ path }) => path));
+    for (const name of dotEntries(policy.home)) {
+      const path = join(policy.home, name);
+      if (!denied.has(path) && !mounts.some((mount) => isWithin(path, mount.path)))
+        mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
+    }
+  }
   return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
+}
+
+function dotEntries(dir: string): string[] {
+  try {
+    return readdirSync(dir).filter((name) => name.startsWith('.'));
+  } catch {
+    return [];
+  }
 }
 
 /** Where a symlink points, if it lands inside the cwd (then that is protected too). */
@@ -177,9 +197,9 @@ function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collecte
   const collected: Collected = { readOnly: new Set(), pins: new Set(), used: new Set(), linked: new Set() };
   const queue = projectProtections(cwd, policy);
   for (let index = 0; index < queue.length && index < 256; index += 1) {
-    const { path, how, absent } = queue[index] as ProtectedMount;
+    const { path, how, absent, existing } = queue[index] as ProtectedMount;
     let mount = path;
-    if (create) {
+    if (create && existing !== true) {
       const ensured = ensure(path, absent, cwd);
       mount = ensured.mount;
       if (ensured.standIn !== undefined) collected.used.add(ensured.standIn);
@@ -193,6 +213,7 @@ function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collecte
     }
     if (kind !== 'dir' && kind !== 'file') continue;
     (how === 'pin' && mount === path ? collected.pins : collected.readOnly).add(mount);
+    if (existing === true) continue;
     if (kind === 'file' && lstatSync(mount).nlink > 1) collected.linked.add(mount);
     if (kind === 'dir' && how === 'read-only' && !NOT_SCANNED.has(mount.slice(mount.lastIndexOf(sep) + 1))) {
       // A link inside a protected dir into the writable cwd (a hook that is a link to a script).
