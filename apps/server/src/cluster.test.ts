@@ -3,12 +3,14 @@
 // node and every event reaches the client; a node SIGKILLed mid-run loses it to another node,
 // which resumes from the log without repeating a completed step.
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectCluster, JetStreamRunQueue } from '@aleph/cluster';
 import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { startServerProcess, type ServerProcess } from '../test/server-process.js';
 
@@ -68,9 +70,9 @@ lease_ttl_secs = 2
 max_runs = 2
 `;
 
-    const startNodes = async (name: string): Promise<ServerProcess[]> => {
+    const startNodes = async (name: string, more = ''): Promise<ServerProcess[]> => {
       const started = await Promise.all(
-        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name))),
+        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name) + more)),
       );
       servers.push(...started);
       return started;
@@ -99,8 +101,29 @@ max_runs = 2
       rmSync(work, { recursive: true, force: true });
     });
 
-    it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop', async () => {
-      const [a] = await startNodes('e2e1');
+    it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop; its spans name the node', async () => {
+      const bodies: {
+        resourceSpans: {
+          resource: { attributes: { key: string; value: { stringValue?: string } }[] };
+          scopeSpans: { spans: { name: string }[] }[];
+        }[];
+      }[] = [];
+      const collector = createServer((request, response) => {
+        let raw = '';
+        request.on('data', (chunk) => (raw += chunk));
+        request.on('end', () => {
+          if (request.url === '/v1/traces') bodies.push(JSON.parse(raw));
+          response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        });
+      });
+      await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+      onTestFinished(() => new Promise<void>((resolve) => collector.close(() => resolve())));
+      const { port } = collector.address() as AddressInfo;
+      const nodes = await startNodes(
+        'e2e1',
+        `\n[telemetry]\nendpoint = "http://127.0.0.1:${port}/v1/traces"\n`,
+      );
+      const a = nodes[0];
       const viewer = await client(a as ServerProcess);
       await viewer.subscribe(['agent.*']);
       const events: { topic: string; params: Record<string, unknown> }[] = [];
@@ -126,6 +149,25 @@ max_runs = 2
         const listed = await other.request<{ runId: string; state: string }[]>('agent.list', {});
         expect(listed.find((run) => run.runId === runId)?.state).toBe('done');
       }
+      // Shutdown sends the buffered spans: the run's span names the node that ran it, and the cluster.
+      for (const node of nodes) await node.stop('SIGTERM');
+      const runSpans = bodies.flatMap((body) =>
+        body.resourceSpans.flatMap((resource) => {
+          const attribute = (key: string) =>
+            resource.resource.attributes.find((a) => a.key === key)?.value.stringValue;
+          return resource.scopeSpans.flatMap((scope) =>
+            scope.spans
+              .filter((span) => span.name === 'aleph.run')
+              .map(() => ({
+                node: attribute('service.instance.id'),
+                cluster: attribute('aleph.cluster.name'),
+              })),
+          );
+        }),
+      );
+      expect(runSpans).toHaveLength(1);
+      expect(runSpans[0]?.cluster).toBe('e2e1');
+      expect(['a', 'b', 'c']).toContain(runSpans[0]?.node);
     });
 
     it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {

@@ -94,8 +94,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     logger.warn({ component: 'sandbox' }, `[sandbox] limits: ${sandbox.limits.note}`);
   }
 
-  const telemetry = startTelemetry(config.telemetry, (message) =>
-    logger.warn({ component: 'telemetry' }, message),
+  const telemetry = startTelemetry(
+    config.telemetry,
+    (message) => logger.warn({ component: 'telemetry' }, message),
+    cluster,
   );
   const power = createPowerCapability({
     enabled: config.power.inhibit_sleep,

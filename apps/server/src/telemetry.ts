@@ -16,6 +16,8 @@ export interface Telemetry {
 export function startTelemetry(
   telemetry: Config['telemetry'],
   warn: (message: string) => void,
+  /** In cluster mode: every span names the node (service.instance.id) and the cluster. */
+  cluster?: { readonly name: string; readonly node: string },
 ): Telemetry | undefined {
   if (telemetry.endpoint === undefined) return undefined;
   // The SDK reports export failures (an endpoint that is down) through `diag`: into the log.
@@ -27,7 +29,16 @@ export function startTelemetry(
     DiagLogLevel.WARN,
   );
   const provider = new NodeTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': telemetry.service_name }),
+    resource: resourceFromAttributes({
+      'service.name': telemetry.service_name,
+      ...(cluster === undefined
+        ? {}
+        : {
+            'service.instance.id': cluster.node,
+            'aleph.cluster.node': cluster.node,
+            'aleph.cluster.name': cluster.name,
+          }),
+    }),
     spanProcessors: [
       new BatchSpanProcessor(
         new OTLPTraceExporter({ url: telemetry.endpoint, headers: telemetry.headers ?? {} }),
