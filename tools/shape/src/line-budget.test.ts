@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 2856, files: 18 },
+  pty: { lines: 2891, files: 18 },
   verification: { lines: 2407, files: 23 },
   harness: { lines: 2837, files: 12 },
   gateway: { lines: 3525, files: 23 },

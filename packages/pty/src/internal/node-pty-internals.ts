@@ -52,6 +52,8 @@ export function writeQueueOf(pty: IPty): WriteTask[] | undefined {
  */
 export function whenProgramExits(pty: IPty, onExit: () => void): void {
   let boundClose: unknown = (pty as unknown as { _boundClose?: unknown })._boundClose;
+  // Learned before the caller asked (the spawn helper can report an exit with its answer).
+  if (boundClose === true) queueMicrotask(onExit);
   Object.defineProperty(pty, '_boundClose', {
     configurable: true,
     get: () => boundClose,

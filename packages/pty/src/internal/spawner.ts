@@ -170,6 +170,9 @@ function startHelper(): Helper | null {
           .slice(0, at)
           .split(' ')
           .map((field, index) => (index === 1 ? field : Number(field))) as [number, string, number];
+        // The helper answers a spawn before it can report that program's exit, but the two come on
+        // different pipes: an exit may be read first. Its answer is in the reply FIFO then; take it.
+        if (!started.terminals.has(pid) && started.waiting.size > 0) readReplies(started);
         started.terminals.get(pid)?.programExited(kind === 'c' ? number : null, kind === 's' ? number : null);
         started.terminals.delete(pid);
         if (started.terminals.size === 0) started.stdout.unref();
@@ -250,6 +253,21 @@ function dispatch(started: Helper, waiting?: number): Answer | undefined {
   return undefined;
 }
 
+/** Reads the answers already in the reply FIFO, without waiting, and hands them out (see dispatch). */
+function readReplies(started: Helper): void {
+  const buffer = Buffer.alloc(512);
+  for (;;) {
+    try {
+      const read = readSync(started.reply, buffer, 0, buffer.length, null);
+      if (read <= 0) break;
+      started.replies += buffer.toString('utf8', 0, read);
+    } catch {
+      break; // EAGAIN: none left
+    }
+  }
+  dispatch(started);
+}
+
 function ask(started: Helper, request: Buffer, id: number): Answer {
   writeSync(started.request, request);
   const buffer = Buffer.alloc(512);
@@ -269,10 +287,18 @@ function ask(started: Helper, request: Buffer, id: number): Answer {
   }
 }
 
-/** A program the helper ran for a spawn that went to node-pty meanwhile: a child of the helper. */
-/** Asks without blocking: the answer comes through the reply stream, or late after a deadline. */
-function askLater(started: Helper, request: Buffer, id: number): Promise<Answer> {
-  return new Promise<Answer>((resolve) => {
+/**
+ * Asks without blocking: the answer comes through the reply stream, or late after a deadline. It is
+ * settled (`settleAnswer`: the terminal registered) the moment it is read, so that an exit read
+ * right after it finds its terminal.
+ */
+function askLater<T>(
+  started: Helper,
+  request: Buffer,
+  id: number,
+  settleAnswer: (answer: Answer) => T,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
     const done = (answer: Answer): void => {
       clearTimeout(deadline);
       started.waiting.delete(id);
@@ -280,7 +306,11 @@ function askLater(started: Helper, request: Buffer, id: number): Promise<Answer>
         clearInterval(started.watch);
         started.replyStream.unref();
       }
-      resolve(answer);
+      try {
+        resolve(settleAnswer(answer));
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
     };
     const deadline = setTimeout(() => done({ kind: 'late' }), LATER_ANSWER_TIMEOUT_MS);
     started.waiting.set(id, done);
@@ -295,6 +325,7 @@ function askLater(started: Helper, request: Buffer, id: number): Promise<Answer>
   });
 }
 
+/** A program the helper ran for a spawn that went to node-pty meanwhile: a child of the helper. */
 function killLate(pid: number): void {
   signalOwned([-pid, pid], 'SIGKILL');
 }
@@ -429,7 +460,9 @@ export async function spawnWithoutForkLater(
   options: HelperSpawnOptions,
 ): Promise<IPty | undefined> {
   const pending = prepareRequest(file, args, options);
-  return pending && settle(pending, await askLater(pending.started, pending.request, pending.id));
+  return (
+    pending && askLater(pending.started, pending.request, pending.id, (answer) => settle(pending, answer))
+  );
 }
 
 /** The spawn helper below which `pty`'s processes are, if a helper spawned it. */
