@@ -458,10 +458,15 @@ describe('the server process', () => {
     }
   });
 
-  it('after a SIGKILL, a new server lists the earlier runs from the store; the unfinished one as interrupted', async () => {
+  it('after a SIGKILL, a new server lists the earlier runs from the store; the unfinished one as interrupted, and it can be continued', async () => {
     const store = mkdtempSync(join(tmpdir(), 'aleph-store-'));
+    let continued: readonly { role: string; text: string }[] | undefined;
     const model = await startFakeLlm((conversation) => {
       const task = conversation.find((turn) => turn.role === 'user')?.text ?? '';
+      if (conversation.at(-1)?.text === 'go on') {
+        continued = conversation;
+        return { text: 'continued\nVERDICT: PASS' };
+      }
       if (task.includes('quick')) return { text: 'quick answer\nVERDICT: PASS' };
       return conversation.at(-1)?.role === 'tool'
         ? { text: 'done' }
@@ -506,6 +511,19 @@ describe('the server process', () => {
         ALEPH_TOKEN: second.server.token,
       });
       expect(cli.stdout).toMatch(/agent runs \(2\)\n.*\(model_stop\).*\n.*\(interrupted\).*a slow one/);
+      // Continued like a finished run: the model gets what the log holds, then the follow-up.
+      await second.client.subscribe(['agent.*']);
+      const again = await second.client.request<{ runId: string; sessionId: string }>('agent.run', {
+        prompt: 'go on',
+        sessionId: slow.sessionId,
+        cwd: work,
+      });
+      expect(again.sessionId).toBe(slow.sessionId);
+      const done = await waitForDone(second.client, again.runId);
+      expect((done['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+      const users = (continued ?? []).filter((turn) => turn.role === 'user').map((turn) => turn.text);
+      expect(users).toEqual(['a slow one', 'go on']);
+      expect(continued?.some((turn) => turn.role === 'tool')).toBe(true); // the interrupted call, answered
     } finally {
       await model.close();
       rmSync(store, { recursive: true, force: true });
