@@ -20,6 +20,7 @@ import type { PowerCapability } from '@aleph/power';
 import type { ConfiguredSandbox, Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
+  ClaudeCodeSessionHooks,
   ClaudeCodeToolHooks,
   type CommandWrapper,
   discoverClaudeCodeHooks,
@@ -39,6 +40,7 @@ import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import { loadInstructionFiles } from './instruction-files.js';
+import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
 import { builtinTools, projectProtection, serverProtection, type Goal } from './tools.js';
 import { deniedBy, type DeniedEntry, type ProtectedSet } from './workdir-files.js';
@@ -499,8 +501,18 @@ export class AgentService {
       startedAt: Date.now(),
       controller,
       // Before the first turn: the run's MCP servers, told to clients as agent.setup (`aleph run` prints it).
-      done: this.#setup(cwd, runId, publish)
-        .then(({ mcp, systemPrompt }) => {
+      done: this.#setup(
+        { cwd, runId, sessionId, model, prompt: params.prompt, resumed: cluster?.resume },
+        publish,
+      )
+        .then(async ({ mcp, systemPrompt, session, opening }) => {
+          if (opening.kind === 'refused') {
+            // A SessionStart or UserPromptSubmit hook ended the run before its first turn.
+            await mcp.hub.close();
+            await session.close(opening.result);
+            return opening.result;
+          }
+          const system = opening.context === '' ? systemPrompt : `${systemPrompt}\n\n${opening.context}`;
           const orchestrator: Orchestrator = new Orchestrator({
             depsFor: (flow) => ({
               ...this.#deps(
@@ -513,7 +525,8 @@ export class AgentService {
                 limits,
                 mcp,
               ),
-              systemPrompt,
+              systemPrompt: system,
+              beforeCompaction: (info) => session.beforeCompaction(info),
             }),
           });
           return orchestrator
@@ -561,7 +574,11 @@ export class AgentService {
                 },
               },
             )
-            .finally(() => mcp.hub.close());
+            .finally(() => mcp.hub.close())
+            .then(async (result) => {
+              await session.close(result);
+              return result;
+            });
         })
         .then(async (result) => {
           record.result = result;
@@ -654,7 +671,7 @@ export class AgentService {
     // `[[stop_hooks]]` speak the same contract: a sub-agent's stop is SubagentStop, told the parent's session.
     const stopHooks = buildStopHooksFromConfig(
       { stop_hooks: config.stop_hooks },
-      { cwd, onHookError, wrap: this.#wrap, parent, ...hookOptions },
+      { cwd, onHookError, wrap: this.#wrap, parent, promptId: runId, ...hookOptions },
     );
     const toolHooks = new ClaudeCodeToolHooks(claudeHooks, {
       projectDir: cwd,
@@ -664,7 +681,15 @@ export class AgentService {
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
     const verifier = VerifierChain.builder()
       .with(stopHooks)
-      .with(new ExtensionStopHookVerifier({ hooks: claudeHooks, parent, onHookError, ...hookOptions }))
+      .with(
+        new ExtensionStopHookVerifier({
+          hooks: claudeHooks,
+          parent,
+          onHookError,
+          promptId: runId,
+          ...hookOptions,
+        }),
+      )
       .with(new ToolLoopVerifier())
       .with(new ScratchpadGoalVerifier())
       .with(new MutationEvidenceVerifier())
@@ -723,11 +748,18 @@ export class AgentService {
    * agent.setup. What went wrong with one is a warning (agent.mcp, a setup line), never an end.
    */
   async #setup(
-    cwd: string,
-    runId: string,
+    run: {
+      cwd: string;
+      runId: string;
+      sessionId: string;
+      model: string | undefined;
+      prompt: string;
+      resumed: boolean | undefined; // taken over from a lost node: its session hooks ran there
+    },
     publish: (topic: string, data: object) => void,
-  ): Promise<{ mcp: RunMcp; systemPrompt: string }> {
-    const { config, logger } = this.#options;
+  ): Promise<{ mcp: RunMcp; systemPrompt: string; session: RunSessionHooks; opening: SessionOpening }> {
+    const { config, logger, sessions } = this.#options;
+    const { cwd, runId, sessionId } = run;
     const mcp = await startRunMcp({
       cwd,
       entries: config.mcp_servers,
@@ -750,7 +782,32 @@ export class AgentService {
     });
     const systemPrompt =
       instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
-    return { mcp, systemPrompt };
+    // Claude Code's session hooks (SessionStart, UserPromptSubmit, …), from the same settings files.
+    const hooks = new ClaudeCodeSessionHooks(
+      discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files }),
+      {
+        projectDir: cwd,
+        promptId: runId,
+        stripEnv: this.#stripEnv(),
+        wrap: this.#wrap,
+        onHookOutcome: (outcome) => this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+      },
+    );
+    const session = new RunSessionHooks(hooks, {
+      sessionId,
+      transcriptPath: sessions.transcriptPath?.(sessionId),
+      model: run.model,
+    });
+    const followUp = async (): Promise<boolean> =>
+      (await sessions.load(sessionId)).events.some((event) => event.type === 'user');
+    const source =
+      run.resumed === true || !hooks.has('SessionStart')
+        ? undefined
+        : (await followUp())
+          ? 'resume'
+          : 'startup';
+    const opening = await session.open(run.prompt, source);
+    return { mcp, systemPrompt, session, opening };
   }
 
   /** The two secrets no child's environment gets: the gateway token and the provider's key. */

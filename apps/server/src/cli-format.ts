@@ -51,7 +51,9 @@ const tokens = (value: number): string => `${count(value)} tokens`;
 export function describeEnd(reason: TerminateReason): string {
   switch (reason.kind) {
     case 'model_stop':
-      return 'the model stopped';
+      return reason.stopReason === undefined
+        ? 'the model stopped'
+        : `the model stopped; a Stop hook ended the session: ${firstLine(reason.stopReason, 200)}`;
     case 'halted':
       return `halted by ${reason.by}: ${firstLine(reason.reason, 200)}`;
     case 'max_iterations':

@@ -318,7 +318,7 @@ describe('Claude Code hooks in a server run', () => {
     const settings = {
       hooks: {
         PreToolUSe: hook('exit 2'),
-        UserPromptSubmit: hook('echo hi'),
+        PermissionRequest: hook('echo hi'),
         Stop: hook('exit 0', { onFailure: 'block' }),
       },
     };
@@ -338,7 +338,7 @@ describe('Claude Code hooks in a server run', () => {
           /^ {2}⚠ \.claude\/settings\.local\.json: PreToolUSe hooks are not run by Aleph \(it runs .*PreToolUse/,
         ),
         expect.stringMatching(
-          /^ {2}⚠ \.claude\/settings\.local\.json: UserPromptSubmit hooks are not run by Aleph/,
+          /^ {2}⚠ \.claude\/settings\.local\.json: PermissionRequest hooks are not run by Aleph/,
         ),
         expect.stringMatching(
           /^ {2}⚠ \.claude\/settings\.local\.json#Stop\[0\]\.hooks\[0\]: "onFailure" is not read by Aleph/,

@@ -138,3 +138,52 @@ it('a bad [[mcp_servers]] entry is a configuration error naming the key', async 
     parseConfig('[[mcp_servers]]\nname = "x"\ncommand = "${NOT_SET_ANYWHERE}"\n').mcp_servers,
   ).toHaveLength(1);
 });
+
+it("a stdio server gets the user's environment, not the script runner's, without the token and the provider key", async () => {
+  const project = join(work, 'environment');
+  mkdirSync(project);
+  writeFileSync(
+    join(project, '.mcp.json'),
+    JSON.stringify({
+      mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } },
+    }),
+  );
+  const llm = await startFakeLlm((conversation) =>
+    conversation.some((turn) => turn.role === 'tool')
+      ? { text: 'Read the environment.\nVERDICT: PASS' }
+      : { call: { name: 'mcp__everything__get-env', args: {} } },
+  );
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n`;
+  // The server as `pnpm start` would start it: the runner's variables and its .bin first on PATH.
+  const server = await startServerProcess(config, {
+    CLAUDE_CONFIG_DIR: join(work, 'no-claude'),
+    ALEPH_TOKEN: 'token-secret-1234',
+    FAKE_PROVIDER_KEY: 'provider-secret-5678',
+    USER_MARK: 'kept-4711',
+    npm_lifecycle_event: 'start',
+    npm_execpath: '/usr/lib/node_modules/pnpm/bin/pnpm.cjs',
+    PNPM_SCRIPT_SRC_DIR: project,
+    PATH: `${join(project, 'node_modules', '.bin')}:${process.env['PATH']}`,
+  });
+  try {
+    const result = await runToExit([CLI, 'run', 'show the environment', '--cwd', project], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    const tool = llm.requests.at(-1)!.body.messages.find((message: any) => message.role === 'tool');
+    const env = JSON.parse(String(tool.content)) as Record<string, string>;
+    expect(env['USER_MARK']).toBe('kept-4711');
+    const path = env['PATH']!.split(':');
+    expect(path).not.toContain(join(project, 'node_modules', '.bin'));
+    expect(path[0]).not.toMatch(/node_modules\/\.bin$/);
+    expect(Object.keys(env).filter((name) => /^(npm_|PNPM_SCRIPT_SRC_DIR$)/.test(name))).toEqual([]);
+    expect(env['ALEPH_TOKEN']).toBeUndefined();
+    expect(env['FAKE_PROVIDER_KEY']).toBeUndefined();
+    expect(JSON.stringify(env)).not.toMatch(/token-secret-1234|provider-secret-5678/);
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+});

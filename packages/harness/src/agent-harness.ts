@@ -68,6 +68,12 @@ export interface HarnessDeps {
   /** Per-model verifier thresholds, handed to every verifier in the context. */
   readonly robustnessProfile?: RobustnessProfile;
   readonly toolHooks?: ToolHooks;
+  /** Awaited before the history is compacted to fit the context budget (Claude Code's PreCompact hooks). */
+  readonly beforeCompaction?: (info: {
+    sessionId: string;
+    fromTokens: number;
+    toTokens: number;
+  }) => Promise<void>;
   /** Handed to tools as `ToolContext.sandbox`; the harness never runs a command itself. */
   readonly sandbox?: CommandSandbox;
 }
@@ -540,6 +546,13 @@ export class AgentHarness {
     const verdict = await this.#verify(turn, response, resolved);
     switch (verdict.kind) {
       case 'halt':
+        if (verdict.stop === true && resolved.kind === 'stop')
+          return {
+            kind: 'ended',
+            reason: { kind: 'model_stop', stopReason: verdict.reason },
+            step: step(turn.iteration, { state: 'done', ...figures(reply) }),
+            reply,
+          };
         return {
           kind: 'ended',
           reason: { kind: 'halted', by: verdict.source ?? 'verifier', reason: verdict.reason },
@@ -571,6 +584,11 @@ export class AgentHarness {
     const { conversation } = turn.state;
     const fitted = fitToBudget(conversation.messages, this.#deps.contextBudget, conversation.tokens);
     if (fitted.mode !== 'none') {
+      await this.#deps.beforeCompaction?.({
+        sessionId: turn.sessionId,
+        fromTokens: fitted.fromTokens,
+        toTokens: fitted.toTokens,
+      });
       await turn.log({
         type: 'compaction',
         mode: fitted.mode,

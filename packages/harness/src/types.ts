@@ -205,7 +205,8 @@ export interface TurnStep {
 }
 
 export type TerminateReason =
-  | { readonly kind: 'model_stop' }
+  /** `stopReason`: a stop hook ended the run on the model's stop (`"continue": false`), and why. */
+  | { readonly kind: 'model_stop'; readonly stopReason?: string }
   | { readonly kind: 'halted'; readonly by: string; readonly reason: string }
   | { readonly kind: 'max_iterations' }
   /**

@@ -134,7 +134,7 @@ describe('the Stop contract, on both routes', () => {
       { kind: 'allow' },
       { kind: 'allow' },
     ]);
-  });
+  }, 120_000); // six python3 starts: seconds each on a loaded machine
 
   it("stop_hook_active is true only after a Stop hook's block, never after Aleph's own nudge", async () => {
     // The hook blocks when stop_hook_active is false; Aleph's evidence nudge must not make it true.
@@ -211,7 +211,7 @@ describe('the Stop contract, on both routes', () => {
 
   it('continue:false halts with stopReason and overrides decision; systemMessage is kept; plain text allows', async () => {
     const halt = `echo '{"continue":false,"stopReason":"quota","decision":"block","reason":"x","systemMessage":"hi"}'`;
-    const expected = { kind: 'halt', reason: 'quota', systemMessage: 'hi' };
+    const expected = { kind: 'halt', reason: 'quota', stop: true, systemMessage: 'hi' };
     expect(await bothRoutes({ command: halt }, stopCtx())).toEqual([expected, expected]);
     const note = `echo '{"systemMessage":"lint is slow","suppressOutput":true}'`;
     const allowed = { kind: 'allow', systemMessage: 'lint is slow' };
@@ -325,7 +325,7 @@ describe('settings discovery like Claude Code', () => {
     ]);
     expect(found.warnings).toEqual([
       '.claude/settings.json#Stop[0].hooks[3]: type "prompt" hooks are not run by Aleph (only "command"); skipped',
-      '.claude/settings.json: UserPromptSubmit hooks are not run by Aleph (it runs Stop, SubagentStop, PreToolUse, PostToolUse, PostToolUseFailure)',
+      '.claude/settings.json: PermissionRequest hooks are not run by Aleph (it runs Stop, SubagentStop, PreToolUse, PostToolUse, PostToolUseFailure, SessionStart, UserPromptSubmit, PreCompact, Notification, SessionEnd)',
     ]);
   });
 

@@ -19,6 +19,11 @@ export const CLAUDE_CODE_EVENTS = [
   'PreToolUse',
   'PostToolUse',
   'PostToolUseFailure',
+  'SessionStart',
+  'UserPromptSubmit',
+  'PreCompact',
+  'Notification',
+  'SessionEnd',
 ] as const;
 export type ClaudeCodeEvent = (typeof CLAUDE_CODE_EVENTS)[number];
 const TOOL_EVENTS: readonly string[] = ['PreToolUse', 'PostToolUse', 'PostToolUseFailure'];
@@ -27,7 +32,10 @@ export interface ClaudeCodeCommandHook {
   /** `<file>#<Event>[group].hooks[index]`, the file relative to the project (or `~/…`). */
   readonly name: string;
   readonly event: ClaudeCodeEvent;
-  /** PreToolUse/PostToolUse only: a tool name, `A|B`, a regex, or `*`/empty for every tool. */
+  /**
+   * Tool events: a tool name, `A|B`, a regex, or `*`/empty for every tool. SessionStart: the source,
+   * PreCompact: the trigger, Notification: the type, SessionEnd: the reason (UserPromptSubmit: none).
+   */
   readonly matcher?: string;
   /** PreToolUse/PostToolUse: a permission rule (`Bash(git *)`) the call must match, or the hook does not run. */
   readonly if?: string;

@@ -67,7 +67,8 @@ export interface ClaudeCodeToolHooksOptions {
   readonly promptId?: string;
 }
 
-type Event = 'PreToolUse' | 'PostToolUse' | 'PostToolUseFailure';
+const TOOL_EVENTS = ['PreToolUse', 'PostToolUse', 'PostToolUseFailure'] as const;
+type Event = (typeof TOOL_EVENTS)[number];
 
 /** One hook's answer before a call. */
 type Answer =
@@ -144,7 +145,7 @@ export class ClaudeCodeToolHooks {
     options: ClaudeCodeToolHooksOptions,
   ) {
     const list = 'hooks' in hooks ? hooks.hooks : hooks;
-    this.#hooks = list.filter((hook) => hook.event !== 'Stop' && hook.event !== 'SubagentStop');
+    this.#hooks = list.filter((hook) => (TOOL_EVENTS as readonly string[]).includes(hook.event));
     this.#options = options;
   }
 
@@ -332,7 +333,7 @@ export class ClaudeCodeToolHooks {
     this.#options.onHookOutcome?.({
       hook: hook.name,
       route: 'claude_code',
-      event: hook.event === 'Stop' || hook.event === 'SubagentStop' ? 'PostToolUse' : hook.event,
+      event: hook.event,
       kind,
       ...processFacts(outcome),
       ...(said === '' ? {} : { message: firstLines(said) }),

@@ -4,7 +4,17 @@
 /** Which configuration a hook came from; it decides how exit code 3 is read. */
 export type HookRoute = 'stop_hooks' | 'claude_code' | 'gate' | 'extension';
 
-export type HookEventName = 'Stop' | 'SubagentStop' | 'PreToolUse' | 'PostToolUse' | 'PostToolUseFailure';
+export type HookEventName =
+  | 'Stop'
+  | 'SubagentStop'
+  | 'PreToolUse'
+  | 'PostToolUse'
+  | 'PostToolUseFailure'
+  | 'SessionStart'
+  | 'UserPromptSubmit'
+  | 'PreCompact'
+  | 'Notification'
+  | 'SessionEnd';
 
 export interface HookOutcome {
   /** The hook's name: the `[[stop_hooks]]` name, or `<settings file>#Event[i].hooks[j]`. */

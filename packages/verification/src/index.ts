@@ -17,6 +17,13 @@ export {
   type DiscoverClaudeCodeHooksOptions,
 } from './claude-code-settings.js';
 export {
+  ClaudeCodeSessionHooks,
+  type ClaudeCodeSessionHooksOptions,
+  type SessionHookContext,
+  type SessionHookDecision,
+  type SessionHookEvent,
+} from './claude-code-session-hooks.js';
+export {
   ClaudeCodeToolHooks,
   type ClaudeCodeToolHooksOptions,
   type ToolHookAfter,

@@ -207,6 +207,7 @@ echo '{"decision": "block", "reason": "Run the test suite before finishing."}'
     expect(await hook(`echo '{"continue":false,"stopReason":"quota"}'`).evaluate(ctx, live())).toEqual({
       kind: 'halt',
       reason: 'quota',
+      stop: true,
     });
     expect(await hook(`echo 'all good {'`).evaluate(ctx, live())).toEqual({ kind: 'allow' });
   });

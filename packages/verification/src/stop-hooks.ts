@@ -12,7 +12,8 @@ import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
 export type StopHookVerdict =
   | { readonly kind: 'allow'; readonly systemMessage?: string }
   | { readonly kind: 'block'; readonly reason: string; readonly systemMessage?: string }
-  | { readonly kind: 'halt'; readonly reason: string; readonly systemMessage?: string }
+  /** `stop`: Claude Code's `"continue": false` — the model's stop stands, `reason` is the stopReason. */
+  | { readonly kind: 'halt'; readonly reason: string; readonly stop?: true; readonly systemMessage?: string }
   | { readonly kind: 'error'; readonly hookName: string; readonly message: string };
 
 export interface StopHookContext {
@@ -34,6 +35,8 @@ export interface StopHookContext {
   /** SubagentStop: the parent's session and transcript (stdin `session_id`, `transcript_path`). */
   readonly parentSessionId?: string | undefined;
   readonly parentTranscriptPath?: string | undefined;
+  /** The prompt's id (stdin `prompt_id`). */
+  readonly promptId?: string | undefined;
   /** @deprecated use `projectDir`. */
   readonly cwd?: string | undefined;
 }
@@ -99,6 +102,7 @@ export function hookInput(ctx: StopHookContext, cwd?: string): Record<string, un
     cwd: cwd ?? ctx.projectDir ?? ctx.cwd ?? process.cwd(),
     permission_mode: ctx.permissionMode ?? 'default',
     hook_event_name: event,
+    ...(ctx.promptId === undefined ? {} : { prompt_id: ctx.promptId }),
     stop_hook_active: ctx.stopHookActive ?? false,
     last_assistant_message: ctx.finalText,
     ...(event === 'SubagentStop'
@@ -129,6 +133,7 @@ export function verdictFromOutcome(
       return {
         kind: 'halt',
         reason: capForModel(output.stopReason ?? `stop hook "${name}" halted`),
+        stop: true,
         ...message,
       };
     if (output?.decision === 'block')

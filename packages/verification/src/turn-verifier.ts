@@ -7,8 +7,11 @@ export type VerifierVerdict =
   | { readonly kind: 'continue' }
   /** Forces one more turn; `feedback` is shown to the model. */
   | { readonly kind: 'veto'; readonly reason: string; readonly feedback: string; readonly source?: string }
-  /** Ends the loop. */
-  | { readonly kind: 'halt'; readonly reason: string; readonly source?: string };
+  /**
+   * Ends the loop. `stop`: a stop hook's `"continue": false` on the model's stop — the stop stands
+   * and the run ends as one, `reason` being the hook's stopReason.
+   */
+  | { readonly kind: 'halt'; readonly reason: string; readonly source?: string; readonly stop?: true };
 
 export const CONTINUE: VerifierVerdict = Object.freeze({ kind: 'continue' });
 

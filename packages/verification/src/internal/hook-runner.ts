@@ -19,6 +19,8 @@ export interface HookRunnerOptions {
   readonly event?: 'Stop' | 'SubagentStop';
   /** SubagentStop: the parent run's session, told to hooks as `session_id`/`transcript_path`. */
   readonly parent?: { readonly sessionId: string; readonly transcriptPath?: string | undefined } | undefined;
+  /** The prompt's id, told to hooks as `prompt_id`. */
+  readonly promptId?: string | undefined;
 }
 
 export class HookRunner {
@@ -28,12 +30,14 @@ export class HookRunner {
   readonly #onHookError: HookErrorListener | undefined;
   readonly event: 'Stop' | 'SubagentStop';
   readonly #parent: HookRunnerOptions['parent'];
+  readonly #promptId: string | undefined;
 
   constructor(options: HookRunnerOptions = {}) {
     this.#max = options.maxConsecutiveBlocks ?? DEFAULT_MAX_CONSECUTIVE_BLOCKS;
     this.#onHookError = options.onHookError;
     this.event = options.event ?? (options.parent ? 'SubagentStop' : 'Stop');
     this.#parent = options.parent;
+    this.#promptId = options.promptId;
   }
 
   async run(
@@ -61,6 +65,7 @@ export class HookRunner {
       event: this.event,
       parentSessionId: this.#parent?.sessionId,
       parentTranscriptPath: this.#parent?.transcriptPath,
+      promptId: this.#promptId,
     };
     const verdicts = await Promise.all(hooks.map((hook) => hook.evaluate(hookCtx, signal)));
     signal.throwIfAborted();
@@ -73,7 +78,10 @@ export class HookRunner {
           break;
         case 'halt':
           this.#blocks.delete(key);
-          return { kind: 'halt', reason: `stop hook "${name}" halted: ${verdict.reason}` };
+          // `"continue": false`: the stop stands, ended with the hook's stopReason (Claude Code's rule).
+          return verdict.stop === true
+            ? { kind: 'halt', reason: verdict.reason, stop: true }
+            : { kind: 'halt', reason: `stop hook "${name}" halted: ${verdict.reason}` };
         case 'block':
           blocks.push({ name, reason: verdict.reason });
           break;
