@@ -249,6 +249,53 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(existsSync(PWNED)).toBe(false);
   });
 
+  it("what .git/config includes or names as a program is read-only; an absent include can't be created", async () => {
+    const p = project();
+    mkdirSync(join(p.dir, 'tools'));
+    writeFileSync(join(p.dir, 'tools', 'watch.sh'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    writeFileSync(join(p.dir, 'shared.gitconfig'), '[include]\n\tpath = nested.gitconfig\n');
+    writeFileSync(join(p.dir, 'nested.gitconfig'), '[alias]\n\tlint = !tools/lint.sh --all\n');
+    writeFileSync(join(p.dir, 'tools', 'lint.sh'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    for (const [key, value] of [
+      ['include.path', '../shared.gitconfig'],
+      ['includeIf.gitdir:/.path', '../absent.gitconfig'],
+      ['core.fsmonitor', 'tools/watch.sh'],
+    ])
+      expect(git(p.dir, 'config', '--add', key!, value!).status).toBe(0);
+    const files = ['shared.gitconfig', 'nested.gitconfig', 'tools/watch.sh', 'tools/lint.sh'];
+    const before = new Map(files.map((file) => [file, readFileSync(join(p.dir, file), 'utf8')]));
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: p.home });
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> shared.gitconfig`,
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> nested.gitconfig`,
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> absent.gitconfig`,
+          `echo '${EVIL}' >> tools/watch.sh`,
+          `echo '${EVIL}' >> tools/lint.sh`,
+          'mv tools tools.x',
+          'echo ok > tools/other && echo writable',
+        ].join('; '),
+      ],
+      cwd: p.dir,
+      env: process.env,
+    });
+    let ran: Ran;
+    try {
+      ran = await run(wrapped);
+    } finally {
+      wrapped.release();
+    }
+    expect(ran.stdout, ran.stderr).toBe('writable\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    for (const [file, text] of before) expect(readFileSync(join(p.dir, file), 'utf8'), file).toBe(text);
+    expect(existsSync(join(p.dir, 'absent.gitconfig'))).toBe(false); // its stand-in released
+    expect(git(p.dir, 'status', '--short').status).toBe(0);
+    expect(existsSync(PWNED)).toBe(false);
+  });
+
   it('bind mounts and nested user namespaces are refused', async () => {
     const p = project();
     const ran = await attack(

@@ -57,34 +57,62 @@ function kindOf(path: string): Kind | undefined {
   }
 }
 
-/** `core.hooksPath` of a `.git/config`, when it is set: git runs the hooks found there. */
-export function gitHooksPath(config: string, cwd: string): string | undefined {
+/** What a `.git/config` makes git read or run from the cwd. */
+interface GitConfigPaths {
+  /** `core.hooksPath`, when set: git runs the hooks found there. */
+  readonly hooks?: string;
+  /** `include.path` and `includeIf.*.path`: read as config (an absent one is skipped by git). */
+  readonly includes: readonly string[];
+  /** A value naming a file in the cwd (`core.fsmonitor = tools/watch.sh`, a filter, an alias). */
+  readonly programs: readonly string[];
+}
+
+/** The paths `config` and the files it includes (a few levels, as git follows them) name. */
+export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfigPaths {
   let text: string;
   try {
     text = readFileSync(config, 'utf8');
   } catch {
-    return undefined;
+    return { includes: [], programs: [] };
   }
   let section = '';
-  let found: string | undefined;
+  let hooks: string | undefined;
+  const includes: string[] = [];
+  const programs: string[] = [];
+  const include = (path: string): void => {
+    includes.push(path);
+    if (depth >= 4) return;
+    const inner = gitConfigPaths(path, cwd, depth + 1);
+    hooks = inner.hooks ?? hooks;
+    includes.push(...inner.includes);
+    programs.push(...inner.programs);
+  };
   for (const raw of text.split('\n')) {
     const line = raw.trim();
     const header = /^\[\s*([^\]\s"]+)/.exec(line);
     if (header !== null) section = (header[1] ?? '').toLowerCase();
-    const entry = /^hookspath\s*=\s*(.*)$/i.exec(line);
-    if (section === 'core' && entry !== null) {
-      found = (entry[1] ?? '').replace(/^"(.*)"$/, '$1').trim(); // the last one wins, as in git
+    const entry = /^([A-Za-z][\w-]*)\s*=\s*(.*)$/.exec(line.replace(/^\[[^\]]*\]\s*/, ''));
+    if (entry === null) continue;
+    const key = (entry[1] ?? '').toLowerCase();
+    const value = (entry[2] ?? '').replace(/^"(.*)"$/, '$1').trim();
+    if (value === '') continue;
+    // git resolves a relative hooksPath from the top of the work tree, an include from the config's folder.
+    if (section === 'core' && key === 'hookspath') hooks = isAbsolute(value) ? value : resolve(cwd, value);
+    else if ((section === 'include' || section === 'includeif') && key === 'path') {
+      if (!value.startsWith('~')) include(resolve(dirname(config), value));
+    } else {
+      const program = /^!?\s*["']?([^\s"';|&]+)/.exec(value)?.[1];
+      if (program !== undefined && program.includes('/')) programs.push(resolve(cwd, program));
     }
   }
-  if (found === undefined || found === '') return undefined;
-  // git resolves a relative hooksPath from where it runs: the top of the work tree here.
-  return isAbsolute(found) ? found : resolve(cwd, found);
+  return { ...(hooks === undefined ? {} : { hooks }), includes, programs };
 }
 
 /**
  * The project's protected paths under `cwd`: Claude Code's `.claude`, `.git` (read-only when a
  * file or absent; pinned when a dir, with its hooks, config and redirects read-only), git's
- * `core.hooksPath`, and the policy's read-only files that lie in the cwd.
+ * `core.hooksPath`, the files its config includes or names as programs, the policy's read-only
+ * files that lie in the cwd, and (the cwd at or above the home folder) the home's dot entries.
  */
 export function projectProtections(cwd: string, policy: ResolvedPolicy): ProtectedMount[] {
   const git = join(cwd, '.git');
@@ -92,8 +120,11 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
   if (kindOf(git) === 'dir') {
     mounts.push({ path: git, how: 'pin', absent: 'dir' });
     for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
-    const hooks = gitHooksPath(join(git, 'config'), cwd);
-    if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
+    const named = gitConfigPaths(join(git, 'config'), cwd);
+    if (named.hooks !== undefined) mounts.push({ path: named.hooks, how: 'read-only', absent: 'dir' });
+    for (const path of named.includes) mounts.push({ path, how: 'read-only', absent: 'file' });
+    for (const path of named.programs)
+      if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
   }
