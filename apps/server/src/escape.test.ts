@@ -183,7 +183,7 @@ model = "fake-coder"
 base_url = "${llm!.baseUrl}"
 api_key_env = "FAKE_PROVIDER_KEY"
 max_iterations = 40
-tool_timeout_secs = 8
+tool_timeout_secs = 20
 
 [power]
 inhibit_sleep = false
