@@ -186,4 +186,4 @@ it("a stdio server gets the user's environment, not the script runner's, without
     rmSync(server.stateDir, { recursive: true, force: true });
     await llm.close();
   }
-});
+}, 150_000);

@@ -132,7 +132,7 @@ it('SessionStart once per session before the first turn, with its context; UserP
     ['startup', start!['session_id']],
     ['resume', start!['session_id']],
   ]);
-});
+}, 150_000); // four server runs' worth of hooks on a loaded machine
 
 it('a UserPromptSubmit hook that exits 2 blocks the prompt: the model is never called, aleph run says why and exits 1', async () => {
   const cwd = project('blocked', {
@@ -168,3 +168,27 @@ it('a Stop hook\'s "continue": false ends the run as the stop it was: stopReason
     stop_hook_active: false,
   });
 });
+
+it('a PreCompact hook (trigger auto) runs before the history is compacted to fit the context budget', async () => {
+  const cwd = project('compact', { PreCompact: [{ matcher: 'auto', command: record('compact.jsonl') }] });
+  const small = await startFakeLlm(() => ({ text: 'Done.\nVERDICT: PASS' }));
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${small.baseUrl}"\nmax_iterations = 3\nmax_context_tokens = 200\n\n[power]\ninhibit_sleep = false\n`;
+  const tight = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'no-claude') });
+  try {
+    const result = await runToExit(
+      [CLI, 'run', `summarise: ${'lorem ipsum dolor '.repeat(200)}`, '--cwd', cwd],
+      {
+        ALEPH_URL: tight.url,
+        ALEPH_TOKEN: tight.token,
+      },
+    );
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(recorded(cwd, 'compact.jsonl')).toEqual([
+      expect.objectContaining({ hook_event_name: 'PreCompact', trigger: 'auto', custom_instructions: '' }),
+    ]);
+  } finally {
+    await tight.stop();
+    rmSync(tight.stateDir, { recursive: true, force: true });
+    await small.close();
+  }
+}, 150_000);
