@@ -1,5 +1,11 @@
 import { defineProject } from 'vitest/config';
 
+// These tests run compilers, pnpm pack and npm: seconds each alone, minutes on a loaded CI machine.
 export default defineProject({
-  test: { name: 'release', expect: { poll: { timeout: 10_000 } }, testTimeout: 30_000, hookTimeout: 30_000 },
+  test: {
+    name: 'release',
+    expect: { poll: { timeout: 10_000 } },
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
+  },
 });

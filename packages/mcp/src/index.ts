@@ -12,7 +12,6 @@ export {
   type McpServerConfig,
   type McpServerList,
 } from './config.js';
-export { MAX_MESSAGE_BYTES } from './internal/stdio-transport.js';
 export {
   McpHub,
   type McpCommandWrapper,
@@ -20,4 +19,5 @@ export {
   type McpServerStatus,
   type McpTool,
 } from './mcp-hub.js';
-export { capText, RESULT_CAP, toolOutput, type McpToolOutput } from './tool-result.js';
+// From a module with no SDK types: the SDK's declarations need the DOM lib (`HeadersInit`).
+export { capText, MAX_MESSAGE_BYTES, RESULT_CAP, toolOutput, type McpToolOutput } from './tool-result.js';

@@ -5,6 +5,9 @@
 /** Characters of one result the model gets; past it, the first quarter and the end are kept. */
 export const RESULT_CAP = 100_000;
 
+/** A single message larger than this ends the connection (a 50 MB result fits; a runaway does not). */
+export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
 export interface McpToolOutput {
   readonly output: string;
   readonly isError: boolean;

@@ -2,8 +2,9 @@
 // `module: nodenext` and `skipLibCheck: false`, that installs `@aleph/*` from a registry by name and
 // version, type-checks a file importing every public entry point and sub-path, and runs one smoke
 // program per package, the way a team that consumes the packages would.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { PublicPackage } from './public-packages.js';
 
 export interface ConsumedPackage {
   readonly name: string;
@@ -88,10 +89,85 @@ import { createSandbox } from '@aleph/sandbox';
 const sandbox = createSandbox({ network: 'off', env: [] }, { mode: 'auto' });
 const wrapped = sandbox.wrap({ file: 'true', args: [], cwd: process.cwd(), env: process.env });
 const result = spawnSync(wrapped.file, wrapped.args, { cwd: wrapped.cwd, env: wrapped.env });
+wrapped.release();
 if (result.status !== 0) throw new Error('sandboxed true failed: ' + String(result.stderr));
 console.log('ok @aleph/sandbox', sandbox.backend);
 `,
+  '@aleph/mcp': `
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { McpHub, parseMcpJson } from '@aleph/mcp';
+// A stdio MCP server speaking newline-delimited JSON-RPC, with one tool: echo.
+const server = [
+  "import { createInterface } from 'node:readline';",
+  'const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n");',
+  "createInterface({ input: process.stdin }).on('line', (line) => {",
+  '  const request = JSON.parse(line);',
+  '  if (request.id === undefined) return;',
+  "  if (request.method === 'initialize') send({ jsonrpc: '2.0', id: request.id, result: { protocolVersion: request.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'echo', version: '1.0.0' } } });",
+  "  else if (request.method === 'tools/list') send({ jsonrpc: '2.0', id: request.id, result: { tools: [{ name: 'echo', description: 'echoes text', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }] } });",
+  "  else if (request.method === 'tools/call') send({ jsonrpc: '2.0', id: request.id, result: { content: [{ type: 'text', text: 'echo: ' + request.params.arguments.text }] } });",
+  "  else send({ jsonrpc: '2.0', id: request.id, error: { code: -32601, message: 'method not found' } });",
+  '});',
+].join('\\n');
+const dir = mkdtempSync(join(tmpdir(), 'aleph-mcp-smoke-'));
+try {
+  writeFileSync(join(dir, 'server.mjs'), server);
+  const json = JSON.stringify({ mcpServers: { smoke: { command: process.execPath, args: ['server.mjs'] } } });
+  const { servers, problems } = parseMcpJson(json, '.mcp.json', { env: process.env });
+  if (problems.length > 0 || servers.length !== 1) throw new Error(JSON.stringify(problems));
+  const hub = await McpHub.start(servers, { env: process.env, cwd: dir });
+  try {
+    const tool = hub.tools.find((candidate) => candidate.name === 'mcp__smoke__echo');
+    if (tool === undefined) throw new Error('no tool: ' + JSON.stringify(hub.statuses));
+    const result = await tool.call({ text: 'hi' }, new AbortController().signal);
+    if (result.isError || !result.output.includes('echo: hi')) throw new Error(JSON.stringify(result));
+  } finally {
+    await hub.close();
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log('ok @aleph/mcp');
+`,
+  '@aleph/cluster': `
+import { connectCluster, resolveOptions } from '@aleph/cluster';
+import { natsServerBinary, startNatsServer } from '@aleph/cluster/testing';
+if (resolveOptions({ servers: ['nats://127.0.0.1:4222'], node: 'a' }).node !== 'a') throw new Error('options');
+if (natsServerBinary() === undefined) {
+  console.log('ok @aleph/cluster (no nats-server here: options only)');
+} else {
+  const nats = await startNatsServer();
+  try {
+    const cluster = await connectCluster({ servers: [nats.url], node: 'release-smoke' });
+    try {
+      const nodes = await cluster.nodes();
+      if (!nodes.includes('release-smoke')) throw new Error('not registered: ' + JSON.stringify(nodes));
+    } finally {
+      await cluster.close();
+    }
+  } finally {
+    await nats.dispose();
+  }
+  console.log('ok @aleph/cluster');
+}
+`,
 };
+
+/** What the consumer installs of each package: its version and the module entries of its `exports`. */
+export function consumedPackages(packages: readonly PublicPackage[]): ConsumedPackage[] {
+  return packages.map((pkg) => {
+    const manifest = JSON.parse(readFileSync(join(pkg.dir, 'package.json'), 'utf8')) as {
+      exports: Record<string, unknown>;
+    };
+    return {
+      name: pkg.name,
+      version: pkg.version,
+      entries: Object.keys(manifest.exports).filter((entry) => !entry.endsWith('.json')),
+    };
+  });
+}
 
 /** Packages whose smoke program the consumer runs (others are type-checked and imported only). */
 export const SMOKED = Object.keys(SMOKES);

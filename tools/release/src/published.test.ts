@@ -20,9 +20,9 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SMOKED, writeConsumer, type ConsumedPackage } from './consumer.js';
+import { consumedPackages, SMOKED, writeConsumer } from './consumer.js';
 import { productTextProblems } from './product-text.js';
 import { startRegistry, type Registry } from './registry.js';
 import { publicPackages, type PublicPackage } from './public-packages.js';
@@ -36,10 +36,18 @@ let registry: Registry | undefined;
 let copy = '';
 let consumer = '';
 let env: NodeJS.ProcessEnv = {};
+const started = Date.now();
+
+/** Says on stderr how far the run is, with the time since it began (for a slow or stuck run). */
+function stage(label: string): void {
+  process.stderr.write(`release e2e: ${label} (${Math.round((Date.now() - started) / 1000)} s)\n`);
+}
 
 function run(command: string, args: readonly string[], options: SpawnSyncOptions & { cwd: string }): string {
   const result = spawnSync(command, args, { encoding: 'utf8', env, maxBuffer: 64 * 1024 * 1024, ...options });
   const output = `${String(result.stdout)}${String(result.stderr)}`;
+  stage(`${basename(command)} ${args.slice(0, 2).join(' ')} exited ${result.status}`);
+  if (work !== '') appendFileSync(join(work, 'commands.log'), `$ ${command} ${args.join(' ')}\n${output}\n`);
   if (result.status !== 0) {
     throw new Error(
       `${command} ${args.join(' ')} (in ${options.cwd}) exited ${result.status}:\n${output.slice(-8000)}`,
@@ -114,13 +122,8 @@ function copyRepository(target: string): void {
 }
 
 async function published(name: string): Promise<string[]> {
-  // A fresh connection each time: an idle keep-alive socket may have been closed by the registry.
-  const response = await fetch(`${registry?.url}${name.replace('/', '%2f')}`, {
-    headers: { connection: 'close' },
-  });
-  if (response.status === 404) return [];
-  const document = (await response.json()) as { versions?: Record<string, unknown> };
-  return Object.keys(document.versions ?? {}).sort();
+  if (registry === undefined) throw new Error('no registry');
+  return registry.versions(name);
 }
 
 function installedVersions(): Record<string, string> {
@@ -138,7 +141,7 @@ function smoke(node: string): string {
   const outputs = [run(node, ['dist/every-entry.js'], { cwd: consumer })];
   for (const name of SMOKED) {
     const file = `dist/smoke-${name.replace('@aleph/', '')}.js`;
-    outputs.push(run(node, [file], { cwd: consumer, timeout: 60_000 }));
+    outputs.push(run(node, [file], { cwd: consumer, timeout: 180_000 }));
   }
   return outputs.join('');
 }
@@ -185,15 +188,18 @@ describe.runIf(enabled)('the release pipeline against a real registry', () => {
     copy = join(work, 'repository');
     consumer = join(work, 'consumer');
     copyRepository(copy);
+    stage('registry up, repository copied');
   }, 300_000);
 
   afterAll(async () => {
     await registry?.stop();
-    if (work !== '') rmSync(work, { recursive: true, force: true });
+    // ALEPH_RELEASE_KEEP=1 leaves the temp dir (registry storage, copy, consumer) to look at.
+    if (work !== '' && process.env['ALEPH_RELEASE_KEEP'] !== '1')
+      rmSync(work, { recursive: true, force: true });
   });
 
   it('publishes every package to a registry, and a clean npm project installs, type-checks and runs them', async () => {
-    run(join(copy, 'node_modules/.bin/changeset'), ['version'], { cwd: copy });
+    run('pnpm', ['version-packages'], { cwd: copy });
     const packages = publicPackages(copy);
     for (const pkg of packages) {
       const changelog = readFileSync(join(pkg.dir, 'CHANGELOG.md'), 'utf8');
@@ -206,16 +212,7 @@ describe.runIf(enabled)('the release pipeline against a real registry', () => {
     const tags = run('git', ['tag', '--list'], { cwd: copy }).trim().split('\n');
     expect(tags.sort()).toEqual(packages.map((pkg) => `${pkg.name}@${pkg.version}`).sort());
 
-    const consumed: ConsumedPackage[] = packages.map((pkg) => {
-      const manifest = JSON.parse(readFileSync(join(pkg.dir, 'package.json'), 'utf8')) as {
-        exports: Record<string, unknown>;
-      };
-      return {
-        name: pkg.name,
-        version: pkg.version,
-        entries: Object.keys(manifest.exports).filter((entry) => !entry.endsWith('.json')),
-      };
-    });
+    const consumed = consumedPackages(packages);
     writeConsumer(consumer, consumed);
     run('npm', ['install', '--no-audit', '--no-fund'], { cwd: consumer, timeout: 900_000 });
     expect(installedVersions()).toEqual(Object.fromEntries(packages.map((pkg) => [pkg.name, pkg.version])));
@@ -250,7 +247,7 @@ describe.runIf(enabled)('the release pipeline against a real registry', () => {
       join(copy, '.changeset/power-release-test.md'),
       "---\n'@aleph/power': patch\n---\n\nThe sleep guard's source carries one more comment.\n",
     );
-    run(join(copy, 'node_modules/.bin/changeset'), ['version'], { cwd: copy });
+    run('pnpm', ['version-packages'], { cwd: copy });
 
     const after = versionsIn(copy);
     const bumped = Object.keys(after)

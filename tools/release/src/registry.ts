@@ -4,12 +4,15 @@
 // server's process and nothing of it remains outside `dir`.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 
 export interface Registry {
   readonly url: string;
+  /** The versions of `name` the registry holds, sorted ([] when it has none). */
+  versions(name: string): Promise<string[]>;
   readonly token: string;
   /** An npm user config that points at the registry with its token: `npm_config_userconfig`. */
   readonly userconfig: string;
@@ -48,6 +51,31 @@ async function waitUntilUp(url: string, child: ChildProcess, log: () => string):
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error(`verdaccio did not answer within 180 s:\n${log()}`);
+}
+
+/**
+ * A GET on a connection of its own (no agent): a pooled keep-alive socket that the registry closed
+ * while idle (during a long publish) fails the next request with EPIPE.
+ */
+function getJson(url: string): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: false, headers: { accept: 'application/json' } }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('error', reject);
+      response.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        try {
+          resolve({ status: response.statusCode ?? 0, body: text === '' ? undefined : JSON.parse(text) });
+        } catch {
+          reject(new Error(`${url}: ${response.statusCode} and not JSON: ${text.slice(0, 200)}`));
+        }
+      });
+    });
+    req.setTimeout(60_000, () => req.destroy(new Error(`${url}: no answer within 60 s`)));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 export async function startRegistry(dir: string): Promise<Registry> {
@@ -111,7 +139,13 @@ export async function startRegistry(dir: string): Promise<Registry> {
     const userconfig = join(dir, 'npmrc');
     const host = url.replace(/^http:/, '');
     writeFileSync(userconfig, `registry=${url}\n${host}:_authToken=${token}\n`);
-    return { url, token, userconfig, stop };
+    const versions = async (name: string): Promise<string[]> => {
+      const { status, body } = await getJson(`${url}${name.replace('/', '%2f')}`);
+      if (status === 404) return [];
+      if (status !== 200) throw new Error(`${name}: the registry answered ${status}`);
+      return Object.keys((body as { versions?: Record<string, unknown> }).versions ?? {}).sort();
+    };
+    return { url, token, userconfig, versions, stop };
   } catch (error) {
     await stop();
     throw error;

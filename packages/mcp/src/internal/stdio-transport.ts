@@ -7,9 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { MAX_MESSAGE_BYTES } from '../tool-result.js';
 
-/** A single message larger than this ends the connection (a 50 MB result fits; a runaway does not). */
-export const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 const STDERR_TAIL = 4096;
 const GRACE_MS = 1000;
 
