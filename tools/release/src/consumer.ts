@@ -101,7 +101,7 @@ import { McpHub, parseMcpJson } from '@aleph/mcp';
 // A stdio MCP server speaking newline-delimited JSON-RPC, with one tool: echo.
 const server = [
   "import { createInterface } from 'node:readline';",
-  'const send = (message) => process.stdout.write(JSON.stringify(message) + "\\n");',
+  'const send = (message) => process.stdout.write(JSON.stringify(message) + String.fromCharCode(10));',
   "createInterface({ input: process.stdin }).on('line', (line) => {",
   '  const request = JSON.parse(line);',
   '  if (request.id === undefined) return;',
