@@ -7,6 +7,7 @@ import { connectGateway } from '@aleph/gateway/client';
 import { afterEach, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type Turn } from '../test/fake-llm.js';
 import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { mergeDeltas } from './server.js';
 
 let server: ServerProcess | undefined;
 let llm: FakeLlm | undefined;
@@ -91,4 +92,22 @@ it('`aleph run --continue` sends the model the previous turns and the new prompt
   const unknown = await runToExit([CLI, 'run', '--continue', 'no-such-session', 'x', '--cwd', work], env);
   expect(unknown.code).not.toBe(0);
   expect(unknown.stderr).toMatch(/unknown agent session no-such-session/);
+});
+
+it('deltas held for a slow client merge within a turn: text adds on, a replace restates, other turns stay apart', () => {
+  const delta = (turn: number, seq: number, kind: 'text' | 'replace', text: string) =>
+    ({ runId: 'r', sessionId: 'r', turn, seq, kind, text }) as const;
+  expect(mergeDeltas(delta(1, 0, 'text', 'Hel'), delta(1, 1, 'text', 'lo'))).toEqual(
+    delta(1, 1, 'text', 'Hello'),
+  );
+  expect(mergeDeltas(delta(1, 1, 'text', 'Hello'), delta(1, 2, 'replace', 'Hi'))).toEqual(
+    delta(1, 2, 'replace', 'Hi'),
+  );
+  expect(mergeDeltas(delta(1, 2, 'replace', 'Hi'), delta(1, 3, 'text', '!'))).toEqual(
+    delta(1, 3, 'replace', 'Hi!'),
+  );
+  expect(mergeDeltas(delta(1, 3, 'text', 'a'), delta(2, 0, 'text', 'b'))).toBeUndefined();
+  expect(
+    mergeDeltas({ ...delta(1, 0, 'text', 'a'), runId: 'other' }, delta(1, 1, 'text', 'b')),
+  ).toBeUndefined();
 });

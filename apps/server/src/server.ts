@@ -123,6 +123,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ptyManager,
     logger: logger.child({ component: 'gateway' }),
     ...(consoleBuilt ? { static: { root: CONSOLE_DIR } } : {}),
+    coalesce: { 'agent.delta': mergeDeltas },
     ...(cluster === undefined
       ? {}
       : {
@@ -184,6 +185,25 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       return closing;
     },
   };
+}
+
+interface Delta {
+  readonly runId: string;
+  readonly turn: number;
+  readonly seq: number;
+  readonly kind: 'text' | 'replace';
+  readonly text: string;
+}
+
+/**
+ * Two `agent.delta` of one turn, for a client that reads slowly, as one: a `replace` restates the
+ * reply (the later wins); text after either adds to it. Deltas of other turns stay apart.
+ */
+export function mergeDeltas(held: unknown, next: unknown): Delta | undefined {
+  const [a, b] = [held as Delta, next as Delta];
+  if (a.runId !== b.runId || a.turn !== b.turn) return undefined;
+  if (b.kind === 'replace') return b;
+  return { ...a, seq: b.seq, text: a.text + b.text };
 }
 
 /** Cluster mode's errors (NATS unreachable, refused credentials, a live node of the same name, an incompatible stream) are config errors naming the servers. */

@@ -554,6 +554,55 @@ describe('flow control, replay and keepalive', () => {
   });
 });
 
+describe('events to a client that reads slowly', () => {
+  it('are held in order while it is behind, and those of a coalescing topic merge: fewer, larger, nothing lost', async () => {
+    const slow = await startGateway({
+      outboundBudgetBytes: 16 * 1024 * 1024,
+      coalesce: {
+        'test.piece': (held, next) => {
+          const [a, b] = [held as { run: string; text: string }, next as { run: string; text: string }];
+          return a.run === b.run ? { run: a.run, text: a.text + b.text } : undefined;
+        },
+      },
+    });
+    try {
+      const client = await slow.connect();
+      await client.subscribe(['test.*']);
+      const got: { topic: string; params: { run?: string; text?: string } }[] = [];
+      client.onEvent((topic, params) =>
+        got.push({ topic, params: params as { run?: string; text?: string } }),
+      );
+      client.socket.pause(); // it reads nothing for now
+      // 24 MiB it does not read: more than the kernel's socket buffers take, past a quarter budget.
+      for (let index = 0; index < 24; index++)
+        slow.gateway.publish('test.fill', { bytes: 'f'.repeat(1024 * 1024) });
+      let expected = '';
+      for (let index = 0; index < 2000; index++) {
+        const text = `${index},`;
+        expected += text;
+        slow.gateway.publish('test.piece', { run: 'r1', text });
+        if (index === 999) slow.gateway.publish('test.mark', { at: 1000 });
+      }
+      slow.gateway.publish('test.piece', { run: 'r2', text: 'other' });
+      client.socket.resume();
+      await until(() => got.some((event) => event.params.run === 'r2'), 'the last event');
+      // Held in order; the 1000 pieces before the mark are one event, the 1000 after it another.
+      expect(got.filter((event) => event.topic !== 'test.fill').map((event) => event.topic)).toEqual([
+        'test.piece',
+        'test.mark',
+        'test.piece',
+        'test.piece',
+      ]);
+      expect(got.filter((event) => event.topic === 'test.fill')).toHaveLength(24);
+      const pieces = got.filter((event) => event.params.run === 'r1').map((event) => event.params.text);
+      expect(pieces.join('')).toBe(expected); // in order, nothing lost, nothing twice
+      expect(got.at(-1)?.params).toEqual({ run: 'r2', text: 'other' });
+    } finally {
+      await slow.dispose();
+    }
+  });
+});
+
 describe('flow control: acks, replay and keepalive', () => {
   it('the typed client acks every 128 KiB, and keeps a session flowing under tighter marks', async () => {
     // Each ack with how far it moved, and how long after the first output it covers it was sent.

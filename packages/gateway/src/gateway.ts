@@ -76,6 +76,12 @@ export interface GatewayOptions {
    * Called per request; it must be cheap and never throw. `ok` stays true: the gateway answers.
    */
   readonly health?: () => Record<string, unknown>;
+  /**
+   * Per event topic, how two of its events merge into one for a client that reads slowly: while a
+   * client has a quarter of its outbound budget unread, its events wait (in order) and one of such
+   * a topic merges into the one held before it when this answers a value (undefined: keep both).
+   */
+  readonly coalesce?: Readonly<Record<string, (held: unknown, next: unknown) => unknown>>;
 }
 
 export interface Gateway {
@@ -203,6 +209,7 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
   // Each part is handed what it calls later (the parts it refers to exist before any socket does).
   const connections: Connections = new Connections({
     outboundBudgetBytes: options.outboundBudgetBytes ?? DEFAULT_OUTBOUND_BUDGET_BYTES,
+    coalesce: options.coalesce ?? {},
     pingIntervalMs: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
     logger,
     onFrame: (connection, raw, isBinary) => table.dispatch(connection, raw, isBinary),

@@ -8,6 +8,12 @@ import type { WebSocket } from 'ws';
 import { topicMatches } from '../protocol.js';
 
 export const SLOW_CONSUMER_CLOSE_CODE = 4008;
+/**
+ * Merges an event held for a client that reads slowly with the next one of the same topic into one
+ * (say, two pieces of a streamed reply into their concatenation), or answers undefined when they
+ * must stay two events.
+ */
+export type Coalesce = (held: unknown, next: unknown) => unknown;
 /** How often a connection that stopped reading is checked for having drained. */
 const DRAIN_CHECK_MS = 10;
 
@@ -34,6 +40,10 @@ export class Connection {
   readonly budgetBytes: number;
   readonly #onHold: (outboundBytes: number) => void;
   #drainCheck: NodeJS.Timeout | undefined;
+  /** Events held while the client is behind (coalesced where their topic allows), in order. */
+  readonly #held: { topic: string; data: unknown; bytes: number }[] = [];
+  #heldBytes = 0;
+  #heldCheck: NodeJS.Timeout | undefined;
 
   constructor(
     id: string,
@@ -85,8 +95,46 @@ export class Connection {
     if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
   }
 
-  #holdReading(): void {
-    if (this.socket.bufferedAmount > 4 * this.budgetBytes) {
+  /**
+   * Sends an event. While the client has more than a quarter of its budget unread, events wait
+   * here instead, in order, and one whose topic can be coalesced merges into the event held just
+   * before it: a slow reader of a streamed reply gets fewer, larger pieces, never a growing queue.
+   */
+  sendEvent(topic: string, data: unknown, frame: () => string, coalesce: Coalesce | undefined): void {
+    if (!this.open) return;
+    const behind = this.#held.length > 0 || this.socket.bufferedAmount > this.budgetBytes / 4;
+    if (!behind) return this.send(frame());
+    const last = this.#held.at(-1);
+    const merged = last?.topic === topic && coalesce !== undefined ? coalesce(last.data, data) : undefined;
+    if (last !== undefined && merged !== undefined) {
+      const bytes = JSON.stringify(merged).length;
+      this.#heldBytes += bytes - last.bytes;
+      Object.assign(last, { data: merged, bytes });
+    } else {
+      const bytes = JSON.stringify(data).length;
+      this.#held.push({ topic, data, bytes });
+      this.#heldBytes += bytes;
+    }
+    if (this.#heldBytes + this.socket.bufferedAmount > 4 * this.budgetBytes) return this.#holdReading(true);
+    this.#heldCheck ??= setInterval(() => this.#sendHeld(), DRAIN_CHECK_MS);
+    this.#heldCheck.unref();
+  }
+
+  #sendHeld(): void {
+    while (this.open && this.#held.length > 0 && this.socket.bufferedAmount <= this.budgetBytes / 4) {
+      const { topic, data, bytes } = this.#held.shift() as { topic: string; data: unknown; bytes: number };
+      this.#heldBytes -= bytes;
+      this.send(JSON.stringify({ jsonrpc: '2.0', method: topic, params: data }));
+    }
+    if (this.open && this.#held.length > 0) return;
+    clearInterval(this.#heldCheck);
+    this.#heldCheck = undefined;
+    this.#held.length = 0;
+    this.#heldBytes = 0;
+  }
+
+  #holdReading(tooMuchHeld = false): void {
+    if (tooMuchHeld || this.socket.bufferedAmount > 4 * this.budgetBytes) {
       this.socket.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer: read what was sent, then reconnect');
       return;
     }
@@ -108,5 +156,9 @@ export class Connection {
   dispose(): void {
     if (this.#drainCheck !== undefined) clearInterval(this.#drainCheck);
     this.#drainCheck = undefined;
+    if (!this.open) {
+      clearInterval(this.#heldCheck);
+      this.#heldCheck = undefined;
+    }
   }
 }

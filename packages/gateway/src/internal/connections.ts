@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { RawData, WebSocket } from 'ws';
 import { GatewayError } from '../errors.js';
 import type { BusEvent } from '../event-bus.js';
-import { Connection } from './connection.js';
+import { Connection, type Coalesce } from './connection.js';
 
 export interface ConnectionsLogger {
   debug(object: object, message?: string): void;
@@ -17,6 +17,8 @@ export interface ConnectionsLogger {
 
 export interface ConnectionsOptions {
   readonly outboundBudgetBytes: number;
+  /** Per topic: how a slow client's held events of that topic merge (see Connection.sendEvent). */
+  readonly coalesce: Readonly<Record<string, Coalesce>>;
   readonly pingIntervalMs: number;
   readonly logger: ConnectionsLogger;
   /** Handles one frame; never rejects for bad input. */
@@ -80,8 +82,12 @@ export class Connections {
     const session = topic.startsWith('pty.') && sessionId !== '' ? sessionId : undefined;
     for (const connection of this.#open.values()) {
       if (!connection.wants(topic, session)) continue;
-      frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data });
-      connection.send(frame);
+      connection.sendEvent(
+        topic,
+        data,
+        () => (frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data })),
+        this.#options.coalesce[topic],
+      );
     }
   }
 
