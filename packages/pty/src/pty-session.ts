@@ -15,7 +15,7 @@ import { constants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import * as nodePty from 'node-pty';
 import { PtyError } from './errors.js';
-import { processAlive, signalTree, treeAlive } from './internal/process-tree.js';
+import { processAlive, signalTree, treeAlive, type Scope } from './internal/process-tree.js';
 import { elfMismatch } from './internal/native-helpers.js';
 import {
   internalsOf,
@@ -243,7 +243,7 @@ export class PtySession {
   readonly #killStepMs: number;
   readonly #pty: nodePty.IPty;
   /** The spawn helper below which this session's processes are (undefined: node-pty spawned it). */
-  readonly #scope: number | undefined;
+  readonly #scope: Scope | undefined;
   readonly #dataListeners = new Set<DataListener>();
   readonly #exitListeners = new Set<ExitListener>();
 

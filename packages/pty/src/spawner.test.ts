@@ -1,9 +1,12 @@
 // Spawning without forking the server (internal/spawner.ts), on Linux. Its own file: the last test
 // kills the helper, and the module remembers that (it replaces a helper only a few times).
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PtyManager, PtySession } from './index.js';
+import { sessionBelow } from './internal/process-table.js';
 import { tableFor } from './internal/process-tree.js';
 import { spawnWithoutFork, spawnWithoutForkLater } from './internal/spawner.js';
 import { alive, collect, until } from '../test/support.js';
@@ -146,6 +149,31 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     expect(seen).not.toContain(1);
     await session.close();
     expect(tableFor(helper).filter(({ session: sid }) => sid === session.pid)).toEqual([]);
+  });
+
+  it("a session's end reads its own processes and what the helper adopted from it, not other terminals", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-'));
+    const other = spawn('/bin/sh', ['-c', 'sleep 1000 & sleep 1000']);
+    // HUP ignored: the background job outlives its shell, and the helper (the subreaper) adopts it.
+    const ending = spawn('/bin/sh', ['-c', `trap '' HUP; sleep 1000 & echo $! > ${dir}/bg; exit 0`]);
+    const helper = stat(other.pid).ppid; // the same helper: `ending` may be gone already
+    await until(
+      () => existsSync(join(dir, 'bg')) && readFileSync(join(dir, 'bg'), 'utf8').endsWith('\n'),
+      'the job',
+    );
+    const orphan = Number(readFileSync(join(dir, 'bg'), 'utf8'));
+    await until(
+      () => !alive(ending.pid) && stat(orphan).ppid === helper,
+      'the job to be adopted by the helper',
+    );
+    const seen = sessionBelow(helper, ending.pid, new Set([other.pid]))!.map(({ pid }) => pid);
+    expect(seen).toContain(orphan);
+    expect(seen).not.toContain(other.pid); // another running terminal is not entered
+    expect(tableFor(helper).map(({ pid }) => pid)).toContain(other.pid); // (the whole walk would)
+    await ending.exited;
+    await until(() => !alive(orphan), 'the adopted job to be ended with its session');
+    expect(alive(other.pid)).toBe(true);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('a burst of start() never leaves more than the cap', async () => {

@@ -87,6 +87,32 @@ export function processesBelow(root: number): ProcessEntry[] | undefined {
   return [...found.values()];
 }
 
+/**
+ * The processes of the terminal session led by `leader`, which spawn helper `root` started and is
+ * the subreaper of: what is below the leader (while it runs), and what `root` adopted from that
+ * session, with what is below those. Other terminals (`others`: their leaders, running) are not
+ * entered, so the cost grows with this session and the helper's orphans, not with every terminal.
+ * Undefined where processesBelow is (scan everything then).
+ */
+export function sessionBelow(
+  root: number,
+  leader: number,
+  others: { has(pid: number): boolean },
+): ProcessEntry[] | undefined {
+  const top = readProcess(root);
+  if (top === undefined || top.zombie) return undefined;
+  const children = childrenOf(root);
+  if (children === undefined) return undefined;
+  const found = new Map<number, ProcessEntry>([[root, top]]);
+  for (const child of children) {
+    if (child !== leader && others.has(child)) continue; // another terminal's leader: its own session
+    const entry = readProcess(child);
+    if (entry === undefined || (child !== leader && entry.session !== leader)) continue;
+    for (const below of processesBelow(child) ?? []) found.set(below.pid, below);
+  }
+  return [...found.values()];
+}
+
 /** This process's group, which nothing here may signal (Linux; elsewhere unknown: undefined). */
 export function ownGroup(): number | undefined {
   return readProcess(process.pid)?.group;

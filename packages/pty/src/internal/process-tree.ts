@@ -2,7 +2,13 @@
 // interactive shell puts each job in its own process group, so killing one group is not enough:
 // on Linux we signal every process of the session, elsewhere the leader's process group. Every
 // signal goes through signal-guard.ts, which sends it only to processes proven ours.
-import { processesBelow, readProcess, scanProcesses, type ProcessEntry } from './process-table.js';
+import {
+  processesBelow,
+  readProcess,
+  scanProcesses,
+  sessionBelow,
+  type ProcessEntry,
+} from './process-table.js';
 import { ownedProcesses, signalOwned } from './signal-guard.js';
 
 /** Running — not merely a zombie waiting to be reaped (Linux `/proc`; elsewhere signal 0). */
@@ -33,13 +39,30 @@ export function tableFor(scope: number | undefined): ProcessEntry[] {
   return (scope === undefined ? undefined : processesBelow(scope)) ?? scanProcesses();
 }
 
-export function signalTree(leader: number, signal: NodeJS.Signals, scope?: number): void {
-  const table = tableFor(scope);
+/** The spawn helper that started a session, its processes' subreaper, and the terminals it runs now. */
+export interface Scope {
+  readonly helper: number;
+  /** The leaders of the helper's running terminals (each its own session). */
+  readonly leaders: { has(pid: number): boolean };
+}
+
+/**
+ * Where the session led by `leader` is: below its helper, that session alone (see sessionBelow),
+ * while the helper runs; else (node-pty, or the helper gone) every process.
+ */
+function sessionTable(leader: number, scope: Scope | undefined): ProcessEntry[] {
+  return (
+    (scope === undefined ? undefined : sessionBelow(scope.helper, leader, scope.leaders)) ?? scanProcesses()
+  );
+}
+
+export function signalTree(leader: number, signal: NodeJS.Signals, scope?: Scope): void {
+  const table = sessionTable(leader, scope);
   signalOwned([-leader, ...ownedMembers(leader, table).map(({ pid }) => pid)], signal, table);
 }
 
-export function treeAlive(leader: number, scope?: number): boolean {
-  if (process.platform === 'linux') return ownedMembers(leader, tableFor(scope)).length > 0;
+export function treeAlive(leader: number, scope?: Scope): boolean {
+  if (process.platform === 'linux') return ownedMembers(leader, sessionTable(leader, scope)).length > 0;
   try {
     process.kill(-leader, 0);
     return true;

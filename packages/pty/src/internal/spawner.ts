@@ -29,7 +29,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Socket } from 'node:net';
 import { ReadStream } from 'node:tty';
 import type { IPty } from 'node-pty';
-import { escapeesOf, processAlive, tableFor } from './process-tree.js';
+import { escapeesOf, processAlive, tableFor, type Scope } from './process-tree.js';
 import { readProcess } from './process-table.js';
 import { forgetSpawned, recordSpawned, signalOwned } from './signal-guard.js';
 import { markUnusable, nativeHelper } from './native-helpers.js';
@@ -465,9 +465,9 @@ export async function spawnWithoutForkLater(
   );
 }
 
-/** The spawn helper below which `pty`'s processes are, if a helper spawned it. */
-export function helperOf(pty: IPty): number | undefined {
-  return pty instanceof HelperTerminal ? pty.helper : undefined;
+/** The spawn helper below which `pty`'s processes are, and its terminals, if a helper spawned it. */
+export function helperOf(pty: IPty): Scope | undefined {
+  return pty instanceof HelperTerminal ? pty.scope : undefined;
 }
 
 type Listener<T> = (value: T) => void;
@@ -485,8 +485,9 @@ const disposable = <T>(set: Set<Listener<T>>, listener: Listener<T>) => {
 /** The members of node-pty's UnixTerminal that PtySession relies on, over our own terminal. */
 class HelperTerminal {
   readonly pid: number;
-  /** The helper that runs it: its processes are below that one (see tableFor). */
+  /** The helper that runs it: its processes are below that one (see sessionBelow). */
   readonly helper: number;
+  readonly scope: Scope;
   readonly _fd: number;
   readonly _pty: string;
   readonly _socket: ReadStream;
@@ -504,6 +505,7 @@ class HelperTerminal {
   constructor(pid: number, master: number, slavePath: string, started: Helper) {
     this.pid = pid;
     this.helper = started.pid;
+    this.scope = { helper: started.pid, leaders: started.terminals };
     this._fd = master;
     this._pty = slavePath;
     this.#native = started.native;
