@@ -536,7 +536,7 @@ describe('the server process', () => {
     );
     const noop = () => server.stderr().split('sleep inhibitor is a no-op').length - 1;
     if (!existsSync('/usr/bin/systemd-inhibit') || existsSync('/run/systemd/system')) return; // needs a failing backend
-    await expect.poll(noop, { timeout: 10_000 }).toBe(1); // before any run
+    await expect.poll(noop, { timeout: 30_000 }).toBe(1); // before any run
     await client.subscribe(['agent.*']);
     for (const name of ['one', 'two']) {
       const { runId } = await client.request<{ runId: string }>('agent.run', {

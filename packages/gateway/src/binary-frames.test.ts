@@ -80,8 +80,8 @@ describe('over a real gateway: output', () => {
     });
     const fromBinary = outputOf(binary, sessionId);
     const fromJson = outputOf(json, sessionId);
-    await fromBinary.waitFor(/END$/);
-    await fromJson.waitFor(/END$/);
+    await fromBinary.waitFor(/END$/, 60_000); // 256 forks of printf first: slow on a loaded machine
+    await fromJson.waitFor(/END$/, 60_000);
     const scrollback = h.manager.require(sessionId).replay(0);
     expect(scrollback.offset).toBe(0);
     expect(fromBinary.bytes()).toEqual(scrollback.data);

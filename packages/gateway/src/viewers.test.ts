@@ -46,7 +46,7 @@ it('a 200 ms disconnect during seq 1 2000000 loses nothing', async () => {
   await second.follow(sessionId, reached, (data) => handled.push(data));
   await exited;
   expectSeq(Buffer.concat(handled).toString('latin1'), count);
-});
+}, 90_000); // 14 MB through a pty, twice over the socket: minutes, not seconds, on a loaded machine
 
 it('a viewer that acks once and stalls does not hold the terminal for another', async () => {
   const total = 12 * 1024 * 1024;
