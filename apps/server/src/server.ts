@@ -94,7 +94,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     logger.warn({ component: 'sandbox' }, `[sandbox] limits: ${sandbox.limits.note}`);
   }
 
-  const telemetry = startTelemetry(
+  const telemetry = await startTelemetry(
     config.telemetry,
     (message) => logger.warn({ component: 'telemetry' }, message),
     cluster,

@@ -1,11 +1,8 @@
 // OpenTelemetry for the server: the harness's spans (run → turn → think / verify / act → tool) go
 // to an OTLP/HTTP endpoint when `[telemetry] endpoint` is set, through the official SDK. Without
 // it nothing is registered, and every span the harness starts is a no-op.
+// The SDK and its exporter (~15 MiB resident) are loaded only then.
 import { context, diag, DiagLogLevel, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { Config } from './config.js';
 
 export interface Telemetry {
@@ -13,13 +10,21 @@ export interface Telemetry {
   shutdown(): Promise<void>;
 }
 
-export function startTelemetry(
+export async function startTelemetry(
   telemetry: Config['telemetry'],
   warn: (message: string) => void,
   /** In cluster mode: every span names the node (service.instance.id) and the cluster. */
   cluster?: { readonly name: string; readonly node: string },
-): Telemetry | undefined {
+): Promise<Telemetry | undefined> {
   if (telemetry.endpoint === undefined) return undefined;
+  const [{ AsyncLocalStorageContextManager }, { OTLPTraceExporter }, { resourceFromAttributes }, sdk] =
+    await Promise.all([
+      import('@opentelemetry/context-async-hooks'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-node'),
+    ]);
+  const { BatchSpanProcessor, NodeTracerProvider } = sdk;
   // The SDK reports export failures (an endpoint that is down) through `diag`: into the log.
   const report = (message: string, ...args: unknown[]): void =>
     warn([message, ...args.map((arg) => (arg instanceof Error ? arg.message : String(arg)))].join(' '));
