@@ -231,16 +231,19 @@ export class AgentPanel {
   async #loadHistory(): Promise<void> {
     const run = this.#selected === undefined ? undefined : this.#runs.get(this.#selected);
     if (run === undefined) return;
-    let events: LogEvent[] = [];
-    try {
-      events = (
-        await this.#connection.request<{ events: LogEvent[] }>('agent.history', { sessionId: run.sessionId })
-      ).events;
-    } catch {
-      // a run that has not written its log yet: the next event refetches
-    }
     const view = this.#viewOf(run);
-    view.update(events);
+    // What is not drawn yet, page after page (a page holds at most 1000 events or about 1 MiB).
+    for (let from = view.seen + 1; ;) {
+      let page: { events: LogEvent[]; next?: number };
+      try {
+        page = await this.#connection.request('agent.history', { sessionId: run.sessionId, from });
+      } catch {
+        break; // a run that has not written its log yet: the next event refetches
+      }
+      view.update(page.events);
+      if (page.next === undefined || page.next <= from) break;
+      from = page.next;
+    }
     if (run.totals !== undefined) view.totals(run.totals);
     if (run.runId === this.#selected) this.#timeline.replaceChildren(view.element);
   }

@@ -197,6 +197,11 @@ export class RunView {
   #streaming: HTMLElement | undefined;
   #streamed = '';
 
+  /** The newest log sequence drawn (-1 before any). */
+  get seen(): number {
+    return this.#seen;
+  }
+
   /** Draws the events not drawn yet, in order. */
   update(events: readonly LogEvent[]): void {
     for (const event of events) {

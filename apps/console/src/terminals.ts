@@ -374,10 +374,9 @@ export class Terminals {
   /** What will happen to a session left alone: said, not guessed by the user. */
   #expiry(session: ListedSession, agent: boolean, open: boolean): string {
     if (agent) return 'ends with its command';
-    const expiresAt = (session as ListedSession & { idleExpiresAt?: number | null }).idleExpiresAt;
-    if (expiresAt === null || open) return 'kept while viewed';
-    if (expiresAt !== undefined) return `ends in ${duration(expiresAt - Date.now())} if left idle`;
-    return `no viewer: ends after ${DEFAULT_IDLE_TTL_MINUTES} min idle`;
+    if (open) return 'kept while viewed';
+    if (session.idleExpiresAt === null) return 'kept: viewed elsewhere, or no idle limit';
+    return `no viewer: ends in ${duration(session.idleExpiresAt - Date.now())} if left idle`;
   }
 }
 

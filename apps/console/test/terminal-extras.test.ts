@@ -169,4 +169,29 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
       await other.close();
     }
   });
+  it('Sessions says how long a terminal nobody views has left before the idle TTL ends it', async () => {
+    await page.keyboard.press('Alt+KeyN');
+    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await waitForPrompt(page);
+    const sessionId = await page.evaluate(() =>
+      document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'),
+    );
+    const expiry = page.locator(`.session-list li[data-session="${sessionId}"] .expiry`);
+    await expect.poll(() => expiry.innerText()).toBe('kept while viewed');
+    await page.keyboard.press('Alt+KeyW'); // detached: the server's default TTL, 10 min, runs
+    await expect.poll(() => expiry.innerText()).toMatch(/^no viewer: ends in (10m 0s|9m \d+s) if left idle$/);
+    // Viewed in another page only: the server says it is kept.
+    const other = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    try {
+      await other.goto(server.consoleUrl);
+      await other
+        .locator(`.session-list li[data-session="${sessionId}"]`)
+        .getByRole('button', { name: 'Open' })
+        .click();
+      await expect.poll(() => expiry.innerText()).toBe('kept: viewed elsewhere, or no idle limit');
+    } finally {
+      await other.close();
+    }
+    await expect.poll(() => expiry.innerText()).toMatch(/^no viewer: ends in /);
+  });
 });

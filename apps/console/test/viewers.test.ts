@@ -22,9 +22,17 @@ import {
 
 const available = chromiumAvailable();
 
+let lengthyReplies = 0;
+
 /** One tool call chosen by the prompt, then a stop. */
 function byPrompt(messages: Message[]): Reply {
   const prompt = messages.find((message) => message.role === 'user')?.content ?? '';
+  // Two replies of 700 KB: the run's log is more than one agent.history page (1 MiB at most). Told
+  // apart by a count, not by the conversation: the server truncates a context that large.
+  if (prompt.includes('write at length'))
+    return (lengthyReplies += 1) > 1
+      ? { text: `Second reply, at length: ${'y'.repeat(700_000)}\nVERDICT: PASS` }
+      : { text: `First reply: ${'x'.repeat(700_000)}`, call: { name: 'read_file', args: { path: 'a.txt' } } };
   if (messages.some((message) => message.role === 'tool')) return { text: 'Done.\nVERDICT: PASS' };
   if (prompt.includes('wait for go'))
     return {
@@ -146,6 +154,26 @@ inhibit_sleep = false
       'Turn 1: 1 tool call (1 failed)',
       'Turn 2: 0 tool calls',
     ]);
+  });
+
+  it('a run whose log is several agent.history pages is drawn to its end', async () => {
+    await page.getByLabel('Prompt').fill('write at length');
+    await page.getByRole('button', { name: 'Run' }).click();
+    const timeline = page.locator('.timeline');
+    await timeline.locator('.user', { hasText: 'write at length' }).waitFor();
+    await timeline.locator('.end', { hasText: 'finished' }).waitFor({ timeout: 90_000 });
+    await expect
+      .poll(() =>
+        timeline
+          .locator('.assistant:not(.streaming)')
+          .allInnerTexts()
+          .then((texts) => texts.map((text) => text.slice(0, 40))),
+      )
+      .toEqual([
+        expect.stringMatching(/^First reply: x+/),
+        expect.stringMatching(/^Second reply, at length: y+/),
+      ]);
+    expect(await timeline.locator('.streaming').count()).toBe(0);
   });
 
   it("closing the tab of an agent's command detaches: the command runs on and its result is whole", async () => {

@@ -58,3 +58,21 @@ it('unsubscribing from the output lets the TTL run again', async () => {
   await viewer.unsubscribe(['pty.*']);
   expect(await watched.exited).toMatchObject({ reason: 'expired' });
 });
+
+it('pty.list says when an unfollowed session would expire: null while followed and once ended', async () => {
+  manager = new PtyManager({ idleTtlMs: 600_000, killStepMs: 200 });
+  gateway = await createGateway({ token: TOKEN, ptyManager: manager });
+  const viewer = await connectGateway(gateway.url, { token: TOKEN });
+  clients.push(viewer);
+  const { sessionId } = await viewer.spawn(sleeper);
+  const session = manager.require(sessionId);
+  const listed = async () =>
+    (await viewer.list()).find((item) => item.sessionId === sessionId)?.idleExpiresAt;
+  expect(await listed()).toBe(session.idleSince! + 600_000);
+  await viewer.subscribe(['pty.*'], [sessionId]);
+  expect(await listed()).toBeNull();
+  await viewer.unsubscribe(['pty.*']);
+  expect(await listed()).toBe(session.idleSince! + 600_000); // counted from the leave
+  await viewer.closeSession(sessionId);
+  expect(await listed()).toBeNull(); // ended: listed a while, with its exit
+});

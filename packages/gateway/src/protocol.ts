@@ -75,6 +75,11 @@ export const methods = {
         outputOffset: z.number(),
         /** Set once the session has ended; it stays listed (and replayable) for a grace period. */
         exit: exitInfoSchema.nullable(),
+        /**
+         * When the idle TTL would end it as `expired` if nothing happens (epoch ms); null while a
+         * connection follows its output, without a TTL, or once it ended.
+         */
+        idleExpiresAt: z.number().nullable(),
       }),
     ),
   },

@@ -44,6 +44,7 @@ function registerTerminalMethods(
       lastActivityAt: session.lastActivityAt,
       outputOffset: session.scrollback.end,
       exit: session.exitInfo ?? null,
+      idleExpiresAt: ptyManager.idleExpiresAt(session.id),
     })),
   );
 

@@ -87,6 +87,21 @@ describe('PtyManager', () => {
     expect(Date.now() - left).toBeGreaterThanOrEqual(300); // from the leave, not from the spawn
   });
 
+  it('idleExpiresAt: when the TTL would end a session left alone; null while watched, without a TTL, once ended', async () => {
+    const m = manager({ idleTtlMs: 60_000 });
+    const session = m.spawn(sleeper);
+    expect(m.idleExpiresAt(session.id)).toBe(session.idleSince! + 60_000);
+    const watch = session.watch();
+    expect(m.idleExpiresAt(session.id)).toBeNull();
+    watch.dispose();
+    expect(m.idleExpiresAt(session.id)).toBe(session.idleSince! + 60_000); // from the leave
+    expect(m.idleExpiresAt('nope')).toBeNull();
+    await m.close(session.id);
+    expect(m.idleExpiresAt(session.id)).toBeNull();
+    const forever = manager({ idleTtlMs: Number.POSITIVE_INFINITY });
+    expect(forever.idleExpiresAt(forever.spawn(sleeper).id)).toBeNull();
+  });
+
   it('close and closeAll say closed and shutdown; unknown ids are a clear error', async () => {
     const m = manager();
     const a = m.spawn(sleeper);

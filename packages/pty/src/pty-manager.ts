@@ -179,6 +179,17 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
     return [...this.#ended.values()].map(({ session }) => session);
   }
 
+  /**
+   * When the idle TTL would end this running session as `expired` if nothing happens from now
+   * (epoch ms; the sweep that ends it comes at most a sweep interval later). Null while the
+   * session is watched, without a TTL (infinite), once it is closing or ended, and for an id that
+   * is not one of this manager's running sessions.
+   */
+  idleExpiresAt(id: string): number | null {
+    const since = this.#sessions.get(id)?.idleSince;
+    return since === undefined || !Number.isFinite(this.idleTtlMs) ? null : since + this.idleTtlMs;
+  }
+
   /** Drops an ended session now (say, once a client has read its tail). False if none such. */
   forget(id: string): boolean {
     const ended = this.#ended.get(id);
