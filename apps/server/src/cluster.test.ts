@@ -331,7 +331,12 @@ max_runs = 2
             const listed = await viewer.request<
               { runId: string; state: string; terminateReason?: { kind: string } }[]
             >('agent.list', {});
-            done = listed.find((run) => run.runId === runId && run.state === 'done');
+            // A lease that lapsed in the outage lists the run as interrupted until its node takes
+            // the lease again (a beat after NATS is back): the end wanted is the one in its log.
+            done = listed.find(
+              (run) =>
+                run.runId === runId && run.state === 'done' && run.terminateReason?.kind !== 'interrupted',
+            );
             return done;
           },
           { timeout: 90_000, interval: 1_000 },

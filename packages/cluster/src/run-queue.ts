@@ -215,6 +215,8 @@ export class JetStreamRunQueue {
       () => void renew(),
       Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 3)),
     );
+    // Back from an outage: the lease may have lapsed meanwhile; take it again now, not a beat later.
+    const unwatch = this.#connection.onHealth((health) => void (health === 'ok' && renew()));
     try {
       await handler(ticket, {
         signal: controller.signal,
@@ -225,6 +227,7 @@ export class JetStreamRunQueue {
       /* the handler records its own failures in the run's log */
     } finally {
       clearInterval(beat);
+      unwatch();
       this.#running.delete(ticket.runId);
       this.#deliveries.delete(ticket.runId);
       const reason: unknown = controller.signal.reason;

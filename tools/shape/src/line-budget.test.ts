@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 4733, files: 22 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2822, files: 10 },
-  cluster: { lines: 1191, files: 9 },
+  cluster: { lines: 1194, files: 9 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
