@@ -170,12 +170,20 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     }
   });
   it('Sessions says how long a terminal nobody views has left before the idle TTL ends it', async () => {
+    const shown = () =>
+      page.evaluate(() => document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'));
+    const before = await shown();
     await page.keyboard.press('Alt+KeyN');
-    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    // The new tab, once it is the one shown (until then the tab shown before still is).
+    await expect
+      .poll(async () => {
+        const id = await shown();
+        return typeof id === 'string' && id !== before;
+      })
+      .toBe(true);
+    const sessionId = await shown();
+    await page.locator(`.term-tab[data-session="${sessionId}"] .xterm`).waitFor();
     await waitForPrompt(page);
-    const sessionId = await page.evaluate(() =>
-      document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'),
-    );
     const expiry = page.locator(`.session-list li[data-session="${sessionId}"] .expiry`);
     await expect.poll(() => expiry.innerText()).toBe('kept while viewed');
     await page.keyboard.press('Alt+KeyW'); // detached: the server's default TTL, 10 min, runs
