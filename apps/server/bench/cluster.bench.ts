@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { connectCluster, JetStreamRunQueue } from '@aleph/cluster';
 import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
+import { waitUntil } from '@aleph/pty/testing';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { startServerProcess, type ServerProcess } from '../test/server-process.js';
 
@@ -77,19 +78,12 @@ async function watch(server: ServerProcess, runId?: () => string | undefined): P
   return watched;
 }
 
-async function until(predicate: () => boolean, what: string, ms = 120_000): Promise<void> {
-  for (const end = Date.now() + ms; !predicate();) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /** One run on `server`: the gaps between its consecutive tool results (ms). */
 async function stepGaps(server: ServerProcess, cwd: string): Promise<number[]> {
   const watched = await watch(server);
   try {
     await watched.client.request('agent.run', { prompt: 'steps', cwd });
-    await until(() => watched.done, 'the run to end');
+    await waitUntil(() => watched.done, 'the run to end', 120_000);
     if (watched.tools.length !== STEPS)
       throw new Error(`expected ${STEPS} steps, saw ${watched.tools.length}`);
     return watched.tools.slice(1).map((at, index) => at - (watched.tools[index] as number));
@@ -152,14 +146,14 @@ async function failOver(nats: NatsServer, cwd: string): Promise<void> {
   try {
     runId = (await watchers[0]!.client.request<{ runId: string }>('agent.run', { prompt: 'steps', cwd }))
       .runId;
-    await until(() => watchers[0]!.tools.length >= 5, 'five steps');
+    await waitUntil(() => watchers[0]!.tools.length >= 5, 'five steps', 120_000);
     const holder = (await queue.holder(runId))?.node;
     const victim = holder === 'a' ? 0 : 1;
     const survivor = watchers[1 - victim]!;
     const seen = survivor.tools.length;
     const killedAt = performance.now();
     await nodes[victim]!.stop('SIGKILL');
-    await until(() => survivor.tools.length > seen, 'the next step on the other node');
+    await waitUntil(() => survivor.tools.length > seen, 'the next step on the other node', 120_000);
     const took = (survivor.tools[seen] as number) - killedAt;
     const target = LEASE_TTL_SECS * 1000 + 1000;
     console.log(
@@ -167,7 +161,7 @@ async function failOver(nats: NatsServer, cwd: string): Promise<void> {
         `step on another node: ${took.toFixed(0)} ms`,
     );
     console.log(`  target: ≤ lease TTL + 1 s (${target} ms) — ${took <= target ? 'met' : 'MISSED'}`);
-    await until(() => survivor.done, 'the run to end');
+    await waitUntil(() => survivor.done, 'the run to end', 120_000);
   } finally {
     await Promise.all(watchers.map((watched) => watched.client.close().catch(() => undefined)));
     await queue.close();

@@ -70,6 +70,14 @@ lease_ttl_secs = 2
 max_runs = 2
 `;
 
+    /** The cluster part of a node's /healthz. */
+    const healthOf = async (node: ServerProcess): Promise<{ name: string; node: string; health: string }> =>
+      (
+        (await (await fetch(`${node.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)).json()) as {
+          cluster: { name: string; node: string; health: string };
+        }
+      ).cluster;
+
     const startNodes = async (name: string, more = ''): Promise<ServerProcess[]> => {
       const started = await Promise.all(
         ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name) + more)),
@@ -313,17 +321,11 @@ max_runs = 2
       await expect
         .poll(() => events.filter((event) => event.topic === 'agent.tool').length, { timeout: 60_000 })
         .toBeGreaterThanOrEqual(3);
-      const healthz = async (node: ServerProcess) =>
-        (
-          (await (await fetch(`${node.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)).json()) as {
-            cluster: { node: string; health: string };
-          }
-        ).cluster;
-      expect(await healthz(nodes[1] as ServerProcess)).toEqual({ name: 'e2e4', node: 'b', health: 'ok' });
+      expect(await healthOf(nodes[1] as ServerProcess)).toEqual({ name: 'e2e4', node: 'b', health: 'ok' });
       const down = nats.restart(3_000); // down past the lease TTL (2 s)
-      await expect.poll(async () => (await healthz(nodes[1] as ServerProcess)).health).toBe('degraded');
+      await expect.poll(async () => (await healthOf(nodes[1] as ServerProcess)).health).toBe('degraded');
       await down;
-      await expect.poll(async () => (await healthz(nodes[1] as ServerProcess)).health).toBe('ok');
+      await expect.poll(async () => (await healthOf(nodes[1] as ServerProcess)).health).toBe('ok');
       let done: { runId: string; state: string; terminateReason?: { kind: string } } | undefined;
       await expect
         .poll(
@@ -354,14 +356,7 @@ max_runs = 2
       await nats.stop(); // the same port comes back below
       const front = await startServerProcess(`${config('a', 'e2e5')}required = false\n`);
       servers.push(front);
-      const healthz = async () =>
-        (
-          (await (
-            await fetch(`${front.url.replace(/^ws/, 'http').replace(/\/ws$/, '')}/healthz`)
-          ).json()) as {
-            cluster: { health: string };
-          }
-        ).cluster.health;
+      const healthz = async () => (await healthOf(front)).health;
       expect(await healthz()).toBe('degraded');
       expect(front.stderr() + front.stdout()).toMatch(/starting degraded \(required = false\)/);
       const viewer = await client(front);

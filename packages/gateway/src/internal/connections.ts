@@ -79,15 +79,13 @@ export class Connections {
   /** An event of the bus to every connection subscribed to it (pty.* ones by session too). */
   deliver({ topic, sessionId, data }: BusEvent): void {
     let frame: string | undefined;
+    const frameOnce = (): string =>
+      (frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data }));
+    const coalesce = this.#options.coalesce[topic];
     const session = topic.startsWith('pty.') && sessionId !== '' ? sessionId : undefined;
     for (const connection of this.#open.values()) {
       if (!connection.wants(topic, session)) continue;
-      connection.sendEvent(
-        topic,
-        data,
-        () => (frame ??= JSON.stringify({ jsonrpc: '2.0', method: topic, params: data })),
-        this.#options.coalesce[topic],
-      );
+      connection.sendEvent(topic, data, frameOnce, coalesce);
     }
   }
 
