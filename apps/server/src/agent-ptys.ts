@@ -61,16 +61,66 @@ export class ServerPtys extends PtyManager {
   }
 }
 
-/** Spawns in `manager`, waiting (until `signal` aborts) while all its slots are busy. */
-export async function spawnWhenFree(
+/**
+ * Agent terminals starting at once. Each start is a request to the pty's spawn helper through one
+ * pipe (64 KiB), whose write waits for the helper once the pipe is full: a burst of 50 sandboxed
+ * spawns (~2 KB each) held the event loop for seconds. Eight fit with room to spare; the helper
+ * starts them one after another anyway.
+ */
+const MAX_STARTING = 8;
+let starting = 0;
+const queued: (() => void)[] = [];
+
+async function startSoon(
   manager: PtyManager,
   options: PtySpawnOptions,
   signal: AbortSignal,
 ): Promise<PtySession> {
+  if (starting >= MAX_STARTING) {
+    await new Promise<void>((resolve, reject) => {
+      const turn = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      const onAbort = (): void => {
+        queued.splice(queued.indexOf(turn), 1);
+        reject(signal.reason as Error);
+      };
+      queued.push(turn);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  } else starting += 1; // a queued start is handed the slot of the one that finished
+  try {
+    return await manager.start(options); // the event loop never waits for the program
+  } finally {
+    const next = queued.shift();
+    if (next === undefined) starting -= 1;
+    else next();
+  }
+}
+
+/** What pty.list shows for a session, when not its program and arguments (a sandbox's wrapper). */
+const shown = new WeakMap<PtySession, string>();
+
+/** The command pty.list shows for `session`, if it was started with one (`spawnWhenFree`'s `shownAs`). */
+export const shownCommand = (session: PtySession): string | undefined => shown.get(session);
+
+/**
+ * Spawns in `manager`, waiting (until `signal` aborts) while all its slots are busy. `shownAs`: the
+ * command pty.list shows for it (see shownCommand).
+ */
+export async function spawnWhenFree(
+  manager: PtyManager,
+  options: PtySpawnOptions,
+  signal: AbortSignal,
+  shownAs?: string,
+): Promise<PtySession> {
   for (;;) {
     signal.throwIfAborted();
     try {
-      return await manager.start(options); // the event loop never waits for the program
+      const session = await startSoon(manager, options, signal);
+      if (shownAs !== undefined) shown.set(session, shownAs);
+      return session;
     } catch (error) {
       if (!(error instanceof PtyError) || error.code !== 'session_limit') throw error;
     }

@@ -52,7 +52,7 @@ export interface AgentServiceOptions {
   readonly sessions: SessionStore;
   readonly power: PowerCapability;
   /** Wraps the model's commands (the shell tool; the goal gate); its protected set guards the file tools too. */
-  readonly sandbox: Sandbox & Partial<Pick<ConfiguredSandbox, 'protectedPaths'>>;
+  readonly sandbox: Sandbox & Partial<Pick<ConfiguredSandbox, 'protectedPaths' | 'keep'>>;
   /** The sandbox's denied paths: no run's cwd lies under one, and the file tools refuse them. */
   readonly denied?: readonly DeniedEntry[];
   /** Files the sandbox keeps read-only ([hooks] files): the file tools refuse to write them. */
@@ -529,6 +529,8 @@ export class AgentService {
               beforeCompaction: (info) => session.beforeCompaction(info),
             }),
           });
+          // The sandbox's stand-ins in the cwd stay from one command of the run to the next.
+          const kept = this.#options.sandbox.keep?.(cwd);
           return orchestrator
             .dispatch(
               { prompt: params.prompt, sessionId, cwd, ...(cluster?.resume ? { resume: true } : {}) },
@@ -574,7 +576,10 @@ export class AgentService {
                 },
               },
             )
-            .finally(() => mcp.hub.close())
+            .finally(() => {
+              kept?.();
+              return mcp.hub.close();
+            })
             .then(async (result) => {
               await session.close(result);
               return result;

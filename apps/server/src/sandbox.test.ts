@@ -338,6 +338,20 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(outputs[0]).toMatch(/^0\n(.|\n)*scanned/);
   });
 
+  it("pty.list shows an agent's sandboxed command as the command, not the sandbox's command line; no stand-in is left", async () => {
+    const { client } = await start(config('required'));
+    const command = `echo listed-${marker()}`;
+    await agentRun(client, [command, command]);
+    const listed = (await client.list()).filter((session) => session.command.includes(command));
+    expect(listed.map((session) => session.command)).toEqual([
+      `[bubblewrap] /bin/sh -c ${command}`,
+      `[bubblewrap] /bin/sh -c ${command}`,
+    ]);
+    // The run kept the stand-ins of the absent .claude and .git from one command to the next; gone at its end.
+    expect(readdirSync(work)).not.toContain('.claude');
+    expect(readdirSync(work)).not.toContain('.git');
+  });
+
   it('`aleph run` says which sandbox is in force in its header', async () => {
     const { server } = await start(config('required'));
     const result = await runToExit([CLI, 'run', '[]', '--cwd', work], {

@@ -8,7 +8,7 @@ import { createPowerCapability, type PowerCapability } from '@aleph/power';
 import { createSandbox, isWithin, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
-import { ServerPtys } from './agent-ptys.js';
+import { ServerPtys, shownCommand } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
 import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
@@ -124,6 +124,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     logger: logger.child({ component: 'gateway' }),
     ...(consoleBuilt ? { static: { root: CONSOLE_DIR } } : {}),
     coalesce: { 'agent.delta': mergeDeltas },
+    commandOf: shownCommand,
     ...(cluster === undefined
       ? {}
       : {

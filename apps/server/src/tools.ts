@@ -105,6 +105,12 @@ export class CappedOutput {
   }
 }
 
+/** How pty.list shows a sandboxed command: the backend and the model's command, at most 300 characters. */
+function shownAs(backend: string, command: string): string {
+  const shown = `[${backend}] /bin/sh -c ${command}`;
+  return shown.length <= 300 ? shown : `${shown.slice(0, 299)}…`;
+}
+
 /** How a command ended, in words: a timeout, a cancellation, a signal (and why it was sent) or the exit code. */
 function shellEnd(exit: ExitInfo, how: { timedOut: boolean; cancelled: boolean; timeoutMs: number }): string {
   if (how.timedOut) return `timed out after ${how.timeoutMs} ms; the command was killed`;
@@ -150,6 +156,8 @@ export function projectProtection(cwd: string, bySandbox: readonly ProtectedPath
 
 export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const realCwd = realpathSync(env.cwd);
+  // Read once: each read of process.env is a getenv per variable, for every command.
+  const serverEnv = { ...process.env };
   const guard = {
     denied: env.denied,
     protection: (env.protection ?? serverProtection(env.denied, env.readOnly)).with(
@@ -183,7 +191,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     kind: 'evidence',
     timeoutMs: 3_600_000, // the command's own timeout below is the real bound
     execute: async ({ command, timeout_secs }, ctx) => {
-      const bare = { file: '/bin/sh', args: ['-c', command], cwd: env.cwd, env: process.env };
+      // The pty starts it with exactly the wrapped env (inheritEnv: false): nothing to unset inside.
+      const bare = { file: '/bin/sh', args: ['-c', command], cwd: env.cwd, env: serverEnv, exactEnv: true };
       let spec: {
         file: string;
         args: readonly string[];
@@ -214,6 +223,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             rows: 50,
           },
           wait,
+          // pty.list shows the command, not the sandbox's long command line around it
+          ctx.sandbox && ctx.sandbox.backend !== 'none' ? shownAs(ctx.sandbox.backend, command) : undefined,
         );
       } catch (error) {
         spec.release?.(); // never started

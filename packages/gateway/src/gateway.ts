@@ -9,7 +9,7 @@
 // Bad input gets a JSON-RPC error with a stable code and the connection stays usable; nothing a
 // client sends can crash it.
 import type { Server } from 'node:http';
-import { getPtyManager, type PtyManager } from '@aleph/pty';
+import { getPtyManager, type PtyManager, type PtySession } from '@aleph/pty';
 import type { ZodType } from 'zod';
 import { GatewayError } from './errors.js';
 import { InMemoryEventBus, type EventBus, type EventSubscription } from './event-bus.js';
@@ -82,6 +82,12 @@ export interface GatewayOptions {
    * a topic merges into the one held before it when this answers a value (undefined: keep both).
    */
   readonly coalesce?: Readonly<Record<string, (held: unknown, next: unknown) => unknown>>;
+  /**
+   * What `pty.list` shows as a session's `command`; undefined (or no function): its program and
+   * arguments joined by spaces. For a server whose programs run wrapped (a sandbox's long command
+   * line around them): the short form a person reads, which also keeps the answer small.
+   */
+  readonly commandOf?: (session: PtySession) => string | undefined;
 }
 
 export interface Gateway {
@@ -224,7 +230,7 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     onExit: (session, info) => publishOn({ bus, logger }, 'pty.exit', { sessionId: session.id, ...info }),
   });
   const table = new MethodTable(logger, (sessionId, bytes) => registry.write(sessionId, bytes));
-  registerPtyMethods(table, ptyManager, registry);
+  registerPtyMethods(table, ptyManager, registry, options.commandOf);
   const front = new HttpFront({
     host,
     token,

@@ -110,3 +110,22 @@ describe('the upgrade', () => {
     expect(h.manager.size).toBe(0);
   });
 });
+
+describe('pty.list command', () => {
+  it("is commandOf's answer where it gives one, else the program and its arguments", async () => {
+    await h.dispose();
+    const shown = new Set<string>();
+    h = await startGateway({
+      commandOf: (session) => (shown.has(session.id) ? `short ${session.args.length}` : undefined),
+    });
+    const client = await h.connect();
+    const sleeper = { command: '/bin/sh', args: ['-c', 'sleep 1000', 'long argument'], cols: 80, rows: 24 };
+    const plain = await client.spawn(sleeper);
+    const wrapped = await client.spawn(sleeper);
+    shown.add(wrapped.sessionId);
+    const listed = await client.list();
+    const commandOf = (id: string) => listed.find((session) => session.sessionId === id)?.command;
+    expect(commandOf(plain.sessionId)).toBe('/bin/sh -c sleep 1000 long argument');
+    expect(commandOf(wrapped.sessionId)).toBe('short 3');
+  });
+});

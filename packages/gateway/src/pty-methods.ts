@@ -1,6 +1,6 @@
 // The pty.* and events.* methods, on top of a PtyManager and the gateway's session registry: entries
 // of the gateway's method table, each a handler of its zod-validated params.
-import type { PtyManager } from '@aleph/pty';
+import type { PtyManager, PtySession } from '@aleph/pty';
 import { GatewayError } from './errors.js';
 import { BINARY_VERSION } from './internal/binary-frames.js';
 import type { MethodTable } from './internal/rpc.js';
@@ -12,6 +12,7 @@ function registerTerminalMethods(
   table: MethodTable,
   ptyManager: PtyManager,
   registry: SessionRegistry,
+  commandOf: CommandOf | undefined,
 ): void {
   // start: the event loop never waits for the program to start.
   table.register('pty.spawn', methods['pty.spawn'].params, (params): Promise<MethodResult<'pty.spawn'>> =>
@@ -37,7 +38,7 @@ function registerTerminalMethods(
     [...ptyManager.list(), ...ptyManager.listEnded()].map((session) => ({
       sessionId: session.id,
       pid: session.pid,
-      command: [session.command, ...session.args].join(' '),
+      command: commandOf?.(session) ?? [session.command, ...session.args].join(' '),
       cols: session.cols,
       rows: session.rows,
       createdAt: session.createdAt,
@@ -116,12 +117,16 @@ function registerStreamMethods(table: MethodTable, ptyManager: PtyManager, regis
   });
 }
 
+/** What pty.list shows as a session's command (undefined: its program and arguments). */
+export type CommandOf = (session: PtySession) => string | undefined;
+
 /** Adds the pty.* and events.* methods to the table. */
 export function registerPtyMethods(
   table: MethodTable,
   ptyManager: PtyManager,
   registry: SessionRegistry,
+  commandOf?: CommandOf,
 ): void {
-  registerTerminalMethods(table, ptyManager, registry);
+  registerTerminalMethods(table, ptyManager, registry, commandOf);
   registerStreamMethods(table, ptyManager, registry);
 }

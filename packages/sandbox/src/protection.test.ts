@@ -381,6 +381,46 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
       true,
     );
   });
+
+  it('a kept series: stand-ins stay from one command to the next, protected in each, and go when it ends', async () => {
+    const p = project();
+    const end = p.box.keep(p.dir);
+    const write =
+      'echo ../evil > .git/commondir; echo x > .git/config.worktree; mkdir .git/worktrees/w; echo done';
+    for (let command = 0; command < 2; command += 1) {
+      const ran = await attack(p, write);
+      expect(ran.stdout).toBe('done\n');
+      expect(ran.stderr).toMatch(/commondir: Read-only file system/);
+      expect(readFileSync(join(p.dir, '.git', 'commondir'), 'utf8')).toBe('.\n'); // still there, unchanged
+    }
+    end();
+    end(); // idempotent
+    expectIntact(p);
+  });
+
+  it('an empty .git stand-in another command holds is no git dir: kept read-only, nothing made in it', async () => {
+    count += 1;
+    const dir = join(root, `plain${count}`);
+    mkdirSync(dir);
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const end = box.keep(dir);
+    const first = box.wrap({ file: 'true', args: [], cwd: dir, env: {} });
+    first.release();
+    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git']); // kept: empty stand-ins
+    const second = box.wrap({
+      file: '/bin/sh',
+      args: ['-c', 'echo ref > .git/HEAD; ls -A .git; echo done'],
+      cwd: dir,
+      env: {},
+    });
+    const ran = await run(second);
+    second.release();
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(readdirSync(join(dir, '.git'))).toEqual([]);
+    end();
+    expect(readdirSync(dir)).toEqual([]);
+  });
 });
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {

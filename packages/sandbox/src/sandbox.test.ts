@@ -227,6 +227,39 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stdout).toMatch(/^PATH=/m);
   });
 
+  it('with exactEnv, names no variable on the command line and, spawned with exactly its env, sees only the allowed ones', async () => {
+    const env = { ...process.env, ...SECRET_ENV };
+    const box = sandbox('required');
+    const merged = box.wrap({ file: '/bin/sh', args: ['-c', 'env'], cwd: work, env });
+    const exact = box.wrap({ file: '/bin/sh', args: ['-c', 'env'], cwd: work, env, exactEnv: true });
+    expect(merged.args).toContain('--unsetenv');
+    expect(exact.args).not.toContain('--unsetenv');
+    expect(exact.args.length).toBeLessThan(merged.args.length);
+    expect(exact.env).toEqual(merged.env);
+    merged.release();
+    const ran = await run(exact);
+    exact.release();
+    expect(ran.stdout).not.toMatch(/aleph-token-secret|ALEPH_|provider-key-secret|openai-key|github-token/);
+    expect(ran.stdout).toMatch(/^LISTED_TOKEN=listed-token-value$/m);
+    expect(ran.stdout).toMatch(/^PATH=/m);
+  });
+
+  it('writes the seccomp filter file again when it was removed or changed since the last command', () => {
+    const box = sandbox('required');
+    const filterOf = (wrapped: WrappedCommand): string => wrapped.args[3] ?? '';
+    const first = box.wrap({ file: 'true', args: [], cwd: work, env: {} });
+    first.release();
+    const file = filterOf(first);
+    expect(file).toMatch(/\.bpf$/);
+    const bytes = readFileSync(file);
+    rmSync(file); // a tmp cleaner
+    box.wrap({ file: 'true', args: [], cwd: work, env: {} }).release();
+    expect(readFileSync(file)).toEqual(bytes);
+    writeFileSync(file, 'not a filter');
+    box.wrap({ file: 'true', args: [], cwd: work, env: {} }).release();
+    expect(readFileSync(file)).toEqual(bytes);
+  });
+
   const connect = (network: 'on' | 'off', mode: SandboxMode = 'required') =>
     run(
       sandbox(mode, network).wrap({

@@ -16,7 +16,12 @@ import {
   type PidsCgroup,
   type ResolvedLimits,
 } from './internal/limits.js';
-import { prepareMounts, protectedInProject, releaseStandIns } from './internal/project-mounts.js';
+import {
+  keepStandIns,
+  prepareMounts,
+  protectedInProject,
+  releaseStandIns,
+} from './internal/project-mounts.js';
 import { unixSocketFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
@@ -42,6 +47,13 @@ export interface SandboxCommand {
    * none under the protected home paths or itself denied; others are left hidden.
    */
   readonly readable?: readonly string[];
+  /**
+   * True when the spawner starts the command with the wrapped `env` and nothing else (a pty's
+   * `inheritEnv: false`, `child_process.spawn`'s `env`): no name then needs unsetting inside, and the
+   * command line carries none. Default false: each name of this process's environment and of `env`
+   * outside the allow-list is unset inside (`--unsetenv`, `env -u`), for a spawner that merges.
+   */
+  readonly exactEnv?: boolean | undefined;
 }
 
 export interface WrappedCommand {
@@ -89,6 +101,14 @@ export interface ConfiguredSandbox extends Sandbox {
   protectedPaths(cwd: string): ProtectedPath[];
   /** The limits each command gets, and how the task count is bounded (or why it is not). */
   readonly limits: LimitsReport;
+  /**
+   * For a series of commands in `cwd` (an agent's run): the empty stand-ins its commands make for
+   * absent protected paths stay from one command to the next, instead of being made and removed
+   * for each (removing a directory blocks for milliseconds on some filesystems), until the returned
+   * function is called (idempotent; call it once the series ended). Nested keeps of one cwd share
+   * it. A no-op without bubblewrap.
+   */
+  keep(cwd: string): () => void;
 }
 
 /** A protected path as it is now: `read-only` (not written) or `denied` (not read either). */
@@ -305,6 +325,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     readOnlyPaths: policy.readOnly,
     protectedPaths: (cwd) => protectedPaths(cwd, policy),
     limits: { ...policy.limits, processesBy: 'none', note: NO_LIMITS_OFF },
+    keep: () => () => {},
     wrap: (command) => ({
       file: command.file,
       args: [...command.args],
@@ -373,10 +394,18 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           backend === 'bubblewrap'
             ? limits.report
             : { ...resolved.limits, processesBy: 'none', note: 'sandbox-exec: limits are not set on macOS' },
+        keep: (cwd) => {
+          if (backend !== 'bubblewrap') return () => {};
+          try {
+            return keepStandIns(realpathSync(cwd));
+          } catch {
+            return () => {}; // no such cwd: its commands are refused anyway
+          }
+        },
         wrap: (command) => {
           const cwd = confinedCwd(command.cwd, resolved);
           const env = sandboxEnv(command.env, resolved);
-          const unset = unsetNames([command.env, inherited], resolved);
+          const unset = command.exactEnv === true ? [] : unsetNames([command.env, inherited], resolved);
           const readable = readableFiles(command.readable, resolved);
           if (backend === 'bubblewrap') {
             const confined = { ...command, readable };

@@ -77,6 +77,9 @@ const kindOf = (path: string): 'dir' | 'file' | 'other' | undefined => {
 /** Under the private /tmp or /run: hidden already unless the cwd brings it back. */
 const privateDir = (path: string): boolean => isWithin(path, '/tmp') || isWithin(path, '/run');
 
+/** The temp dir's real path, resolved once per name. */
+const realTemp = new Map<string, string>();
+
 /**
  * The server's temp dir holds the pty spawn helper's request FIFO (`aleph-pty-*`): whoever writes
  * it runs a command unconfined, and a FIFO on a read-only mount is still writable. Outside /tmp the
@@ -84,9 +87,9 @@ const privateDir = (path: string): boolean => isWithin(path, '/tmp') || isWithin
  * each `aleph-*` entry of it does (`after`), but the one holding the cwd.
  */
 export function tempDirArgs(cwd: string, dir: string = tmpdir()): { before: string[]; after: string[] } {
-  let tmp: string;
+  let tmp = realTemp.get(dir);
   try {
-    tmp = realpathSync(dir);
+    if (tmp === undefined) realTemp.set(dir, (tmp = realpathSync(dir)));
   } catch {
     return { before: [], after: [] };
   }

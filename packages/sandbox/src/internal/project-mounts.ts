@@ -117,7 +117,8 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfi
 export function projectProtections(cwd: string, policy: ResolvedPolicy): ProtectedMount[] {
   const git = join(cwd, '.git');
   const mounts: ProtectedMount[] = [{ path: join(cwd, '.claude'), how: 'read-only', absent: 'dir' }];
-  if (kindOf(git) === 'dir') {
+  // An empty `.git` stand-in another command (or a kept series) holds is no git dir: kept read-only.
+  if (kindOf(git) === 'dir' && !ownStandIn(git)) {
     mounts.push({ path: git, how: 'pin', absent: 'dir' });
     for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
     const named = gitConfigPaths(join(git, 'config'), cwd);
@@ -160,8 +161,50 @@ function linkTarget(path: string, cwd: string): string | undefined {
   }
 }
 
-/** Stand-ins this process made, and how many live commands use each. */
-const standIns = new Map<string, { count: number; kind: StandIn }>();
+/** Stand-ins this process made, how many live commands (and keeps) use each, and the keep holding it. */
+const standIns = new Map<string, { count: number; kind: StandIn; kept?: Keep }>();
+
+/** A keep of a cwd's stand-ins (see keepStandIns): how many hold it, and what it holds. */
+interface Keep {
+  holders: number;
+  readonly paths: Set<string>;
+}
+
+/** Keeps by real cwd. */
+const keeps = new Map<string, Keep>();
+
+/** Whether `path` is a stand-in this process made and still holds, still empty. */
+function ownStandIn(path: string): boolean {
+  const known = standIns.get(path);
+  return known !== undefined && isStandIn(path, known.kind);
+}
+
+/**
+ * Keeps the stand-ins that commands in `cwd` (a real path) make, from their commands' release until
+ * the returned function is called (idempotent): for a series of commands, instead of making and
+ * removing each for every command. Nested calls for one cwd share the keep; it ends with the last.
+ */
+export function keepStandIns(cwd: string): () => void {
+  let keep = keeps.get(cwd);
+  if (keep === undefined) keeps.set(cwd, (keep = { holders: 0, paths: new Set() }));
+  keep.holders += 1;
+  const held = keep;
+  let ended = false;
+  return () => {
+    if (ended) return;
+    ended = true;
+    held.holders -= 1;
+    if (held.holders > 0) return;
+    keeps.delete(cwd);
+    const mine = [...held.paths].filter((path) => {
+      const entry = standIns.get(path);
+      if (entry?.kept !== held) return false; // made anew since (removed from outside meanwhile)
+      delete entry.kept;
+      return true;
+    });
+    releaseStandIns(mine);
+  };
+}
 
 /** `.` makes git's common dir the git dir itself: what git does with no `commondir` at all. */
 const COMMONDIR = '.\n';
@@ -290,9 +333,16 @@ export function prepareMounts(
       if (kindOf(at) === 'dir') pins.add(at);
     }
   }
+  const keep = keeps.get(cwd);
   for (const path of used) {
     const entry = standIns.get(path);
-    if (entry !== undefined) entry.count += 1;
+    if (entry === undefined) continue;
+    entry.count += 1;
+    if (keep !== undefined && entry.kept === undefined) {
+      entry.kept = keep; // one count more, the keep's, until it ends
+      entry.count += 1;
+      keep.paths.add(path);
+    }
   }
   const byDepth = (a: string, b: string): number => a.split(sep).length - b.split(sep).length;
   const args = [

@@ -5,7 +5,7 @@
 // Also refused: io_uring_setup (io_uring can open sockets without socket(2)), the x32 ABI, and
 // every syscall of a foreign architecture (32-bit binaries), which the filter cannot read the same
 // way. A classic BPF program, written once to a file bwrap reads through an fd.
-import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync, type Stats } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxError } from '../errors.js';
@@ -116,9 +116,12 @@ export function encode(program: readonly Instruction[]): Buffer {
 export function unixSocketFilterFile(arch: string = process.arch): string | undefined {
   const architecture = ARCHITECTURES[arch];
   if (architecture === undefined) return undefined;
-  const bytes = encode(unixSocketFilter(architecture));
+  const bytes = encoded.get(arch) ?? encoded.set(arch, encode(unixSocketFilter(architecture))).get(arch)!;
   const dir = join(tmpdir(), `aleph-seccomp-${process.getuid?.() ?? 'user'}`);
   const file = join(dir, `unix-${arch}-${bytes.length}.bpf`);
+  // The file as this process last checked or wrote it, unchanged since: one lstat, not a read.
+  const known = checked.get(file);
+  if (known !== undefined && sameFile(file, known)) return file;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   if (!stat.isDirectory() || stat.uid !== process.getuid?.() || (stat.mode & 0o077) !== 0) {
@@ -135,5 +138,26 @@ export function unixSocketFilterFile(arch: string = process.arch): string | unde
     writeFileSync(temporary, bytes, { mode: 0o600 });
     renameSync(temporary, file);
   }
+  checked.set(file, lstatSync(file));
   return file;
+}
+
+/** Each architecture's program, encoded once. */
+const encoded = new Map<string, Buffer>();
+/** Filter files as checked last: a changed identity, size or time means checking again. */
+const checked = new Map<string, Stats>();
+
+function sameFile(file: string, known: Stats): boolean {
+  try {
+    const now = lstatSync(file);
+    return (
+      now.isFile() &&
+      now.dev === known.dev &&
+      now.ino === known.ino &&
+      now.size === known.size &&
+      now.mtimeMs === known.mtimeMs
+    );
+  } catch {
+    return false; // removed (a tmp cleaner): written again
+  }
 }
