@@ -4,7 +4,7 @@
 // beside a baseline from the same run: the same keys and bytes written straight into xterm.js in
 // the page, with no server, socket or pty between.
 import type { Page } from 'playwright-core';
-import { chromiumAvailable, launchChromium, startConsoleServer } from '../test/support.js';
+import { chromiumAvailable, consoleConfig, launchChromium, startConsoleServer } from '../test/support.js';
 
 const KEYS = 300;
 const FLOOD_BYTES = 16 * 1024 * 1024;
@@ -106,10 +106,7 @@ async function timeUntil(
 
 async function main(): Promise<void> {
   if (!chromiumAvailable()) return;
-  const [server, browser] = await Promise.all([
-    startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n'),
-    launchChromium(),
-  ]);
+  const [server, browser] = await Promise.all([startConsoleServer(consoleConfig()), launchChromium()]);
   try {
     const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     await page.goto(server.consoleUrl);

@@ -10,6 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, writeCatStop } from './fake-llm.js';
 import {
   chromiumAvailable,
+  consoleConfig,
+  consoleReady,
   launchChromium,
   runCommand,
   screenshot,
@@ -38,25 +40,15 @@ describe.skipIf(!available)('the console in Chromium', () => {
     chmodSync(hook, 0o755);
     llm = await startFakeLlm(writeCatStop);
     [server, browser] = await Promise.all([
-      startConsoleServer(`
-[gateway]
-port = 0
-[agent]
-provider = "openai-compatible"
-model = "fake-coder"
-base_url = "${llm.baseUrl}"
-workdir = "${work}"
-max_iterations = 8
-[power]
-inhibit_sleep = false
-[[stop_hooks]]
-name = "block-once"
-command = "${hook}"
-timeout_secs = 10
-`),
+      startConsoleServer(
+        consoleConfig(
+          { baseUrl: llm.baseUrl, workdir: work, maxIterations: 8 },
+          `[[stop_hooks]]\nname = "block-once"\ncommand = "${hook}"\ntimeout_secs = 10\n`,
+        ),
+      ),
       launchChromium(),
     ]);
-    bare = await startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+    bare = await startConsoleServer(consoleConfig());
     page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
     // The page asks before leaving while terminals are open: a reload says yes.
     page.on('dialog', (dialog) => void (dialog.type() === 'beforeunload' && dialog.accept()));
@@ -83,7 +75,7 @@ timeout_secs = 10
     expect(server.stdout()).toMatch(/^console: http:\/\/127\.0\.0\.1:\d+\/#token=\S+$/m);
     const response = await page.goto(server.consoleUrl);
     expect(response?.headers()['content-security-policy']).toMatch(/script-src 'self'(;|$)/);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    await consoleReady(page);
     expect(page.url()).not.toContain('token');
   });
 

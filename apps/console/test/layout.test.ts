@@ -13,7 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Message, type Reply } from './fake-llm.js';
 import {
   chromiumAvailable,
+  consoleConfig,
   launchChromium,
+  openConsole,
   runCommand,
   screenshot,
   startConsoleServer,
@@ -67,26 +69,13 @@ describe.skipIf(!available)('the console at every width, and a run people can re
     work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-layout-')));
     llm = await startFakeLlm(tenCalls);
     [server, browser] = await Promise.all([
-      startConsoleServer(`
-[gateway]
-port = 0
-[agent]
-provider = "openai-compatible"
-model = "fake-coder"
-base_url = "${llm.baseUrl}"
-workdir = "${work}"
-max_iterations = 20
-[power]
-inhibit_sleep = false
-`),
+      startConsoleServer(consoleConfig({ baseUrl: llm.baseUrl, workdir: work, maxIterations: 20 })),
       launchChromium(),
     ]);
     // bypassCSP only so the test can inject axe-core; the page's own CSP is checked elsewhere.
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true });
-    page = await context.newPage();
+    page = await openConsole(context, server.consoleUrl);
     page.on('dialog', (dialog) => void dialog.accept());
-    await page.goto(server.consoleUrl);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
   });
 
   afterAll(async () => {

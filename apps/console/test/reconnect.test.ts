@@ -11,7 +11,9 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chromiumAvailable,
+  consoleConfig,
   launchChromium,
+  openConsole,
   runCommand,
   screenshot,
   startConsoleServer,
@@ -72,15 +74,10 @@ describe.skipIf(!available)('the console over a connection that drops', () => {
 
   beforeAll(async () => {
     work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-reconnect-')));
-    [server, browser] = await Promise.all([
-      startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n'),
-      launchChromium(),
-    ]);
+    [server, browser] = await Promise.all([startConsoleServer(consoleConfig()), launchChromium()]);
     proxy = await startProxy(new URL(server.origin));
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page = await openConsole(browser, `${proxy.origin}/#token=${encodeURIComponent(server.token)}`);
     page.on('dialog', (dialog) => void dialog.accept()); // the leave-page prompt
-    await page.goto(`${proxy.origin}/#token=${encodeURIComponent(server.token)}`);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
   });
 
   afterAll(async () => {

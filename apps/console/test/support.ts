@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
 export const SERVER_MAIN = resolve(import.meta.dirname, '../../server/dist/main.js');
@@ -28,6 +28,29 @@ export interface ConsoleServer {
   readonly stateDir: string;
   readonly stdout: () => string;
   stop(): Promise<void>;
+}
+
+/** What a test's agent talks to: the fake provider's URL, and the run's limits. */
+export interface TestAgent {
+  readonly baseUrl: string;
+  readonly maxIterations: number;
+  readonly workdir?: string;
+}
+
+/**
+ * An aleph.toml for a browser test: the gateway on a free port, no sleep inhibitor, and with `agent`
+ * an `openai-compatible` agent on the fake provider; `extra` is appended as is.
+ */
+export function consoleConfig(agent?: TestAgent, extra = ''): string {
+  const lines = ['[gateway]', 'port = 0'];
+  if (agent !== undefined) {
+    lines.push('[agent]', 'provider = "openai-compatible"', 'model = "fake-coder"');
+    lines.push(`base_url = "${agent.baseUrl}"`);
+    if (agent.workdir !== undefined) lines.push(`workdir = "${agent.workdir}"`);
+    lines.push(`max_iterations = ${agent.maxIterations}`);
+  }
+  lines.push('[power]', 'inhibit_sleep = false');
+  return `${lines.join('\n')}\n${extra}`;
 }
 
 export async function startConsoleServer(config: string): Promise<ConsoleServer> {
@@ -106,6 +129,23 @@ export function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/** Waits until the console is signed in and drawn (its New terminal button is there). */
+export async function consoleReady(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+}
+
+/** A new page on `url` (the printed console URL, or another origin's), once the console is ready. */
+export async function openConsole(
+  on: Browser | BrowserContext,
+  url: string,
+  viewport = { width: 1280, height: 800 },
+): Promise<Page> {
+  const page = await on.newPage({ viewport });
+  await page.goto(url);
+  await consoleReady(page);
+  return page;
 }
 
 export async function screenshot(page: Page, name: string): Promise<void> {

@@ -6,7 +6,10 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chromiumAvailable,
+  consoleConfig,
+  consoleReady,
   launchChromium,
+  openConsole,
   runCommand,
   startConsoleServer,
   terminalLines,
@@ -22,13 +25,8 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
   let page: Page;
 
   beforeAll(async () => {
-    [server, browser] = await Promise.all([
-      startConsoleServer('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n'),
-      launchChromium(),
-    ]);
-    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    await page.goto(server.consoleUrl);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    [server, browser] = await Promise.all([startConsoleServer(consoleConfig()), launchChromium()]);
+    page = await openConsole(browser, server.consoleUrl);
   });
 
   afterAll(async () => {
@@ -47,7 +45,7 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     page.on('dialog', onDialog);
     await page.reload();
     page.off('dialog', onDialog);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    await consoleReady(page);
     return asked;
   };
 

@@ -11,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Message, type Reply } from './fake-llm.js';
 import {
   chromiumAvailable,
+  consoleConfig,
   launchChromium,
+  openConsole,
   runCommand,
   screenshot,
   startConsoleServer,
@@ -57,22 +59,10 @@ describe.skipIf(!available)('the console among other viewers', () => {
     work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-viewers-')));
     llm = await startFakeLlm(byPrompt);
     [server, browser] = await Promise.all([
-      startConsoleServer(`
-[gateway]
-port = 0
-[agent]
-provider = "openai-compatible"
-model = "fake-coder"
-base_url = "${llm.baseUrl}"
-max_iterations = 4
-[power]
-inhibit_sleep = false
-`),
+      startConsoleServer(consoleConfig({ baseUrl: llm.baseUrl, maxIterations: 4 })),
       launchChromium(),
     ]);
-    page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
-    await page.goto(server.consoleUrl);
-    await page.getByRole('button', { name: 'New terminal' }).first().waitFor();
+    page = await openConsole(browser, server.consoleUrl, { width: 1400, height: 800 });
   });
 
   afterAll(async () => {
@@ -94,12 +84,8 @@ inhibit_sleep = false
   const size = (on: Page) => on.evaluate(() => (window as any).alephConsole.size());
   const type = (on: Page, text: string) => runCommand(on, text);
   /** A second viewer: its own page (and sessionStorage), at another window size. */
-  const secondViewer = async (width: number, height: number): Promise<Page> => {
-    const other = await browser.newPage({ viewport: { width, height } });
-    await other.goto(server.consoleUrl);
-    await other.getByRole('button', { name: 'New terminal' }).first().waitFor();
-    return other;
-  };
+  const secondViewer = (width: number, height: number): Promise<Page> =>
+    openConsole(browser, server.consoleUrl, { width, height });
   const newTerminal = async (): Promise<string> => {
     const before = await activeSession(page);
     await page.getByRole('button', { name: 'New terminal' }).first().click();
