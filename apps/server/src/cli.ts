@@ -280,14 +280,17 @@ async function run(
 }
 
 /**
- * A terminal's command, short: an agent's `shell` call runs `/bin/sh -c <command>`, under bubblewrap
- * as the tail of its whole argv (`bwrap --setenv … -- /bin/sh -c <command>`): show `$ <command>`.
+ * A terminal's command, short: an agent's `shell` call runs `/bin/sh -c <command>`, sandboxed listed
+ * as `[bubblewrap] /bin/sh -c <command>` (by an older server, as the tail of bwrap's whole argv,
+ * `… -- /bin/sh -c <command>`): show `$ <command>`.
  */
 function shortCommand(command: string): string {
-  const wrapped = command.indexOf(' -- /bin/sh -c ');
-  const at = wrapped >= 0 ? wrapped + 4 : command.startsWith('/bin/sh -c ') ? 0 : -1;
+  const backend = /^\[[\w-]+\] (?=\/bin\/sh -c )/.exec(command)?.[0].length;
+  const tail = command.indexOf(' -- /bin/sh -c ');
+  const wrapped = backend !== undefined || tail >= 0;
+  const at = backend ?? (tail >= 0 ? tail + 4 : command.startsWith('/bin/sh -c ') ? 0 : -1);
   const shown = at < 0 ? command : `$ ${command.slice(at + '/bin/sh -c '.length)}`;
-  return neutralize(firstLine(shown, 120)) + (wrapped >= 0 ? '  (sandboxed)' : '');
+  return neutralize(firstLine(shown, 120)) + (wrapped ? '  (sandboxed)' : '');
 }
 
 function terminalState(
