@@ -191,6 +191,8 @@ export function writeConsumer(dir: string, packages: readonly ConsumedPackage[])
       zod: '^4.1.0',
     },
     devDependencies: { typescript: '~5.9.3', '@types/node': '^20.19.0' },
+    // npm's install-script policy: node-pty (under @aleph/pty) builds its addon when it installs.
+    allowScripts: { 'node-pty': true },
   };
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   const tsconfig = {

@@ -1,13 +1,19 @@
 // A throw-away npm registry for the release test: Verdaccio (the devDependency of this private
-// workspace) on a free loopback port with its storage in a temp dir, publishing `@aleph/*` itself
-// and proxying everything else to the registry npm is configured with. Invariant: `stop()` ends the
-// server's process and nothing of it remains outside `dir`.
+// workspace) on a free port of a loopback address of its own, with its storage in a temp dir,
+// publishing `@aleph/*` itself and proxying everything else to the registry npm is configured with.
+// Invariants: `stop()` ends the server's process and nothing of it remains outside `dir`; the server
+// also ends when the process that started it is gone, however it ended (it exits when its stdin, a
+// pipe from this process, closes); its URL (a random loopback address) is, all but surely, one no
+// earlier run used, so no npm cache entry of an earlier run can stand in for this run's packages.
+// A server that exits before `stop()` says so on stderr, with its last output.
+import { randomInt } from 'node:crypto';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export interface Registry {
   readonly url: string;
@@ -19,11 +25,11 @@ export interface Registry {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+async function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(0, host, () => {
       const address = server.address();
       server.close(() =>
         typeof address === 'object' && address !== null
@@ -78,9 +84,23 @@ function getJson(url: string): Promise<{ status: number; body: unknown }> {
   });
 }
 
+/**
+ * Loaded into the server (`--import`): its main thread exits when stdin, a pipe from this process,
+ * ends. Worker threads (the logger's) load it too and have a stdin of their own that ends at once.
+ */
+const EXIT_WITH_PARENT = `import { isMainThread } from 'node:worker_threads';
+if (isMainThread) {
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.on('error', () => process.exit(0));
+  process.stdin.resume();
+}
+`;
+
 export async function startRegistry(dir: string): Promise<Registry> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}/`;
+  // 127.0.0.0/8 is loopback: an address of its own for this run (npm caches by URL).
+  const host = `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
+  const port = await freePort(host);
+  const url = `http://${host}:${port}/`;
   const config = join(dir, 'verdaccio.yaml');
   writeFileSync(
     config,
@@ -111,14 +131,24 @@ export async function startRegistry(dir: string): Promise<Registry> {
     dirname(createRequire(import.meta.url).resolve('verdaccio/package.json')),
     'bin/verdaccio',
   );
-  const child = spawn(process.execPath, [bin, '--config', config, '--listen', `127.0.0.1:${port}`], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const exitWithParent = join(dir, 'exit-with-parent.mjs');
+  writeFileSync(exitWithParent, EXIT_WITH_PARENT);
+  const child = spawn(
+    process.execPath,
+    ['--import', pathToFileURL(exitWithParent).href, bin, '--config', config, '--listen', `${host}:${port}`],
+    { cwd: dir, stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)));
   child.stderr.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-20_000)));
+  let stopping = false;
+  child.once('exit', (code, signal) => {
+    if (!stopping) {
+      process.stderr.write(`verdaccio exited unexpectedly (${code ?? signal}):\n${output.slice(-4000)}\n`);
+    }
+  });
   const stop = async (): Promise<void> => {
+    stopping = true;
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');

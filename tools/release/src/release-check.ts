@@ -11,7 +11,7 @@ import { apiReportProblems } from './api-report.js';
 import { checkPackage } from './check-package.mjs';
 import { productTextProblems } from './product-text.js';
 import { publicPackages } from './public-packages.js';
-import { pack, tarballProblems } from './tarball.js';
+import { packAll, tarballProblems } from './tarball.js';
 
 /** Problems in the pending changesets' text, by file. */
 export function changesetProblems(root: string): string[] {
@@ -31,15 +31,14 @@ export function releaseProblems(root: string): string[] {
   const problems = changesetProblems(root);
   const destination = mkdtempSync(join(tmpdir(), 'aleph-release-check-'));
   try {
+    const built: string[] = [];
     for (const pkg of publicPackages(root)) {
       const unbuilt = checkPackage(pkg.dir);
-      if (unbuilt.length > 0) {
-        problems.push(...unbuilt.map((problem) => `${pkg.name}: ${problem}`));
-        continue;
-      }
-      problems.push(
-        ...tarballProblems(pack(pkg.dir, destination)).map((problem) => `${pkg.name}: ${problem}`),
-      );
+      if (unbuilt.length > 0) problems.push(...unbuilt.map((problem) => `${pkg.name}: ${problem}`));
+      else built.push(pkg.name);
+    }
+    for (const [name, tarball] of packAll(root, built, destination)) {
+      problems.push(...tarballProblems(tarball).map((problem) => `${name}: ${problem}`));
     }
   } finally {
     rmSync(destination, { recursive: true, force: true });

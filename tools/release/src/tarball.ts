@@ -3,7 +3,7 @@
 // bookkeeping (`.tsbuildinfo`), no tests or benches, every source map pointing at a file that ships,
 // and product text only (see product-text.ts).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { manifestTargets } from './check-package.mjs';
@@ -22,14 +22,33 @@ export interface Tarball {
   readonly files: readonly PackedFile[];
 }
 
-/** Packs the package in `dir` into `destination` and reads every file of the tarball back. */
-export function pack(dir: string, destination: string): Tarball {
-  const packed = spawnSync('pnpm', ['pack', '--pack-destination', destination], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
-  if (packed.status !== 0) throw new Error(`pnpm pack in ${dir} failed:\n${packed.stdout}${packed.stderr}`);
-  const file = packed.stdout.trim().split('\n').at(-1) ?? '';
+/**
+ * Packs the workspace packages named (in the workspace at `root`) into `destination`, which must
+ * be empty, with one `pnpm pack --recursive` (each package packed as `pack` packs it), and reads
+ * every tarball back, by package name.
+ */
+export function packAll(root: string, names: readonly string[], destination: string): Map<string, Tarball> {
+  if (names.length === 0) return new Map();
+  const filters = names.flatMap((name) => ['--filter', name]);
+  const packed = spawnSync(
+    'pnpm',
+    ['pack', '--recursive', ...filters, '--workspace-concurrency', '4', '--pack-destination', destination],
+    { cwd: root, encoding: 'utf8' },
+  );
+  if (packed.status !== 0) throw new Error(`pnpm pack --recursive failed:\n${packed.stdout}${packed.stderr}`);
+  const tarballs = new Map(
+    readdirSync(destination)
+      .filter((file) => file.endsWith('.tgz'))
+      .map((file) => readTarball(join(destination, file)))
+      .map((tarball) => [tarball.name, tarball] as const),
+  );
+  const missing = names.filter((name) => !tarballs.has(name));
+  if (missing.length > 0) throw new Error(`pnpm pack --recursive made no tarball for ${missing.join(', ')}`);
+  return tarballs;
+}
+
+/** Every file of a package tarball (`.tgz`), read back. */
+export function readTarball(file: string): Tarball {
   const unpacked = mkdtempSync(join(tmpdir(), 'aleph-unpack-'));
   try {
     const untar = spawnSync('tar', ['-xzf', file, '-C', unpacked], { encoding: 'utf8' });
