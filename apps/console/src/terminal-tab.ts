@@ -59,6 +59,7 @@ export function describeExit(exit: ExitInfo): string {
     evicted: 'evicted: too many sessions, the oldest was ended',
     expired: 'expired: idle past the time limit',
     shutdown: 'the server shut down',
+    node_lost: 'its node was lost (the cluster node running it stopped answering)',
   };
   return `Session ended — ${why[exit.reason] ?? exit.reason}${how ? ` (${how})` : ''}`;
 }

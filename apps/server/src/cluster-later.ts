@@ -3,7 +3,15 @@
 // in-process bus); what needs the cluster (a run, a run's log) answers `busy` saying why; the
 // health is `degraded`. On joining, every subscription moves to the cluster's bus, the run queue
 // starts serving, and the node behaves as if it had joined at start.
-import { GatewayError, InMemoryEventBus, type EventBus, type EventSubscription } from '@aleph/gateway';
+import {
+  GatewayError,
+  InMemoryEventBus,
+  type EventBus,
+  type EventSubscription,
+  type Gateway,
+  type RemoteTerminals,
+} from '@aleph/gateway';
+import type { PtyManager } from '@aleph/pty';
 import type { SessionStore } from '@aleph/harness';
 import type { Logger } from 'pino';
 import type { ClusterMode, ClusterRunQueue } from './cluster-mode.js';
@@ -85,6 +93,25 @@ export function clusterLater(
     close: async () => joined?.queue.close(),
   };
 
+  // Other nodes' terminals are known once joined; until then only this node's exist.
+  let host: [PtyManager, Gateway] | undefined;
+  const unknown = (sessionId: string): GatewayError =>
+    new GatewayError('unknown_session', `unknown session ${sessionId}`);
+  const remote: RemoteTerminals = {
+    has: async (sessionId) => (joined === undefined ? false : joined.remote.has(sessionId)),
+    call: async (method, params) => {
+      if (joined === undefined) throw unknown(params.sessionId);
+      return joined.remote.call(method, params);
+    },
+    list: async () => (joined === undefined ? [] : joined.remote.list()),
+    follow: async (viewer, sessionId, fromOffset) => {
+      if (joined === undefined) throw unknown(sessionId);
+      return joined.remote.follow(viewer, sessionId, fromOffset);
+    },
+    ack: (viewer, sessionId, offset) => joined?.remote.ack(viewer, sessionId, offset),
+    sync: (viewer) => joined?.remote.sync(viewer),
+  };
+
   let retry: NodeJS.Timeout | undefined;
   let trying: Promise<void> | undefined;
   let wait = FIRST_RETRY_MS;
@@ -95,7 +122,8 @@ export function clusterLater(
       const mode = await join();
       if (closed) return void (await mode.close());
       joined = mode;
-      for (const move of moves) move(mode.bus);
+      for (const move of moves) move(mode.gatewayBus);
+      if (host !== undefined) mode.attach(...host);
       moves.clear();
       if (handler !== undefined) mode.queue.serve(handler);
       logger.info({ component: 'cluster', node: mode.node, cluster: mode.name }, 'joined the cluster');
@@ -119,6 +147,12 @@ export function clusterLater(
     name: names.name,
     node: names.node,
     bus,
+    gatewayBus: bus,
+    remote,
+    attach: (ptys, gateway) => {
+      host = [ptys, gateway];
+      joined?.attach(ptys, gateway);
+    },
     sessions,
     queue,
     health: () => joined?.health() ?? (closed ? 'closed' : 'degraded'),

@@ -3,7 +3,9 @@
 // run's log; a node that lost a run is fenced from it) and the run queue (a run waits in a work
 // queue, a node holds it by a lease, another node resumes it from its log when the holder dies).
 // Without `[cluster]` none of this is loaded and nothing changes.
-import type { EventBus } from '@aleph/gateway';
+import { GatewayError, type EventBus, type Gateway, type RemoteTerminals } from '@aleph/gateway';
+import type { PtyManager } from '@aleph/pty';
+import type { TerminalHost } from '@aleph/cluster';
 import type { SessionLoad, SessionStore, SessionSummary } from '@aleph/harness';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -52,6 +54,12 @@ export interface ClusterMode {
   readonly node: string;
   readonly name: string;
   readonly bus: EventBus;
+  /** The bus the gateway takes: a pty.exit of another node's terminal follows that terminal's output. */
+  readonly gatewayBus: EventBus;
+  /** Other nodes' terminals, for the gateway: their calls are forwarded, their output followed. */
+  readonly remote: RemoteTerminals;
+  /** Serves this node's own terminals to the cluster, once the gateway exists. */
+  attach(ptys: PtyManager, gateway: Gateway): void;
   readonly sessions: SessionStore;
   readonly queue: ClusterRunQueue;
   health(): 'ok' | 'degraded' | 'closed';
@@ -88,6 +96,10 @@ export async function startClusterMode(
       isLive: async (sessionId) => (await queue.holder(sessionId)) !== undefined,
     });
     const bus = await cluster.JetStreamEventBus.open(connection);
+    const terminals = await cluster.ClusterTerminals.open(connection, bus, {
+      onError: (error, what) => logger.warn({ component: 'cluster', err: error }, what),
+      makeError: (code, message, data) => new GatewayError(code, message, { data }),
+    });
     connection.onHealth((health) =>
       logger[health === 'ok' ? 'info' : 'warn'](
         { component: 'cluster', node: connection.options.node },
@@ -100,6 +112,9 @@ export async function startClusterMode(
       node: connection.options.node,
       name: connection.options.name,
       bus,
+      gatewayBus: terminals.gatewayBus(),
+      remote: terminals,
+      attach: (ptys, gateway) => terminals.attach(terminalHost(ptys, gateway)),
       sessions,
       queue: {
         submit: (ticket) => queue.submit(ticket),
@@ -112,6 +127,7 @@ export async function startClusterMode(
       health: () => connection.health,
       nodes: () => connection.nodes(),
       async close() {
+        await terminals.close();
         await queue.close();
         await connection.close();
       },
@@ -120,4 +136,17 @@ export async function startClusterMode(
     await connection.close();
     throw error;
   }
+}
+
+/** This node's terminals as the cluster serves them: the pty manager's sessions, run by the gateway. */
+function terminalHost(ptys: PtyManager, gateway: Gateway): TerminalHost {
+  // A PtyManager emits 'spawn' (a PtySession, which is a HostSession) and 'forget' (an id).
+  const events = ptys as unknown as Pick<TerminalHost, 'on' | 'off'>;
+  return {
+    on: events.on.bind(ptys),
+    off: events.off.bind(ptys),
+    get: (sessionId) => ptys.get(sessionId),
+    list: () => ptys.list(),
+    callLocal: (method, params) => gateway.callLocal(method, params),
+  };
 }

@@ -128,10 +128,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ...(cluster === undefined
       ? {}
       : {
-          bus: cluster.bus,
+          bus: cluster.gatewayBus,
+          remote: cluster.remote,
           health: () => ({ cluster: { name: cluster.name, node: cluster.node, health: cluster.health() } }),
         }),
   });
+  cluster?.attach(ptyManager, gateway); // this node's terminals, driven from any node
   const agents = new AgentService({
     config,
     gateway,

@@ -167,6 +167,7 @@ export class JetStreamEventBus implements EventBus {
       const consumer = await this.#js.consumers.get(this.#stream, {
         filter_subjects: sessionId === undefined ? `${this.#prefix}>` : this.#subject(sessionId),
         deliver_policy: replay ? DeliverPolicy.All : DeliverPolicy.New,
+        inactive_threshold: 5_000, // gone a few seconds after its node, however that node ended
       });
       if (!active) return markReady();
       messages = await consumer.consume({ max_messages: 256 });

@@ -12,3 +12,9 @@ export {
   type RunTicket,
 } from './run-queue.js';
 export { JetStreamSessionStore, type JetStreamSessionStoreOptions } from './session-store.js';
+export {
+  ClusterTerminals,
+  type ClusterTerminalsOptions,
+  type HostSession,
+  type TerminalHost,
+} from './terminals.js';

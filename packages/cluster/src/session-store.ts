@@ -195,6 +195,7 @@ export class JetStreamSessionStore implements SessionStore {
       const consumer = await this.#js.consumers.get(this.#stream, {
         filter_subjects: subject,
         deliver_policy: DeliverPolicy.All,
+        inactive_threshold: 5_000,
       });
       const messages = await consumer.consume();
       for await (const message of messages) {

@@ -20,7 +20,10 @@ import type { FlowLimits } from './internal/output-pump.js';
 import { MethodTable, type MethodHandler } from './internal/rpc.js';
 import { SessionRegistry } from './internal/session-registry.js';
 import { WEBSOCKET_PATH } from './protocol.js';
-import { registerPtyMethods } from './pty-methods.js';
+import { formatZodIssue, methods } from './protocol.js';
+import { localList, registerPtyMethods, sessionMethods, type SessionMethods } from './pty-methods.js';
+import type { ForwardedMethod, RemoteTerminals } from './remote.js';
+import { remoteViewer } from './internal/remote-viewer.js';
 
 export type { MethodHandler, RequestContext } from './internal/rpc.js';
 
@@ -88,6 +91,11 @@ export interface GatewayOptions {
    * line around them): the short form a person reads, which also keeps the answer small.
    */
   readonly commandOf?: (session: PtySession) => string | undefined;
+  /**
+   * The terminals of other nodes (cluster mode): a session method on a session this node does not
+   * have goes there, `pty.list` adds theirs, and a connection follows theirs as its own.
+   */
+  readonly remote?: RemoteTerminals;
 }
 
 export interface Gateway {
@@ -103,6 +111,11 @@ export interface Gateway {
   publish(topic: string, data: unknown): void;
   /** Number of open client connections. */
   readonly connectionCount: number;
+  /**
+   * Runs a session method (or `pty.list`) on this node's own sessions, for another node (cluster
+   * mode): params are checked as a client's are; the errors are the ones a client would get.
+   */
+  callLocal(method: ForwardedMethod | 'pty.list', params: unknown): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -134,6 +147,8 @@ interface Parts {
   readonly table: MethodTable;
   readonly delivery: EventSubscription;
   readonly logger: GatewayLogger;
+  readonly local: SessionMethods;
+  readonly commandOf: GatewayOptions['commandOf'];
 }
 
 class RunningGateway implements Gateway {
@@ -170,6 +185,17 @@ class RunningGateway implements Gateway {
 
   publish(topic: string, data: unknown): void {
     publishOn(this.#parts, topic, data);
+  }
+
+  async callLocal(method: ForwardedMethod | 'pty.list', params: unknown): Promise<unknown> {
+    const checked = methods[method].params.safeParse(params);
+    if (!checked.success) {
+      const issue = checked.error.issues[0];
+      throw new GatewayError('invalid_params', issue ? formatZodIssue(issue) : 'invalid params');
+    }
+    if (method === 'pty.list') return localList(this.#parts.ptyManager, this.#parts.commandOf);
+    const run = this.#parts.local[method] as (params: unknown) => unknown;
+    return await run(checked.data);
   }
 
   close(): Promise<void> {
@@ -219,7 +245,10 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     pingIntervalMs: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
     logger,
     onFrame: (connection, raw, isBinary) => table.dispatch(connection, raw, isBinary),
-    onLeave: (connection) => registry.left(connection),
+    onLeave: (connection) => {
+      registry.left(connection);
+      options.remote?.sync(remoteViewer(connection));
+    },
     onGone: () => registry.checkFlow(),
   });
   const registry = new SessionRegistry({
@@ -229,8 +258,13 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     inputQueueBytes: options.inputQueueBytes ?? DEFAULT_INPUT_QUEUE_BYTES,
     onExit: (session, info) => publishOn({ bus, logger }, 'pty.exit', { sessionId: session.id, ...info }),
   });
-  const table = new MethodTable(logger, (sessionId, bytes) => registry.write(sessionId, bytes));
-  registerPtyMethods(table, ptyManager, registry, options.commandOf);
+  const { remote, commandOf } = options;
+  const table = new MethodTable(logger, (sessionId, bytes) =>
+    remote === undefined || ptyManager.get(sessionId) !== undefined
+      ? registry.write(sessionId, bytes)
+      : remote.call('pty.input', { sessionId, data: bytes.toString('base64') }),
+  );
+  registerPtyMethods(table, ptyManager, registry, { commandOf, remote });
   const front = new HttpFront({
     host,
     token,
@@ -243,7 +277,8 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     onSocket: (socket) => connections.accept(socket),
   });
   const delivery = bus.subscribe({ topics: ['*'] }, (event) => connections.deliver(event));
-  return { host, ptyManager, bus, front, connections, registry, table, delivery, logger };
+  const local = sessionMethods(ptyManager, registry);
+  return { host, ptyManager, bus, front, connections, registry, table, delivery, logger, local, commandOf };
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {

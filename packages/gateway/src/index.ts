@@ -21,4 +21,5 @@ export {
 export { tokenSubprotocol } from './internal/auth.js';
 export { SLOW_CONSUMER_CLOSE_CODE } from './internal/connection.js';
 export { type FlowLimits } from './internal/output-pump.js';
+export type { ForwardedMethod, RemoteTerminals, RemoteViewer } from './remote.js';
 export * from './protocol.js';

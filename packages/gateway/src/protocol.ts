@@ -28,7 +28,7 @@ const base64 = z.base64({ error: 'must be base64' });
 export const exitInfoSchema = z.object({
   exitCode: z.int().nullable(),
   signal: z.string().nullable(),
-  reason: z.enum(['exited', 'closed', 'evicted', 'expired', 'shutdown']),
+  reason: z.enum(['exited', 'closed', 'evicted', 'expired', 'shutdown', 'node_lost']),
 });
 
 export const methods = {

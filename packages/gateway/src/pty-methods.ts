@@ -1,64 +1,114 @@
 // The pty.* and events.* methods, on top of a PtyManager and the gateway's session registry: entries
 // of the gateway's method table, each a handler of its zod-validated params.
 import type { PtyManager, PtySession } from '@aleph/pty';
+import type { ZodType } from 'zod';
 import { GatewayError } from './errors.js';
 import { BINARY_VERSION } from './internal/binary-frames.js';
+import type { Connection } from './internal/connection.js';
+import { remoteViewer } from './internal/remote-viewer.js';
 import type { MethodTable } from './internal/rpc.js';
 import type { SessionRegistry } from './internal/session-registry.js';
 import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
+import type { ForwardedMethod, RemoteTerminals } from './remote.js';
+
+type Params<M extends ForwardedMethod> = ReturnType<(typeof methods)[M]['params']['parse']>;
+export type SessionMethods = { [M in ForwardedMethod]: (params: Params<M>) => unknown };
+
+/** The session methods a node runs for its own sessions, for its clients or for another node's. */
+export function sessionMethods(ptyManager: PtyManager, registry: SessionRegistry): SessionMethods {
+  return {
+    'pty.input': (params) => {
+      // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.
+      if (params.data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4) {
+        throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
+      }
+      return { bytes: registry.write(params.sessionId, Buffer.from(params.data, 'base64')) };
+    },
+    'pty.resize': (params) => {
+      ptyManager.require(params.sessionId).resize(params.cols, params.rows);
+      return {};
+    },
+    'pty.close': (params) => ptyManager.close(params.sessionId),
+    'pty.snapshot': async (params) => {
+      const session = ptyManager.require(params.sessionId);
+      const record = registry.get(session.id);
+      if (record === undefined) throw new GatewayError('unknown_session', `unknown session ${session.id}`);
+      return record.snapshot();
+    },
+    'pty.replay': (params) => {
+      const { offset, data } = ptyManager.require(params.sessionId).replay(params.fromOffset);
+      const length = Math.min(data.length, params.maxBytes ?? MAX_REPLAY_BYTES, MAX_REPLAY_BYTES);
+      if (length === data.length) registry.get(params.sessionId)?.pump.release(); // replayed to the present
+      return { offset, data: data.toString('base64', 0, length), end: offset + data.length };
+    },
+  };
+}
+
+/** What pty.list shows as a session's command (undefined: its program and arguments). */
+export type CommandOf = (session: PtySession) => string | undefined;
+
+/** This node's own sessions, as `pty.list` lists them. */
+export function localList(
+  ptyManager: PtyManager,
+  commandOf: CommandOf | undefined,
+): MethodResult<'pty.list'> {
+  return [...ptyManager.list(), ...ptyManager.listEnded()].map((session) => ({
+    sessionId: session.id,
+    pid: session.pid,
+    command: commandOf?.(session) ?? [session.command, ...session.args].join(' '),
+    cols: session.cols,
+    rows: session.rows,
+    createdAt: session.createdAt,
+    lastActivityAt: session.lastActivityAt,
+    outputOffset: session.scrollback.end,
+    exit: session.exitInfo ?? null,
+    idleExpiresAt: ptyManager.idleExpiresAt(session.id),
+  }));
+}
 
 /** The methods that work on one session's terminal. */
 function registerTerminalMethods(
   table: MethodTable,
   ptyManager: PtyManager,
   registry: SessionRegistry,
-  commandOf: CommandOf | undefined,
+  { commandOf, remote }: TableOptions,
 ): void {
   // start: the event loop never waits for the program to start.
   table.register('pty.spawn', methods['pty.spawn'].params, (params): Promise<MethodResult<'pty.spawn'>> =>
     ptyManager.start(params).then((session) => ({ sessionId: session.id, pid: session.pid })),
   );
 
-  table.register('pty.input', methods['pty.input'].params, (params): MethodResult<'pty.input'> => {
-    // Cheap bound before decoding: base64 of MAX_INPUT_BYTES is at most this long.
-    if (params.data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4) {
-      throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
-    }
-    return { bytes: registry.write(params.sessionId, Buffer.from(params.data, 'base64')) };
-  });
+  const local = sessionMethods(ptyManager, registry);
+  // A session this node does not have is another node's (or none's): the call goes there.
+  const route = <M extends ForwardedMethod>(method: M): void =>
+    table.register(method, methods[method].params as unknown as ZodType<Params<M>>, (params) => {
+      if (remote === undefined || ptyManager.get(params.sessionId) !== undefined)
+        return (local[method] as (params: Params<M>) => unknown)(params);
+      const data = (params as { data?: string }).data;
+      if (data !== undefined && data.length > Math.ceil(MAX_INPUT_BYTES / 3) * 4)
+        throw new GatewayError('frame_too_large', `pty.input data exceeds ${MAX_INPUT_BYTES} bytes`);
+      return remote.call(method, params);
+    });
+  route('pty.input');
+  route('pty.resize');
+  route('pty.close');
+  route('pty.snapshot');
+  route('pty.replay');
 
-  table.register('pty.resize', methods['pty.resize'].params, (params): MethodResult<'pty.resize'> => {
-    ptyManager.require(params.sessionId).resize(params.cols, params.rows);
-    return {};
-  });
-
-  table.register('pty.close', methods['pty.close'].params, (params) => ptyManager.close(params.sessionId));
-
-  table.register('pty.list', methods['pty.list'].params, (): MethodResult<'pty.list'> =>
-    [...ptyManager.list(), ...ptyManager.listEnded()].map((session) => ({
-      sessionId: session.id,
-      pid: session.pid,
-      command: commandOf?.(session) ?? [session.command, ...session.args].join(' '),
-      cols: session.cols,
-      rows: session.rows,
-      createdAt: session.createdAt,
-      lastActivityAt: session.lastActivityAt,
-      outputOffset: session.scrollback.end,
-      exit: session.exitInfo ?? null,
-      idleExpiresAt: ptyManager.idleExpiresAt(session.id),
-    })),
+  table.register('pty.list', methods['pty.list'].params, () =>
+    remote === undefined
+      ? localList(ptyManager, commandOf)
+      : remote.list().then((others) => [...localList(ptyManager, commandOf), ...others]),
   );
-
-  table.register('pty.snapshot', methods['pty.snapshot'].params, async (params) => {
-    const session = ptyManager.require(params.sessionId);
-    const record = registry.get(session.id);
-    if (record === undefined) throw new GatewayError('unknown_session', `unknown session ${session.id}`);
-    return record.snapshot();
-  });
 }
 
-/** The methods that shape what one connection is sent: replay, acks, follow, binary frames. */
-function registerStreamMethods(table: MethodTable, ptyManager: PtyManager, registry: SessionRegistry): void {
+/** The methods that shape what one connection is sent: acks, follow, binary frames, subscriptions. */
+function registerStreamMethods(
+  table: MethodTable,
+  ptyManager: PtyManager,
+  registry: SessionRegistry,
+  remote: RemoteTerminals | undefined,
+): void {
   table.register(
     'pty.binary',
     methods['pty.binary'].params,
@@ -68,14 +118,18 @@ function registerStreamMethods(table: MethodTable, ptyManager: PtyManager, regis
     },
   );
 
-  table.register('pty.replay', methods['pty.replay'].params, (params): MethodResult<'pty.replay'> => {
-    const { offset, data } = ptyManager.require(params.sessionId).replay(params.fromOffset);
-    const length = Math.min(data.length, params.maxBytes ?? MAX_REPLAY_BYTES, MAX_REPLAY_BYTES);
-    if (length === data.length) registry.get(params.sessionId)?.pump.release(); // replayed to the present
-    return { offset, data: data.toString('base64', 0, length), end: offset + data.length };
-  });
-
-  table.register('pty.ack', methods['pty.ack'].params, (params, context): MethodResult<'pty.ack'> => {
+  // Acks of another node's session count here (this connection's backlog) and there (its pty's pace).
+  const remoteAck = async (connection: Connection, sessionId: string, offset: number): Promise<object> => {
+    if (remote === undefined || (!connection.sent.has(sessionId) && !(await remote.has(sessionId))))
+      throw new GatewayError('unknown_session', `unknown session ${sessionId}`);
+    const upTo = Math.min(offset, connection.sent.get(sessionId) ?? offset);
+    connection.acked.set(sessionId, Math.max(connection.acked.get(sessionId) ?? 0, upTo));
+    remote.ack(remoteViewer(connection), sessionId, upTo);
+    return {};
+  };
+  table.register('pty.ack', methods['pty.ack'].params, (params, context) => {
+    if (remote !== undefined && ptyManager.get(params.sessionId) === undefined)
+      return remoteAck(context.connection, params.sessionId, params.offset);
     ptyManager.require(params.sessionId);
     const { acked, sent } = context.connection;
     const previous = acked.get(params.sessionId) ?? 0;
@@ -92,7 +146,24 @@ function registerStreamMethods(table: MethodTable, ptyManager: PtyManager, regis
   table.register(
     'pty.follow',
     methods['pty.follow'].params,
-    (params, context): MethodResult<'pty.follow'> => {
+    (params, context): MethodResult<'pty.follow'> | Promise<MethodResult<'pty.follow'>> => {
+      if (remote !== undefined && ptyManager.get(params.sessionId) === undefined) {
+        if (!context.connection.wants('pty.output', params.sessionId))
+          throw new GatewayError(
+            'invalid_request',
+            `subscribe to pty.output of session ${params.sessionId} first`,
+          );
+        const { connection } = context;
+        return remote.follow(remoteViewer(connection), params.sessionId, params.fromOffset).then((answer) => {
+          // As a local follow: the new stream starts at `offset`; older acks say nothing beyond it.
+          connection.sent.set(params.sessionId, answer.offset);
+          connection.startedAt.set(params.sessionId, answer.offset);
+          const acked = connection.acked.get(params.sessionId);
+          if (acked !== undefined && acked > answer.offset)
+            connection.acked.set(params.sessionId, answer.offset);
+          return answer;
+        });
+      }
       const session = ptyManager.require(params.sessionId);
       if (!context.connection.wants('pty.output', session.id)) {
         throw new GatewayError('invalid_request', `subscribe to pty.output of session ${session.id} first`);
@@ -107,26 +178,31 @@ function registerStreamMethods(table: MethodTable, ptyManager: PtyManager, regis
     for (const topic of params.topics) context.connection.topics.add(topic);
     if (params.sessions !== undefined) context.connection.sessions = new Set(params.sessions);
     registry.syncWatches();
+    remote?.sync(remoteViewer(context.connection));
     return { topics: [...context.connection.topics] };
   });
 
   table.register('events.unsubscribe', methods['events.unsubscribe'].params, (params, context) => {
     for (const topic of params.topics) context.connection.topics.delete(topic);
     registry.syncWatches();
+    remote?.sync(remoteViewer(context.connection));
     return { topics: [...context.connection.topics] };
   });
 }
-
-/** What pty.list shows as a session's command (undefined: its program and arguments). */
-export type CommandOf = (session: PtySession) => string | undefined;
 
 /** Adds the pty.* and events.* methods to the table. */
 export function registerPtyMethods(
   table: MethodTable,
   ptyManager: PtyManager,
   registry: SessionRegistry,
-  commandOf?: CommandOf,
+  options: TableOptions = {},
 ): void {
-  registerTerminalMethods(table, ptyManager, registry, commandOf);
-  registerStreamMethods(table, ptyManager, registry);
+  registerTerminalMethods(table, ptyManager, registry, options);
+  registerStreamMethods(table, ptyManager, registry, options.remote);
+}
+
+interface TableOptions {
+  readonly commandOf?: CommandOf | undefined;
+  /** Other nodes' terminals (cluster mode). */
+  readonly remote?: RemoteTerminals | undefined;
 }

@@ -16,12 +16,12 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 2953, files: 18 },
   verification: { lines: 2726, files: 24 },
   harness: { lines: 2856, files: 12 },
-  gateway: { lines: 3605, files: 23 },
+  gateway: { lines: 3821, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4800, files: 22 },
+  server: { lines: 4865, files: 22 },
   mcp: { lines: 899, files: 5 },
-  console: { lines: 2822, files: 10 },
-  cluster: { lines: 1194, files: 9 },
+  console: { lines: 2823, files: 10 },
+  cluster: { lines: 2223, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

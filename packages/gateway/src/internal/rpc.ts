@@ -190,12 +190,24 @@ export class MethodTable {
     if (typeof frame === 'string') return fail(connection, null, 'invalid_request', frame);
     if (frame.kind !== 'input')
       return fail(connection, null, 'invalid_request', 'a client sends input frames (kind 2) only');
-    try {
-      this.#writeInput(frame.sessionId, frame.data);
-    } catch (error) {
+    const refused = (error: unknown): void => {
       const rpcError = rpcErrorFor(error);
       if (rpcError === undefined) throw error;
       keystrokesRefused(connection, rpcError, frame.sessionId);
+    };
+    try {
+      const written = this.#writeInput(frame.sessionId, frame.data);
+      // Another node's session (cluster mode): its answer comes later.
+      if (written instanceof Promise)
+        written.catch((error: unknown) => {
+          try {
+            refused(error);
+          } catch (bug) {
+            this.#logger.error({ err: bug }, 'forwarded input failed');
+          }
+        });
+    } catch (error) {
+      refused(error);
     }
   }
 }

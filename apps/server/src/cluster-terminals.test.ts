@@ -1,0 +1,220 @@
+// Terminals across cluster nodes, end to end: three real server processes on loopback sharing a real
+// nats-server. A terminal stays on the node that forked it and is driven from any node: a client of
+// another node types into it, reads its output, and resumes on a third node after its own node died,
+// losing nothing; when the terminal's node dies, its clients everywhere see `pty.exit` `node_lost`.
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectCluster } from '@aleph/cluster';
+import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
+import { connectGateway, GatewayError, type GatewayClient } from '@aleph/gateway/client';
+import { processAlive } from '@aleph/pty/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+
+const binary = natsServerBinary();
+if (binary === undefined && process.env.CI)
+  throw new Error('nats-server is missing (Debian package nats-server)');
+
+const TOKEN = 'cluster-terminals-token-0123456789';
+const TTL_SECS = 2;
+const MB = 1_000_000;
+
+describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeout: 240_000 }, () => {
+  let nats: NatsServer;
+  let work: string;
+  const servers: ServerProcess[] = [];
+  const clients: GatewayClient[] = [];
+  const clusters: string[] = [];
+  const pids: number[] = [];
+
+  const config = (node: string, name: string) => `
+[gateway]
+port = 0
+token = "${TOKEN}"
+
+[sandbox]
+mode = "off"
+
+[power]
+inhibit_sleep = false
+
+[cluster]
+servers = ["${nats.url}"]
+name = "${name}"
+node = "${node}"
+lease_ttl_secs = ${TTL_SECS}
+`;
+
+  const startNodes = async (name: string): Promise<ServerProcess[]> => {
+    clusters.push(name);
+    const started = await Promise.all(['a', 'b', 'c'].map((node) => startServerProcess(config(node, name))));
+    servers.push(...started);
+    return started;
+  };
+  const client = async (server: ServerProcess, autoAck = true): Promise<GatewayClient> => {
+    const connected = await connectGateway(server.url, { token: server.token, autoAck });
+    clients.push(connected);
+    return connected;
+  };
+  const errorOf = async (promise: Promise<unknown>): Promise<GatewayError> => {
+    const error = await promise.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(GatewayError);
+    return error as GatewayError;
+  };
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    work = mkdtempSync(join(tmpdir(), 'aleph-cluster-terminals-'));
+  });
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((connected) => connected.close()));
+    for (const server of servers.splice(0)) {
+      await server.stop();
+      rmSync(server.stateDir, { recursive: true, force: true });
+    }
+    // No program left behind on any node.
+    await expect.poll(() => pids.filter((pid) => processAlive(pid)), { timeout: 30_000 }).toEqual([]);
+    pids.length = 0;
+    // No consumer left on the cluster's streams once its nodes are gone (a killed node's lapse);
+    // then the streams and buckets go, and none is left.
+    const probe = await connectCluster({ servers: [nats.url], name: 'probe', node: `probe-${process.pid}` });
+    try {
+      for (const name of clusters.splice(0)) {
+        const streams = async (): Promise<string[]> => {
+          const names: string[] = [];
+          for await (const info of probe.jsm.streams.list())
+            if (info.config.name.startsWith(`${name}_`) || info.config.name.startsWith(`KV_${name}_`))
+              names.push(info.config.name);
+          return names;
+        };
+        const consumers = async (): Promise<string[]> => {
+          const left: string[] = [];
+          for (const stream of await streams())
+            for await (const consumer of probe.jsm.consumers.list(stream))
+              if (consumer.config.durable_name === undefined) left.push(`${stream}/${consumer.name}`);
+          return left;
+        };
+        await expect.poll(consumers, { timeout: 90_000, interval: 1_000 }).toEqual([]);
+        for (const stream of await streams()) await probe.jsm.streams.delete(stream);
+        expect(await streams()).toEqual([]);
+      }
+    } finally {
+      await probe.close();
+    }
+  }, 180_000);
+  afterAll(async () => {
+    await nats?.dispose();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('a client on one node types into a terminal of another, reads it, and resumes on a third after its node died, losing nothing', async () => {
+    const [a, b, c] = (await startNodes('pty1')) as [ServerProcess, ServerProcess, ServerProcess];
+    const written = randomBytes(5 * MB);
+    const dataFile = join(work, 'five-mb.bin');
+    writeFileSync(dataFile, written);
+    const expected = createHash('sha256').update(written).digest('hex');
+
+    // The terminal is forked on b: raw mode (bytes pass unchanged), a mark, then 5 MB once told to.
+    const onB = await client(b);
+    const { sessionId, pid } = await onB.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'stty raw -echo; printf R; read -r line; cat "$0"', dataFile],
+      cols: 80,
+      rows: 24,
+    });
+    pids.push(pid);
+
+    // A client on a follows it (acknowledging by hand: it stops at 1 MB, so its node holds back).
+    const onA = await client(a, false);
+    await onA.subscribe(['pty.*'], [sessionId]);
+    const received: Buffer[] = [];
+    let next = 0;
+    const take = (data: Buffer, offset: number): void => {
+      expect(offset).toBe(next); // in order, no gap, nothing twice
+      received.push(Buffer.from(data));
+      next = offset + data.length;
+    };
+    const followedOnA = await onA.follow(sessionId, 0, take);
+    expect(followedOnA.offset).toBe(0);
+    await expect.poll(() => next, { timeout: 30_000 }).toBeGreaterThanOrEqual(1);
+    expect(Buffer.concat(received).subarray(0, 1).toString()).toBe('R');
+
+    // Listed on every node; resized, snapshotted and replayed through a.
+    const listed = await onA.list();
+    expect(listed.find((item) => item.sessionId === sessionId)?.pid).toBe(pid);
+    await onA.resize(sessionId, 100, 30);
+    const snapshot = await onA.request<{ cols: number; rows: number }>('pty.snapshot', { sessionId });
+    expect([snapshot.cols, snapshot.rows]).toEqual([100, 30]);
+    const replay = await onA.replay(sessionId, 0);
+    expect(replay.data.subarray(0, 1).toString()).toBe('R');
+
+    await onA.input(sessionId, 'go\n');
+    await expect.poll(() => next, { timeout: 60_000 }).toBeGreaterThan(MB);
+    await onA.ack(sessionId, MB);
+    await expect.poll(() => next, { timeout: 60_000 }).toBeGreaterThan(1.5 * MB);
+    expect(next).toBeLessThan(1 + 5 * MB); // a held it back: the rest is still to come
+
+    // a dies; the client comes back through c and resumes where it was.
+    await a.stop('SIGKILL');
+    const onC = await client(c);
+    const exits: { reason: string }[] = [];
+    onC.onExit((exit) => exits.push(exit));
+    await onC.subscribe(['pty.*'], [sessionId]);
+    const followedOnC = await onC.follow(sessionId, next, take);
+    expect(followedOnC.offset).toBe(next);
+    await expect.poll(() => next, { timeout: 120_000, interval: 200 }).toBe(1 + 5 * MB);
+    const assembled = Buffer.concat(received);
+    expect(assembled.length).toBe(1 + 5 * MB);
+    expect(createHash('sha256').update(assembled.subarray(1)).digest('hex')).toBe(expected);
+    // The program ended after its output: its exit reaches the client on c after the last byte.
+    await expect.poll(() => exits.map((exit) => exit.reason), { timeout: 60_000 }).toEqual(['exited']);
+  });
+
+  it('ends a terminal for every client with node_lost when its node is SIGKILLed; calls on it and on unknown ids get stable errors', async () => {
+    const [a, b, c] = (await startNodes('pty2')) as [ServerProcess, ServerProcess, ServerProcess];
+    const onB = await client(b);
+    const { sessionId, pid } = await onB.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+    pids.push(pid);
+    const onA = await client(a);
+    const onC = await client(c);
+    const exits = new Map<GatewayClient, { sessionId: string; reason: string }[]>();
+    for (const viewer of [onA, onC]) {
+      exits.set(viewer, []);
+      viewer.onExit((exit) => exits.get(viewer)?.push(exit));
+      await viewer.subscribe(['pty.*'], [sessionId]);
+    }
+    // Typed on a, echoed by cat on b, read on a.
+    let echoed = '';
+    await onA.follow(sessionId, 0, (data) => (echoed += data.toString()));
+    await onA.input(sessionId, 'hello from a\n');
+    await expect.poll(() => echoed, { timeout: 30_000 }).toContain('hello from a');
+
+    // An id no node has: the error a single node gives, whichever node is asked.
+    for (const viewer of [onA, onC]) {
+      const unknown = await errorOf(viewer.input('no-such-session', 'x'));
+      expect(unknown.code).toBe('unknown_session');
+      expect(unknown.message).toBe('unknown session no-such-session');
+      expect((await errorOf(viewer.resize('no-such-session', 10, 10))).code).toBe('unknown_session');
+    }
+
+    await b.stop('SIGKILL');
+    for (const viewer of [onA, onC])
+      await expect
+        .poll(() => exits.get(viewer), { timeout: 30_000 })
+        .toEqual([{ sessionId, exitCode: null, signal: null, reason: 'node_lost' }]);
+    // A call on it now: session_closed, saying its node was lost.
+    for (const viewer of [onA, onC]) {
+      const lost = await errorOf(viewer.input(sessionId, 'x'));
+      expect(lost.code).toBe('session_closed');
+      expect(lost.data?.['reason']).toBe('node_lost');
+      expect(lost.message).toContain('node b was lost');
+    }
+    const listed = await onA.list();
+    expect(listed.find((item) => item.sessionId === sessionId)?.exit?.reason).toBe('node_lost');
+  });
+});
