@@ -4,7 +4,7 @@
 // and on reload skips (and reports) a torn last line or a corrupt line — never fatal to the rest.
 import { claudeToolName, toClaudeInput } from '@aleph/verification';
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeSync } from 'node:fs';
 import { appendFile, open, readdir, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HarnessError } from './errors.js';
@@ -336,13 +336,13 @@ class FileSessionStore implements SessionStore {
     const stored = { ...event, seq: log.seq, at: Date.now() } as SessionEvent;
     log.seq += 1;
     const line = log.transcript.line(stored);
-    // Two files, written side by side; the chain keeps each file's lines in append order.
-    const write = log.tail.then(() =>
-      Promise.all([
-        log.handle.write(`${JSON.stringify(stored)}\n`),
-        line && log.transcriptHandle.write(line),
-      ]),
-    );
+    // Two files, each line one write(2) to the page cache (no fsync: flush and end do that), after
+    // whatever is ahead in the chain. Synchronous: a few µs, where a FileHandle write cost ~50 µs of
+    // CPU (a promise, a thread-pool hop) for each file, on every event of every run.
+    const write = log.tail.then(() => {
+      writeSync(log.handle.fd, `${JSON.stringify(stored)}\n`);
+      if (line) writeSync(log.transcriptHandle.fd, line);
+    });
     log.tail = write.catch(() => undefined);
     try {
       await write;

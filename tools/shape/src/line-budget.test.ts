@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2856, files: 12 },
   gateway: { lines: 3821, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4865, files: 22 },
+  server: { lines: 4868, files: 22 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2823, files: 10 },
   cluster: { lines: 2223, files: 10 },
