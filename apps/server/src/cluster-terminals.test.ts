@@ -177,6 +177,11 @@ lease_ttl_secs = ${TTL_SECS}
 
   it('ends a terminal for every client with node_lost when its node is SIGKILLed; calls on it and on unknown ids get stable errors', async () => {
     const [a, b, c] = (await startNodes('pty2')) as [ServerProcess, ServerProcess, ServerProcess];
+    // A client of c that wants every terminal's output, subscribed before the terminal exists.
+    const everything = await client(c);
+    await everything.subscribe(['pty.*']);
+    let seenOnC = '';
+    everything.onOutput((output) => (seenOnC += Buffer.from(output.data).toString()));
     const onB = await client(b);
     const { sessionId, pid } = await onB.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
     pids.push(pid);
@@ -193,6 +198,16 @@ lease_ttl_secs = ${TTL_SECS}
     await onA.follow(sessionId, 0, (data) => (echoed += data.toString()));
     await onA.input(sessionId, 'hello from a\n');
     await expect.poll(() => echoed, { timeout: 30_000 }).toContain('hello from a');
+    // c follows the new terminal live from when it learnt of it: what is typed from then on shows.
+    await expect
+      .poll(
+        async () => (seenOnC.includes('ping') ? seenOnC : (await onA.input(sessionId, 'ping\n'), seenOnC)),
+        {
+          timeout: 30_000,
+          interval: 1_000,
+        },
+      )
+      .toContain('ping');
 
     // An id no node has: the error a single node gives, whichever node is asked.
     for (const viewer of [onA, onC]) {

@@ -53,6 +53,10 @@ const INACTIVE_MS = 5_000;
 const REPORT_EVERY_MS = 500;
 /** A viewer not reported for this long has gone (its node died or it left): it is kept as detached. */
 const VIEWER_STALE_MS = 3 * REPORT_EVERY_MS;
+/** How long an id no node has registered is looked for again before it is unknown. */
+const LATE_REGISTRATION_MS = 250;
+/** Acks are reported at most this often (the latest one always). */
+const ACK_REPORT_MS = 50;
 
 type ExitInfo = { exitCode: number | null; signal: string | null; reason: string };
 type ListItem = MethodResult<'pty.list'>[number];
@@ -168,6 +172,7 @@ class Feed {
   wake: (() => void) | undefined;
   lastReport = 0;
   reportTimer: NodeJS.Timeout | undefined;
+  ackTimer: NodeJS.Timeout | undefined;
   readonly done: Promise<void>;
   finish: () => void = () => undefined;
   idleSince = Date.now();
@@ -200,6 +205,8 @@ export class ClusterTerminals implements RemoteTerminals {
   readonly #seen = new Map<string, number>();
   readonly #published = new Map<string, Published>();
   readonly #feeds = new Map<RemoteViewer, Map<string, Feed>>();
+  /** Open connections that want every session's output (no `sessions` named): new sessions reach them. */
+  readonly #broad = new Set<RemoteViewer>();
   readonly #inputChains = new Map<string, Promise<unknown>>();
   readonly #subscriptions: Subscription[] = [];
   readonly #timers: NodeJS.Timeout[] = [];
@@ -583,13 +590,18 @@ export class ClusterTerminals implements RemoteTerminals {
       const registration = JSON.parse(value) as Registration;
       this.#known.set(sessionId, { registration, revision });
       if (registration.exit === undefined && registration.node !== this.#node)
-        for (const viewer of this.#feeds.keys()) this.sync(viewer); // a new session: broad viewers follow it
+        for (const viewer of this.#broad) this.sync(viewer); // a new session: broad viewers follow it
     } catch {
       /* not one of ours */
     }
   }
 
   async #locate(sessionId: string): Promise<Known | undefined> {
+    // A terminal forked a moment ago on another node may not be registered yet: look twice.
+    return (await this.#lookup(sessionId)) ?? (await delay(LATE_REGISTRATION_MS), this.#lookup(sessionId));
+  }
+
+  async #lookup(sessionId: string): Promise<Known | undefined> {
     const known = this.#known.get(sessionId);
     if (known !== undefined) return known;
     const entry = await this.#terminals.get(sessionToken(sessionId)).catch(() => null);
@@ -781,7 +793,14 @@ export class ClusterTerminals implements RemoteTerminals {
     const feed = this.#feeds.get(viewer)?.get(sessionId);
     if (feed === undefined) return;
     feed.wake?.();
-    if (Date.now() - feed.lastReport >= 50) this.#report(feed);
+    // At most one report per 50 ms, and the last ack always reported (the owner paces on it).
+    const wait = feed.lastReport + ACK_REPORT_MS - Date.now();
+    if (wait <= 0) this.#report(feed);
+    else
+      feed.ackTimer ??= setTimeout(() => {
+        feed.ackTimer = undefined;
+        if (!feed.stopped) this.#report(feed);
+      }, wait);
   }
 
   sync(viewer: RemoteViewer): void {
@@ -789,8 +808,11 @@ export class ClusterTerminals implements RemoteTerminals {
     if (!viewer.open) {
       if (feeds !== undefined) for (const feed of feeds.values()) this.#stopFeed(feed);
       this.#feeds.delete(viewer);
+      this.#broad.delete(viewer);
       return;
     }
+    if (viewer.sessions === undefined) this.#broad.add(viewer);
+    else this.#broad.delete(viewer);
     if (feeds !== undefined)
       for (const feed of feeds.values()) if (!viewer.wants(feed.sessionId)) this.#stopFeed(feed);
     // Live output of the other nodes' sessions it wants (named, or every one), from now on.
@@ -928,6 +950,7 @@ export class ClusterTerminals implements RemoteTerminals {
     feed.stopped = true;
     feed.wake?.();
     clearInterval(feed.reportTimer);
+    clearTimeout(feed.ackTimer);
     this.#report(feed, true);
     void feed.messages?.close().catch(() => undefined);
     if (remove) {
@@ -977,6 +1000,7 @@ export class ClusterTerminals implements RemoteTerminals {
     }
     for (const feeds of this.#feeds.values()) for (const feed of feeds.values()) this.#stopFeed(feed);
     this.#feeds.clear();
+    this.#broad.clear();
     await Promise.all([...this.#published.values()].map((published) => published.chain));
     // This node's sessions leave the cluster with it (they ended with it).
     await Promise.all(
@@ -988,6 +1012,10 @@ export class ClusterTerminals implements RemoteTerminals {
     for (const subscription of this.#subscriptions) subscription.unsubscribe();
     for (const watch of this.#watches) watch.stop();
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** A PtyError's code as a client gets it (the gateway's mapping). */
