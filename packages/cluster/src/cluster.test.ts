@@ -128,6 +128,14 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect([...seqs].sort((x, y) => x - y)).toEqual(Array.from({ length: 60 }, (_, index) => index + 1));
     await expect.poll(() => got.length, { timeout: 10_000 }).toBe(60);
     expect(got.map((event) => event.seq)).toEqual(Array.from({ length: 60 }, (_, index) => index + 1));
+    // Each node's events keep its publish order; published at once, they went as a few batches.
+    for (const parity of [0, 1]) {
+      const mine = got
+        .map((event) => (event.data as { index: number }).index)
+        .filter((i) => i % 2 === parity);
+      expect(mine).toEqual([...mine].sort((x, y) => x - y));
+    }
+    expect((await open[0]!.jsm.streams.info(`${cluster}_events`)).state.messages).toBeLessThan(30);
     live.unsubscribe();
     // A client that saw up to 41 reconnects to node b and resumes: 42..60, each once.
     const resumed: BusEvent[] = [];

@@ -1,9 +1,11 @@
 // The gateway's EventBus over JetStream, so a client on any node sees `pty.*` and `agent.*` events
 // of every node. One subject per session (`<name>.ev.<session>`) in one stream; the topic and the
 // session's sequence ride in headers. Invariants (the EventBus contract of @aleph/gateway):
-// - a session's sequence is gap-free and totally ordered across nodes: each publish names the
+// - a session's sequence is gap-free and totally ordered across nodes: each write names the
 //   session's last message it knows (expected last subject sequence); one that loses a race
 //   re-reads the session's tail and tries again, so two nodes never give out one number twice;
+//   events a node publishes for a session while its previous write is under way go as one
+//   message (a batch: `Aleph-Batch` events from `Aleph-Seq` on), one fenced write for all;
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
 import { randomUUID } from 'node:crypto';
@@ -24,6 +26,10 @@ const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
 const SEQ_HEADER = 'Aleph-Seq';
 const SESSION_HEADER = 'Aleph-Session';
+/** A message holding several events of its session (JSON `[[topic, data], …]`), the first at Aleph-Seq. */
+const BATCH_HEADER = 'Aleph-Batch';
+/** A batch's JSON stays well under NATS's 1 MiB payload. */
+const MAX_BATCH_CHARS = 256 * 1024;
 const TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 
 /** A session id as one subject token: itself when it is one, else hex (`''` is `_`). */
@@ -38,12 +44,23 @@ function topicMatches(pattern: string, topic: string): boolean {
   return pattern.endsWith('.*') && topic.startsWith(pattern.slice(0, -1));
 }
 
+/** An event waiting for its session's write. */
+interface Queued {
+  readonly topic: string;
+  /** Its data as JSON. */
+  readonly json: string;
+  readonly resolve: (seq: number) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 interface Tail {
-  /** The stream sequence of the session's last message (0: none); the next publish expects it. */
+  /** The stream sequence of the session's last message (0: none); the next write expects it. */
   streamSeq: number;
   /** The session's last event sequence. */
   seq: number;
-  chain: Promise<unknown>;
+  /** Events published and not yet written, in order. */
+  readonly queue: Queued[];
+  writing: boolean;
 }
 
 export interface JetStreamEventBusOptions {
@@ -103,7 +120,11 @@ export class JetStreamEventBus implements EventBus {
         last_by_subj: this.#subject(sessionId),
       });
       if (last === null) return { streamSeq: 0, seq: 0 };
-      return { streamSeq: last.seq, seq: Number(last.header.get(SEQ_HEADER)) || 0 };
+      const first = Number(last.header.get(SEQ_HEADER)) || 0;
+      return {
+        streamSeq: last.seq,
+        seq: first + Math.max(1, Number(last.header.get(BATCH_HEADER)) || 1) - 1,
+      };
     } catch {
       return { streamSeq: 0, seq: 0 };
     }
@@ -114,41 +135,80 @@ export class JetStreamEventBus implements EventBus {
       return Promise.reject(new ClusterError('invalid_options', `invalid topic ${JSON.stringify(topic)}`));
     let tail = this.#tails.get(sessionId);
     if (tail === undefined) {
-      tail = { streamSeq: -1, seq: 0, chain: Promise.resolve() };
+      tail = { streamSeq: -1, seq: 0, queue: [], writing: false };
       this.#tails.set(sessionId, tail);
     }
     const known = tail;
-    const write = known.chain.then(async () => {
-      const body = new TextEncoder().encode(JSON.stringify(data ?? null));
-      for (let attempt = 0; ; attempt++) {
-        if (known.streamSeq < 0) Object.assign(known, await this.#readTail(sessionId));
-        const headers = natsHeaders();
-        headers.set(TOPIC_HEADER, topic);
-        headers.set(SEQ_HEADER, String(known.seq + 1));
-        headers.set(SESSION_HEADER, sessionId);
+    return new Promise<number>((resolve, reject) => {
+      known.queue.push({ topic, json: JSON.stringify(data ?? null), resolve, reject });
+      if (!known.writing) void this.#drain(sessionId, known);
+    });
+  }
+
+  /**
+   * Writes a session's queued events, one write at a time: what was published while a write was
+   * under way goes as one message (a batch, up to MAX_BATCH_CHARS), so a session's throughput is
+   * not one round trip per event, and every write is still fenced on the session's last message.
+   */
+  async #drain(sessionId: string, tail: Tail): Promise<void> {
+    tail.writing = true;
+    try {
+      while (tail.queue.length > 0) {
+        let chars = 0;
+        let count = 0;
+        for (const queued of tail.queue) {
+          if (count > 0 && chars + queued.json.length > MAX_BATCH_CHARS) break;
+          chars += queued.json.length + queued.topic.length;
+          count += 1;
+        }
+        const batch = tail.queue.splice(0, count);
         try {
-          const expected = known.streamSeq;
-          const ack = await untilStored(this.#connection, () =>
-            this.#js.publish(this.#subject(sessionId), body, {
-              headers,
-              msgID: `${this.#writer}:${sessionId}:${known.seq + 1}:${expected}`,
-              expect: { lastSubjectSequence: expected },
-            }),
-          );
-          known.streamSeq = ack.seq;
-          known.seq += 1;
-          return known.seq;
+          const first = await this.#write(sessionId, tail, batch);
+          batch.forEach((queued, index) => queued.resolve(first + index));
         } catch (error) {
-          const raced = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
-          if (!raced || attempt >= 20) throw error;
-          known.streamSeq = -1; // another node published to this session: read its tail again
+          tail.streamSeq = -1; // read the tail again before the next write
+          for (const queued of batch) queued.reject(error);
         }
       }
-    });
-    known.chain = write.catch(() => {
-      known.streamSeq = -1;
-    });
-    return write;
+    } finally {
+      tail.writing = false;
+    }
+  }
+
+  /** One message with the batch's events; answers the first one's sequence. */
+  async #write(sessionId: string, known: Tail, batch: readonly Queued[]): Promise<number> {
+    const single = batch.length === 1 ? batch[0] : undefined;
+    const body = new TextEncoder().encode(
+      single !== undefined
+        ? single.json
+        : `[${batch.map((queued) => `[${JSON.stringify(queued.topic)},${queued.json}]`).join(',')}]`,
+    );
+    for (let attempt = 0; ; attempt++) {
+      if (known.streamSeq < 0) Object.assign(known, await this.#readTail(sessionId));
+      const headers = natsHeaders();
+      if (single !== undefined) headers.set(TOPIC_HEADER, single.topic);
+      else headers.set(BATCH_HEADER, String(batch.length));
+      headers.set(SEQ_HEADER, String(known.seq + 1));
+      headers.set(SESSION_HEADER, sessionId);
+      try {
+        const expected = known.streamSeq;
+        const ack = await untilStored(this.#connection, () =>
+          this.#js.publish(this.#subject(sessionId), body, {
+            headers,
+            msgID: `${this.#writer}:${sessionId}:${known.seq + 1}:${expected}`,
+            expect: { lastSubjectSequence: expected },
+          }),
+        );
+        known.streamSeq = ack.seq;
+        const first = known.seq + 1;
+        known.seq += batch.length;
+        return first;
+      } catch (error) {
+        const raced = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
+        if (!raced || attempt >= 20) throw error;
+        known.streamSeq = -1; // another node published to this session: read its tail again
+      }
+    }
   }
 
   subscribe(filter: EventFilter, listener: BusListener): EventSubscription {
@@ -174,21 +234,29 @@ export class JetStreamEventBus implements EventBus {
       markReady();
       for await (const message of messages) {
         if (!active) break;
-        const topic = message.headers?.get(TOPIC_HEADER) ?? '';
-        const seq = Number(message.headers?.get(SEQ_HEADER)) || 0;
-        if (replay && seq <= (afterSeq ?? 0)) continue;
-        if (!topics.some((pattern) => topicMatches(pattern, topic))) continue;
-        let data: unknown;
+        const first = Number(message.headers?.get(SEQ_HEADER)) || 0;
+        const count = Number(message.headers?.get(BATCH_HEADER)) || 0;
+        const sessionOf = message.headers?.get(SESSION_HEADER) ?? '';
+        if (replay && first + Math.max(count, 1) - 1 <= (afterSeq ?? 0)) continue;
+        let events: [string, unknown][];
         try {
-          data = message.json();
+          events =
+            count > 0
+              ? message.json<[string, unknown][]>()
+              : [[message.headers?.get(TOPIC_HEADER) ?? '', message.json()]];
         } catch {
           continue; // not one of ours
         }
-        const event: BusEvent = { topic, sessionId: message.headers?.get(SESSION_HEADER) ?? '', seq, data };
-        try {
-          await listener(event);
-        } catch (error) {
-          this.#onError(error, event);
+        for (const [index, [topic, data]] of events.entries()) {
+          const seq = first + index;
+          if (!active || (replay && seq <= (afterSeq ?? 0))) continue;
+          if (!topics.some((pattern) => topicMatches(pattern, topic))) continue;
+          const event: BusEvent = { topic, sessionId: sessionOf, seq, data };
+          try {
+            await listener(event);
+          } catch (error) {
+            this.#onError(error, event);
+          }
         }
       }
     })().catch((error: unknown) => {
