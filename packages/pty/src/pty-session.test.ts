@@ -51,6 +51,26 @@ describe('PtySession', () => {
     expect(session.scrollback.end).toBe(300_000);
   });
 
+  it('onData chunks are for the listener to keep; onDataView sees the same bytes, in order', async () => {
+    const session = spawn({ command: '/bin/sh', args: ['-c', 'stty raw -echo; seq 1 100000'] });
+    const kept: Buffer[] = [];
+    const viewed: Buffer[] = [];
+    session.onData((chunk) => kept.push(chunk));
+    session.onDataView((chunk) => viewed.push(Buffer.from(chunk)));
+    await session.exited;
+    const expected = `${Array.from({ length: 100000 }, (_, i) => i + 1).join('\n')}\n`;
+    expect(kept.length).toBeGreaterThan(1);
+    // Read after the program ended: a chunk that were a view of a reused buffer would have changed.
+    // Where the bytes first differ from the program's output (-1: nowhere), not a diff of 580 KB.
+    const differs = (chunks: Buffer[]) => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const at = [...expected].findIndex((char, index) => text[index] !== char);
+      return at >= 0 || text.length !== expected.length ? { at, got: text.slice(at, at + 40) } : -1;
+    };
+    expect(differs(kept)).toBe(-1);
+    expect(differs(viewed)).toBe(-1);
+  });
+
   it('resizes: stty size sees the new size', async () => {
     const session = spawn();
     const output = collect(session);

@@ -23,7 +23,7 @@ import {
   writeQueueOf,
   type WriteTask,
 } from './internal/node-pty-internals.js';
-import { BULK_READ_BYTES, readTurns } from './internal/read-turns.js';
+import { BULK_READ_BYTES, drainBuffer, readBuffer, readTurns } from './internal/read-turns.js';
 import { forgetSpawned, recordSpawned } from './internal/signal-guard.js';
 import {
   findExecutable,
@@ -88,10 +88,6 @@ const STATUS_LOST = 'the spawn helper died before the program ended: its exit st
 const EMPTY = Buffer.alloc(0);
 /** After the exit, background jobs may still write to the terminal: read at most this much. */
 const MAX_EXIT_DRAIN_BYTES = 1024 * 1024;
-/** One buffer the synchronous reads land in (the event loop is one thread); copied out after. */
-let scratch = Buffer.alloc(0);
-const scratchOf = (bytes: number): Buffer =>
-  scratch.length >= bytes ? scratch : (scratch = Buffer.allocUnsafe(bytes));
 
 export function defaultShell(env: NodeJS.ProcessEnv = process.env): string {
   if (process.platform === 'win32') return env['COMSPEC'] ?? 'cmd.exe';
@@ -244,7 +240,8 @@ export class PtySession {
   readonly #pty: nodePty.IPty;
   /** The spawn helper below which this session's processes are (undefined: node-pty spawned it). */
   readonly #scope: Scope | undefined;
-  readonly #dataListeners = new Set<DataListener>();
+  /** Each listener, and whether it takes a view of the read buffer (onDataView) or a copy. */
+  readonly #dataListeners = new Map<DataListener, boolean>();
   readonly #exitListeners = new Set<ExitListener>();
 
   /**
@@ -333,15 +330,23 @@ export class PtySession {
    * master ourselves, synchronously, until the kernel has nothing ready (EAGAIN), this session's
    * budget is spent, or the turn's (see read-turns.ts); the rest comes with the next event. Unless
    * node-pty's stream still holds older bytes (it buffers one read while paused): those go first.
+   * Paused, a read that comes late is delivered, not drained on. The spawn helper's terminal reads
+   * into the shared read buffer (`first` is a view of it), and so does the drain: onData's
+   * listeners get a copy, onDataView's the view.
    */
   #onReadable(first: Buffer): void {
     // With no floods waiting their turn, the turn's first may drain a whole session budget;
     // otherwise each reads only what the turn has left. A short read (an echo, a prompt) found the
     // buffer nearly empty: no drain, whose read would only fail with EAGAIN (an exception, in Node).
     const left = readTurns.allowance(this.#readBudget);
-    const drain = this.#fd !== undefined && first.length >= BULK_READ_BYTES && !this.#socket?.readableLength;
+    const drain =
+      this.#reading &&
+      this.#fd !== undefined &&
+      first.length >= BULK_READ_BYTES &&
+      !this.#socket?.readableLength;
     const chunk = drain ? this.#drain(first, Math.min(left, this.#readBudget) - first.length) : first;
-    this.#deliver(chunk);
+    // node-pty hands over a buffer of its own; the helper's terminal, a view of the read buffer.
+    this.#deliver(chunk, !drain && first.buffer !== readBuffer.buffer);
     if (readTurns.took(chunk.length)) this.#throttle(); // a flood among floods waits its turn
   }
 
@@ -409,7 +414,7 @@ export class PtySession {
       for (let total = 0; total < MAX_EXIT_DRAIN_BYTES;) {
         const rest = this.#drain(EMPTY, this.#readBudget);
         if (rest.length === 0) break;
-        this.#deliver(rest);
+        this.#deliver(rest, false);
         total += rest.length;
       }
       this.#releaseSlave();
@@ -422,30 +427,39 @@ export class PtySession {
     this.#slaveFd = undefined;
   }
 
-  /** `first` and up to `limit` more bytes read straight from the master. */
+  /** `first` and up to `limit` more bytes read straight from the master: a view of the read buffer. */
   #drain(first: Buffer, limit: number): Buffer {
     // Once node-pty destroyed its stream the descriptor is closed, and its number may be reused.
     if (this.#socket?.destroyed !== false) return first;
-    const scratch = scratchOf(limit);
-    let filled = 0;
-    while (filled < limit) {
+    const end = first.length + Math.max(0, limit);
+    const buffer = drainBuffer(end);
+    // Read on right after `first`: in place when it is the start of the read buffer.
+    if (first.buffer !== buffer.buffer || first.byteOffset !== buffer.byteOffset) first.copy(buffer);
+    let filled = first.length;
+    while (filled < end) {
       let read: number;
       try {
-        read = readSync(this.#fd as number, scratch, filled, limit - filled, null);
+        read = readSync(this.#fd as number, buffer, filled, end - filled, null);
       } catch {
         break; // EAGAIN: nothing ready (what arrives later raises the next event)
       }
       if (read <= 0) break;
       filled += read;
     }
-    return filled === 0 ? first : Buffer.concat([first, scratch.subarray(0, filled)]);
+    return buffer.subarray(0, filled);
   }
 
-  #deliver(chunk: Buffer): void {
+  /**
+   * Into the scrollback, then to each listener: a view for onDataView's, a copy (made once, unless
+   * `owned`: the chunk is already nobody else's) for onData's.
+   */
+  #deliver(chunk: Buffer, owned: boolean): void {
     const offset = this.scrollback.end;
     this.scrollback.append(chunk);
     this.#lastActivityAt = Date.now();
-    for (const listener of this.#dataListeners) listener(chunk, offset);
+    let copy = owned ? chunk : undefined;
+    for (const [listener, view] of this.#dataListeners)
+      listener(view ? chunk : (copy ??= Buffer.from(chunk)), offset);
   }
 
   get cols(): number {
@@ -583,8 +597,22 @@ export class PtySession {
     return this.scrollback.read(fromOffset);
   }
 
+  /** `chunk` is the listener's to keep. */
   onData(listener: DataListener): Disposable & { dispose(): void } {
-    this.#dataListeners.add(listener);
+    return this.#listen(listener, false);
+  }
+
+  /**
+   * Like onData, without the copy: `chunk` is a view of a buffer the next read reuses, valid only
+   * until the listener returns, so copy what you keep. For a consumer that handles output at once
+   * (frames it, parses it), it saves an allocation and a copy of every read.
+   */
+  onDataView(listener: DataListener): Disposable & { dispose(): void } {
+    return this.#listen(listener, true);
+  }
+
+  #listen(listener: DataListener, view: boolean): Disposable & { dispose(): void } {
+    this.#dataListeners.set(listener, view);
     const dispose = (): void => void this.#dataListeners.delete(listener);
     return { dispose, [Symbol.dispose]: dispose };
   }

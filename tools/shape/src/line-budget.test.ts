@@ -13,10 +13,10 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 2953, files: 18 },
+  pty: { lines: 3008, files: 18 },
   verification: { lines: 2726, files: 24 },
   harness: { lines: 2856, files: 12 },
-  gateway: { lines: 3821, files: 25 },
+  gateway: { lines: 3898, files: 25 },
   sandbox: { lines: 1805, files: 9 },
   server: { lines: 4868, files: 22 },
   mcp: { lines: 899, files: 5 },

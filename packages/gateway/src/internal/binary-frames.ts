@@ -17,19 +17,32 @@ export const INPUT_KIND = 2;
 export const BINARY_VERSION = 1;
 const TWO_32 = 2 ** 32;
 
-/** Builds the binary output frames of one session (its id encoded once). */
-export function binaryOutputFramer(sessionId: string): (offset: number, data: Buffer) => Buffer {
+/** The head of one session's output frames (its id encoded once): its length, and a writer of it. */
+export function binaryOutputHead(sessionId: string): {
+  readonly bytes: number;
+  write(frame: Buffer, offset: number): void;
+} {
   const id = Buffer.from(sessionId, 'utf8');
   if (id.length === 0 || id.length > 255) throw new RangeError(`session id of ${id.length} bytes`);
-  const head = 2 + id.length + 8;
+  return {
+    bytes: 2 + id.length + 8,
+    write(frame, offset) {
+      frame[0] = OUTPUT_KIND;
+      frame[1] = id.length;
+      id.copy(frame, 2);
+      frame.writeUInt32BE(Math.floor(offset / TWO_32), 2 + id.length);
+      frame.writeUInt32BE(offset % TWO_32, 6 + id.length);
+    },
+  };
+}
+
+/** Builds the binary output frames of one session. */
+export function binaryOutputFramer(sessionId: string): (offset: number, data: Buffer) => Buffer {
+  const head = binaryOutputHead(sessionId);
   return (offset, data) => {
-    const frame = Buffer.allocUnsafe(head + data.length);
-    frame[0] = OUTPUT_KIND;
-    frame[1] = id.length;
-    id.copy(frame, 2);
-    frame.writeUInt32BE(Math.floor(offset / TWO_32), 2 + id.length);
-    frame.writeUInt32BE(offset % TWO_32, 6 + id.length);
-    data.copy(frame, head);
+    const frame = Buffer.allocUnsafe(head.bytes + data.length);
+    head.write(frame, offset);
+    data.copy(frame, head.bytes);
     return frame;
   };
 }

@@ -88,10 +88,13 @@ export class Connection {
     return Math.max(this.unacked(sessionId), this.socket.bufferedAmount);
   }
 
-  /** Sends a text frame (a Buffer holds its UTF-8 bytes), or a binary one; then holds reading if over budget. */
-  send(frame: string | Buffer, binary = false): void {
-    if (!this.open) return;
-    this.socket.send(frame, { binary });
+  /**
+   * Sends a text frame (a Buffer holds its UTF-8 bytes), or a binary one; then holds reading if over
+   * budget. `written` is called once, when the socket is done with the frame (or will never send it).
+   */
+  send(frame: string | Buffer, binary = false, written?: () => void): void {
+    if (!this.open) return written?.();
+    this.socket.send(frame, { binary }, written);
     if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
   }
 

@@ -8,7 +8,7 @@
 // so a client that reconnects within it loses nothing; after it, the program runs on.
 import type { PtySession } from '@aleph/pty';
 import type { Connection } from './connection.js';
-import { binaryOutputFramer } from './binary-frames.js';
+import { binaryOutputFramer, binaryOutputHead } from './binary-frames.js';
 import { outputFramer } from './frames.js';
 
 export interface FlowLimits {
@@ -33,12 +33,41 @@ const SOON = Symbol('soon');
 export const HOLD_MARGIN_BYTES = 256 * 1024;
 /** How often viewers that are behind are looked at (acks also wake the pump at once). */
 const BEHIND_CHECK_MS = 10;
+/** A frame is first made this large (an echo, a prompt); bulk output takes one from the pool. */
+const SMALL_FRAME_BYTES = 2048;
+/** The longest head of a binary output frame (a 255-byte session id). */
+const MAX_HEAD_BYTES = 2 + 255 + 8;
+
+/**
+ * Bulk output frames, each taken again once every socket it went to has written it: a flood
+ * allocates no frame per read (each of those would add to the garbage the GC collects).
+ */
+export class FramePool {
+  readonly capacity: number;
+  readonly #free: Buffer[] = [];
+  readonly #keep: number;
+
+  constructor(maxBatchBytes: number, keep = 4) {
+    this.capacity = MAX_HEAD_BYTES + maxBatchBytes;
+    this.#keep = keep;
+  }
+
+  take(): Buffer {
+    return this.#free.pop() ?? Buffer.allocUnsafe(this.capacity);
+  }
+
+  give(frame: Buffer): void {
+    if (frame.length === this.capacity && this.#free.length < this.#keep) this.#free.push(frame);
+  }
+}
 
 export class OutputPump {
   readonly #session: PtySession;
   readonly #connections: () => Iterable<Connection>;
   readonly #limits: FlowLimits;
-  readonly #chunks: Buffer[] = [];
+  readonly #pool: FramePool;
+  /** The frame being filled: room for the binary head, then the pending output. */
+  #frame: Buffer | undefined;
   #pendingBytes = 0;
   #firstOffset = 0;
   /** Offset one past the last byte sent live: where the next live frame starts. */
@@ -55,15 +84,24 @@ export class OutputPump {
   #graceTimer: NodeJS.Timeout | undefined;
   readonly #textFrame: (offset: number, data: Buffer) => Buffer;
   readonly #binaryFrame: (offset: number, data: Buffer) => Buffer;
+  readonly #head: ReturnType<typeof binaryOutputHead>;
 
-  constructor(session: PtySession, connections: () => Iterable<Connection>, limits: FlowLimits) {
+  constructor(
+    session: PtySession,
+    connections: () => Iterable<Connection>,
+    limits: FlowLimits,
+    pool = new FramePool(limits.maxBatchBytes),
+  ) {
     this.#session = session;
     this.#connections = connections;
     this.#limits = limits;
+    this.#pool = pool;
     this.#textFrame = outputFramer(session.id);
     this.#binaryFrame = binaryOutputFramer(session.id);
+    this.#head = binaryOutputHead(session.id);
     this.#flushed = session.scrollback.end;
-    session.onData((chunk, offset) => this.#onData(chunk, offset));
+    // A view of the pty's read buffer: copied into the frame at once, never kept.
+    session.onDataView((chunk, offset) => this.#onData(chunk, offset));
   }
 
   /** Connections that want this session's output now. */
@@ -99,7 +137,18 @@ export class OutputPump {
 
   #push(chunk: Buffer, offset: number): void {
     if (this.#pendingBytes === 0) this.#firstOffset = offset;
-    this.#chunks.push(chunk);
+    const head = this.#head.bytes;
+    const need = head + this.#pendingBytes + chunk.length;
+    let frame = this.#frame;
+    if (frame === undefined || frame.length < need) {
+      const larger = need > SMALL_FRAME_BYTES ? this.#pool.take() : Buffer.allocUnsafe(SMALL_FRAME_BYTES);
+      if (frame !== undefined) {
+        frame.copy(larger, head, head, head + this.#pendingBytes);
+        this.#pool.give(frame);
+      }
+      frame = this.#frame = larger;
+    }
+    chunk.copy(frame, head + this.#pendingBytes);
     this.#pendingBytes += chunk.length;
   }
 
@@ -109,13 +158,12 @@ export class OutputPump {
       clearImmediate(this.#scheduled as NodeJS.Immediate);
     }
     this.#scheduled = undefined;
-    if (this.#pendingBytes === 0) return;
-    const data =
-      this.#chunks.length === 1
-        ? (this.#chunks[0] as Buffer)
-        : Buffer.concat(this.#chunks, this.#pendingBytes);
+    if (this.#pendingBytes === 0 || this.#frame === undefined) return;
+    const whole = this.#frame;
+    const frame = whole.subarray(0, this.#head.bytes + this.#pendingBytes);
+    const data = frame.subarray(this.#head.bytes);
+    this.#frame = undefined;
     const offset = this.#firstOffset;
-    this.#chunks.length = 0;
     this.#pendingBytes = 0;
     this.#lastFlushAt = performance.now();
     this.#lastFrameBytes = data.length;
@@ -125,6 +173,11 @@ export class OutputPump {
     let binary: Buffer | undefined;
     let live = 0;
     let viewers = 0;
+    // The frame goes back to the pool once every socket it went to is done with it.
+    let sending = 1;
+    const written = (): void => {
+      if (--sending === 0) this.#pool.give(whole);
+    };
     for (const viewer of this.#viewers()) {
       viewers += 1;
       let sent = viewer.sent.get(this.#session.id);
@@ -133,11 +186,15 @@ export class OutputPump {
         viewer.startedAt.set(this.#session.id, offset);
       }
       if (sent !== offset || viewer.backlog(this.#session.id) > this.#limits.highWaterBytes) continue;
-      if (viewer.binary) viewer.send((binary ??= this.#binaryFrame(offset, data)), true);
-      else viewer.send((text ??= this.#textFrame(offset, data)));
+      if (viewer.binary) {
+        if (binary === undefined) this.#head.write(whole, offset);
+        sending += 1;
+        viewer.send((binary = frame), true, written);
+      } else viewer.send((text ??= this.#textFrame(offset, data)));
       viewer.sent.set(this.#session.id, end);
       if (viewer.backlog(this.#session.id) <= this.#limits.highWaterBytes) live += 1;
     }
+    written();
     if (viewers > 0 && live < viewers) this.checkFlow();
     else if (viewers === 0) this.#holdIfDue();
   }

@@ -8,7 +8,7 @@ import { GatewayError } from '../errors.js';
 import { MAX_INPUT_BYTES, MAX_SNAPSHOT_CELLS } from '../protocol.js';
 import type { Connection } from './connection.js';
 import { ModeTracker } from './modes.js';
-import { OutputPump, type FlowLimits } from './output-pump.js';
+import { FramePool, OutputPump, type FlowLimits } from './output-pump.js';
 import type { SessionScreen, Snapshot } from './screen.js';
 import { SizeLog } from './size-log.js';
 
@@ -30,7 +30,8 @@ export class SessionRecord {
       const { offset, data } = session.replay(from);
       return Buffer.from(data.subarray(0, Math.max(0, to - offset)));
     };
-    session.onData((chunk, offset) => {
+    // A view of the pty's read buffer, read at once (`read` copies what the tracker keeps).
+    session.onDataView((chunk, offset) => {
       this.sizes.observe(session.cols, session.rows, offset, session.scrollback.start);
       this.modes.feed(chunk, session.scrollback.start, read);
     });
@@ -108,6 +109,8 @@ export interface SessionRegistryOptions {
 export class SessionRegistry {
   readonly #records = new Map<string, SessionRecord>();
   readonly #options: SessionRegistryOptions;
+  /** The bulk output frames every session's pump fills, shared. */
+  readonly #frames: FramePool;
   readonly #attach = (session: PtySession): void => this.#add(session);
   readonly #forget = (sessionId: string): void => {
     this.#records.get(sessionId)?.end();
@@ -117,6 +120,7 @@ export class SessionRegistry {
   /** Records every session the manager has, and each it spawns or forgets from now on. */
   constructor(options: SessionRegistryOptions) {
     this.#options = options;
+    this.#frames = new FramePool(options.flow.maxBatchBytes);
     options.ptyManager.on('spawn', this.#attach);
     options.ptyManager.on('forget', this.#forget);
     for (const session of options.ptyManager.list()) this.#add(session);
@@ -132,7 +136,7 @@ export class SessionRegistry {
 
   #add(session: PtySession): void {
     if (this.#records.has(session.id)) return;
-    const pump = new OutputPump(session, this.#options.connections, this.#options.flow);
+    const pump = new OutputPump(session, this.#options.connections, this.#options.flow, this.#frames);
     this.#records.set(session.id, new SessionRecord(session, pump));
     this.syncWatches(); // a connection subscribed to every session's output watches this one too
     session.onExit((info) => {

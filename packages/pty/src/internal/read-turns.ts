@@ -15,6 +15,19 @@ const QUIET_TURNS = 10;
 /** A read this large is a flood's (reads from a pty come in up to ~4 KiB). */
 export const BULK_READ_BYTES = 1024;
 
+/**
+ * The one buffer the spawn helper's terminals read into (the event loop is one thread: a read is
+ * handled before the next one lands), and the drain's, when a session's budget is larger.
+ */
+export const readBuffer = Buffer.allocUnsafe(64 * 1024);
+let larger = Buffer.alloc(0);
+export const drainBuffer = (bytes: number): Buffer =>
+  bytes <= readBuffer.length
+    ? readBuffer
+    : larger.length >= bytes
+      ? larger
+      : (larger = Buffer.allocUnsafe(bytes));
+
 export class ReadTurns {
   /** Floods that read in this turn, and what all sessions read in it. */
   #readers = 0;

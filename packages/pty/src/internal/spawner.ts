@@ -33,6 +33,7 @@ import { escapeesOf, processAlive, tableFor, type Scope } from './process-tree.j
 import { readProcess } from './process-table.js';
 import { forgetSpawned, recordSpawned, signalOwned } from './signal-guard.js';
 import { markUnusable, nativeHelper } from './native-helpers.js';
+import { readBuffer } from './read-turns.js';
 /**
  * How long a spawn waits for the helper's answer (the event loop is blocked meanwhile). It answers
  * once the program has exec'd: measured 3.8 ms median, 20 ms p99, 30 ms max over 300 spawns at a
@@ -499,6 +500,7 @@ class HelperTerminal {
   readonly #exitListeners = new Set<Listener<HelperExit>>();
   #exit: HelperExit | undefined;
   #closed = false;
+  #paused = false;
   #writeRetry: NodeJS.Timeout | undefined;
   #watch: NodeJS.Timeout | undefined;
 
@@ -509,10 +511,19 @@ class HelperTerminal {
     this._fd = master;
     this._pty = slavePath;
     this.#native = started.native;
-    this._socket = new ReadStream(master);
-    this._socket.on('data', (data: Buffer) => {
-      for (const listener of this.#dataListeners) listener(data);
-    });
+    // Each read lands in the shared read buffer (no allocation, no stream in between); listeners
+    // get a view of it and copy what they keep before returning (PtySession does). Paused, the
+    // next read is the last until resume (answering false stops the socket's reads).
+    const onread = {
+      buffer: readBuffer,
+      callback: (read: number, buffer: Uint8Array): boolean => {
+        const data = Buffer.from(buffer.buffer, buffer.byteOffset, read);
+        for (const listener of this.#dataListeners) listener(data);
+        return !this.#paused;
+      },
+    };
+    this._socket = new ReadStream(master, { onread } as ConstructorParameters<typeof ReadStream>[1]);
+    this._socket.resume();
     // EIO: every slave side is closed (the program and whatever it left are gone).
     this._socket.on('error', () => this._socket.destroy());
     this._socket.on('close', () => {
@@ -585,11 +596,14 @@ class HelperTerminal {
     this.#native.resize(this._fd, cols, rows);
   }
 
+  /** Stops reading after the next read (if one comes): like node-pty's stream, one read late. */
   pause(): void {
-    this._socket.pause();
+    this.#paused = true;
   }
 
   resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
     this._socket.resume();
   }
 }
