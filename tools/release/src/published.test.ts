@@ -7,7 +7,7 @@
 // The registry's storage, the copy and the consumer live in one temp dir, removed at the end. The
 // consumer's third-party dependencies come from the npm registry through npm's cache, kept between
 // runs (`ALEPH_RELEASE_NPM_CACHE`, default ~/.cache/aleph-release-e2e/npm); `@aleph/*` come from the
-// local registry, whose URL no earlier run used.
+// local registry, at a URL of its own (a random loopback address: no cached entry stands in).
 import { spawn } from 'node:child_process';
 import {
   appendFileSync,
@@ -252,7 +252,7 @@ function dependentsOf(name: string, packages: readonly PublicPackage[]): Set<str
   return found;
 }
 
-// Opt-in (`pnpm release:e2e`, which CI runs after `pnpm test`): ALEPH_RELEASE_E2E=1.
+// Opt-in (`pnpm release:e2e`, which CI runs before `pnpm test`): ALEPH_RELEASE_E2E=1.
 const enabled = process.env['ALEPH_RELEASE_E2E'] === '1';
 
 describe.runIf(enabled)('the release pipeline against a real registry', () => {
