@@ -232,4 +232,36 @@ lease_ttl_secs = ${TTL_SECS}
     const listed = await onA.list();
     expect(listed.find((item) => item.sessionId === sessionId)?.exit?.reason).toBe('node_lost');
   });
+
+  it('a client of another node that does not acknowledge holds the terminal on its node, bounded, until it does', async () => {
+    const [a, b] = (await startNodes('pty3')) as [ServerProcess, ServerProcess, ServerProcess];
+    const onB = await client(b);
+    const { sessionId, pid } = await onB.spawn({ command: '/usr/bin/yes', cols: 80, rows: 24 });
+    pids.push(pid);
+    const onA = await client(a, false);
+    await onA.subscribe(['pty.*'], [sessionId]);
+    let received = 0;
+    await onA.follow(sessionId, 0, (data) => (received += data.length));
+    const offsetOnB = async (): Promise<number> =>
+      (await onB.list()).find((item) => item.sessionId === sessionId)?.outputOffset ?? -1;
+    // It never acknowledges: the terminal's node stops reading the pty (yes blocks on its write).
+    await expect
+      .poll(
+        async () => {
+          const before = await offsetOnB();
+          await new Promise((resolve) => setTimeout(resolve, 1_500));
+          return (await offsetOnB()) - before;
+        },
+        { timeout: 90_000, interval: 100 },
+      )
+      .toBe(0);
+    const held = await offsetOnB();
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThan(32 * 1024 * 1024);
+    // It reads and acknowledges: the terminal runs again.
+    await expect.poll(() => received, { timeout: 60_000 }).toBeGreaterThan(held / 2);
+    await onA.ack(sessionId, received);
+    await expect.poll(offsetOnB, { timeout: 60_000 }).toBeGreaterThan(held + 1024 * 1024);
+    await onB.closeSession(sessionId);
+  });
 });

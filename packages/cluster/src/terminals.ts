@@ -399,6 +399,7 @@ export class ClusterTerminals implements RemoteTerminals {
     published.pendingBytes = 0;
     if (this.#connection.health !== 'ok') return; // NATS away: remote viewers see a gap; the pty goes on
     this.#append(published, data, offset);
+    if (published.viewers.size > 0) this.#checkFlow(published);
   }
 
   #append(published: Published, data: Buffer, offset: number, exit?: ExitInfo): void {
@@ -621,6 +622,9 @@ export class ClusterTerminals implements RemoteTerminals {
 
   /** Nodes not seen for the lease TTL are lost: their sessions end with `node_lost`, said once. */
   async #sweep(): Promise<void> {
+    // Viewers that went stop counting once their grace is over (and release a pty they held).
+    for (const published of this.#published.values())
+      if (published.viewers.size > 0 || published.flowHold !== undefined) this.#checkFlow(published);
     if (this.#closed || this.#connection.health !== 'ok') return;
     const now = Date.now();
     const judging = now - this.#okSince > this.#ttl;

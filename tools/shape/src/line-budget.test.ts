@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 4868, files: 22 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2823, files: 10 },
-  cluster: { lines: 2319, files: 10 },
+  cluster: { lines: 2323, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
