@@ -98,6 +98,8 @@ export class TerminalTab {
   /** Keys typed while the connection was down, sent in order once it is back. */
   #queued: Uint8Array[] = [];
   #queuedBytes = 0;
+  /** Typed while down and refused (over the queue): said in the tab until the connection is back. */
+  #refusedBytes = 0;
   readonly #linkNote: HTMLElement;
   readonly #serialize = new SerializeAddon();
   /** The program's title (OSC 0/2), as text; empty until it sets one. */
@@ -323,18 +325,23 @@ export class TerminalTab {
     const queued = this.#queued;
     this.#queued = [];
     this.#queuedBytes = 0;
+    this.#refusedBytes = 0;
     this.#showLink();
     for (const bytes of queued) this.#input(bytes);
   }
 
-  /** Says in the tab what the link is doing to typing (queued or refused), or nothing when up. */
-  #showLink(refused = 0): void {
+  /**
+   * Says in the tab what the link is doing to typing (queued or refused), or nothing when up. What
+   * was refused stays said over the retries, until the connection is back.
+   */
+  #showLink(): void {
     const down = !this.#connection.open;
     this.#linkNote.hidden = !down;
     if (!down) return;
     this.#linkNote.textContent =
-      refused > 0
-        ? `Not connected: ${refused} bytes refused (the bell): over ${QUEUE_MAX_BYTES} bytes are waiting already.`
+      this.#refusedBytes > 0
+        ? `Not connected: ${this.#refusedBytes} bytes refused (the bell): at most ${QUEUE_MAX_BYTES} bytes wait for the connection` +
+          (this.#queuedBytes > 0 ? `, and ${this.#queuedBytes} are queued.` : '.')
         : this.#queuedBytes > 0
           ? `Not connected: ${this.#queuedBytes} bytes typed are queued, sent when the connection is back.`
           : 'Not connected: what you type is queued and sent when the connection is back.';
@@ -528,7 +535,8 @@ export class TerminalTab {
     if (!this.#connection.open) {
       if (this.#queuedBytes + bytes.length > QUEUE_MAX_BYTES) {
         bell();
-        return this.#showLink(bytes.length);
+        this.#refusedBytes += bytes.length;
+        return this.#showLink();
       }
       this.#queued.push(bytes);
       this.#queuedBytes += bytes.length;

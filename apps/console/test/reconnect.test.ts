@@ -151,9 +151,14 @@ describe.skipIf(!available)('the console over a connection that drops', () => {
       clipboardData.setData('text/plain', 'x'.repeat(10_000));
       textarea.dispatchEvent(new ClipboardEvent('paste', { clipboardData, bubbles: true, cancelable: true }));
     });
-    await expect
-      .poll(() => page.locator('.term-tab:not([hidden]) .link-note').innerText())
-      .toMatch(/bytes refused/);
+    const note = page.locator('.term-tab:not([hidden]) .link-note');
+    await expect.poll(() => note.innerText()).toMatch(/10\d{3} bytes refused/);
+    // Still said after another try to reconnect (each failed try redraws the link's state).
+    const tries = () => page.locator('.link-banner').innerText();
+    const before = /try (\d+)/.exec(await tries())?.[1];
+    await page.locator('.link-banner').getByRole('button', { name: 'Reconnect now' }).click();
+    await expect.poll(async () => /try (\d+)/.exec(await tries())?.[1]).not.toBe(before);
+    expect(await note.innerText()).toMatch(/10\d{3} bytes refused/);
     proxy.restore();
     await expect.poll(status, { timeout: 30_000 }).toBe('connected');
   });
