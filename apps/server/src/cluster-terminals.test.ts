@@ -141,7 +141,7 @@ lease_ttl_secs = ${TTL_SECS}
     };
     const followedOnA = await onA.follow(sessionId, 0, take);
     expect(followedOnA.offset).toBe(0);
-    await expect.poll(() => next, { timeout: 30_000 }).toBeGreaterThanOrEqual(1);
+    await expect.poll(() => next, { timeout: 60_000 }).toBeGreaterThanOrEqual(1);
     expect(Buffer.concat(received).subarray(0, 1).toString()).toBe('R');
 
     // Listed on every node; resized, snapshotted and replayed through a.
