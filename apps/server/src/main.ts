@@ -9,6 +9,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { mcpStartLines } from './mcp-tools.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
+import { releaseStartupMemory } from './idle-memory.js';
 import { invocationDir, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
 
@@ -126,6 +127,7 @@ async function main(): Promise<number> {
   } else {
     console.log(`provider: ${server.providerId}`);
   }
+  releaseStartupMemory();
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       console.log(`${signal}: shutting down`);

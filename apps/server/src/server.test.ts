@@ -105,6 +105,8 @@ describe('the server process', () => {
       code: 'no_provider',
       message: expect.stringContaining('[agent]'),
     });
+    // The start-up's memory is released once listening, with nothing said on stderr about how.
+    expect(server.stderr()).not.toMatch(/ExperimentalWarning/);
   });
 
   it('runs an agent: write_file, shell cat, a stop hook that blocks the first stop → model_stop after two stops', async () => {

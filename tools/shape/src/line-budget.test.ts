@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2856, files: 12 },
   gateway: { lines: 3898, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4868, files: 22 },
+  server: { lines: 4897, files: 23 },
   mcp: { lines: 899, files: 5 },
   console: { lines: 2823, files: 10 },
   cluster: { lines: 2323, files: 10 },
