@@ -173,9 +173,13 @@ max_runs = 2
           );
         }),
       );
-      expect(runSpans).toHaveLength(1);
-      expect(runSpans[0]?.cluster).toBe('e2e1');
-      expect(['a', 'b', 'c']).toContain(runSpans[0]?.node);
+      // One span per node that held the run: one, unless a lease lapsed under load and another
+      // node resumed it (the run itself was checked above: every step once, the model's stop).
+      expect(runSpans.length).toBeGreaterThanOrEqual(1);
+      for (const span of runSpans) {
+        expect(span.cluster).toBe('e2e1');
+        expect(['a', 'b', 'c']).toContain(span.node);
+      }
     });
 
     it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {
