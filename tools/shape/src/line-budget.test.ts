@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 1805, files: 9 },
   server: { lines: 4897, files: 23 },
   mcp: { lines: 899, files: 5 },
-  console: { lines: 2823, files: 10 },
+  console: { lines: 2831, files: 10 },
   cluster: { lines: 2323, files: 10 },
 };
 
