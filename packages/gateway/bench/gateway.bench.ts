@@ -486,7 +486,15 @@ try {
     const ttyd = findTtyd();
     if (ttyd === undefined)
       console.log('vs ttyd: skipped, no ttyd found (set TTYD=<path to ttyd> or put ttyd on PATH)');
-    else await sideBySide({ ttyd, gatewayUrl: server.url, gatewayPid: server.pid, file, rounds: 5 });
+    else
+      await sideBySide({
+        ttyd,
+        gatewayUrl: server.url,
+        gatewayPid: server.pid,
+        file,
+        rounds: 5,
+        startGateway: startServer,
+      });
   }
   console.log(`load average at the end: ${loadAverage()}`);
   await client.close();

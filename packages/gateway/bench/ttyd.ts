@@ -156,6 +156,8 @@ export interface SideBySide {
   readonly gatewayPid: number;
   readonly file: string;
   readonly rounds: number;
+  /** A fresh gateway process for the memory rounds (one that ran floods holds memory it may return). */
+  readonly startGateway: () => Promise<{ url: string; pid: number; stop: () => Promise<void> }>;
 }
 
 /** One throughput round each: MiB/s as received, and server CPU (µs) per MiB. */
@@ -247,37 +249,55 @@ async function echoRounds(options: SideBySide, echo: { port: number; process: Ch
   return { ...figures, ttydCpu: figures.ttydCpu / trips, gatewayCpu: figures.gatewayCpu / trips };
 }
 
-/** Memory per idle session: the server and its helpers at 0 and at 64 idle sessions (`sleep`). */
+/**
+ * Memory per idle session: the server and its helpers at 0 and at 64 idle sessions (`sleep`), in
+ * three alternating rounds (ttyd, then a fresh gateway process) after one to warm up, each from
+ * the resident size just before its sessions start; medians. (In the gateway that ran the floods
+ * before, a round could read below zero: its allocator returned memory while the sessions started.)
+ */
 async function memoryPerSession(options: SideBySide, sleeper: { port: number; process: ChildProcess }) {
   const COUNT = 64;
   const settle = () => new Promise((resolve) => setTimeout(resolve, 500));
   const ttydPid = sleeper.process.pid!;
-  await settle();
-  const ttydZero = stat(ttydPid)!.rssBytes;
-  const sockets = [];
-  for (let i = 0; i < COUNT; i += 1) sockets.push(await ttydClient(sleeper.port, () => {}));
-  await settle();
-  const ttydGrowth = (stat(ttydPid)!.rssBytes - ttydZero) / COUNT;
-  for (const socket of sockets) socket.close();
-
-  const client = await connectGateway(options.gatewayUrl, { token: 'bench' });
+  const gateway = await options.startGateway();
+  const client = await connectGateway(gateway.url, { token: 'bench' });
   await client.subscribe(['pty.*']);
-  await settle();
-  const programs = new Set<number>();
-  await client.request('bench.memory', {}); // a full GC in the gateway first
-  const zero = serverTree(options.gatewayPid, programs).rssBytes;
-  const ids = [];
-  for (let i = 0; i < COUNT; i += 1) {
-    const spawned = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
-    programs.add(spawned.pid);
-    ids.push(spawned.sessionId);
+  const rounds = { ttyd: [] as number[], gateway: [] as number[], ttydIdle: 0, gatewayIdle: 0 };
+  for (let round = -1; round < 3; round += 1) {
+    if (round === 0) rounds.ttyd.length = rounds.gateway.length = 0; // round -1 warms both up
+    await settle();
+    const ttydZero = stat(ttydPid)!.rssBytes;
+    const sockets = [];
+    for (let i = 0; i < COUNT; i += 1) sockets.push(await ttydClient(sleeper.port, () => {}));
+    await settle();
+    rounds.ttyd.push((stat(ttydPid)!.rssBytes - ttydZero) / COUNT);
+    for (const socket of sockets) socket.close();
+    if (round === 0) rounds.ttydIdle = ttydZero;
+
+    const programs = new Set<number>();
+    await client.request('bench.memory', {}); // a full GC in the gateway first
+    await settle();
+    const zero = serverTree(gateway.pid, programs).rssBytes;
+    const ids = [];
+    for (let i = 0; i < COUNT; i += 1) {
+      const spawned = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+      programs.add(spawned.pid);
+      ids.push(spawned.sessionId);
+    }
+    await settle();
+    await client.request('bench.memory', {});
+    rounds.gateway.push((serverTree(gateway.pid, programs).rssBytes - zero) / COUNT);
+    for (const id of ids) await client.closeSession(id);
+    if (round === 0) rounds.gatewayIdle = zero;
   }
-  await settle();
-  await client.request('bench.memory', {});
-  const gatewayGrowth = (serverTree(options.gatewayPid, programs).rssBytes - zero) / COUNT;
-  for (const id of ids) await client.closeSession(id);
   await client.close();
-  return { ttyd: ttydGrowth, gateway: gatewayGrowth, ttydIdle: ttydZero, gatewayIdle: zero };
+  await gateway.stop();
+  return {
+    ttyd: median(rounds.ttyd),
+    gateway: median(rounds.gateway),
+    ttydIdle: rounds.ttydIdle,
+    gatewayIdle: rounds.gatewayIdle,
+  };
 }
 
 export async function sideBySide(options: SideBySide): Promise<void> {
@@ -300,7 +320,7 @@ export async function sideBySide(options: SideBySide): Promise<void> {
     const memory = await memoryPerSession(options, sleeper);
     const kib = (bytes: number) => (bytes / 1024).toFixed(0);
     console.log(
-      `vs ttyd, memory (RSS of the server and its helpers, as ps lists them; 64 idle sessions running sleep): idle ttyd ${(memory.ttydIdle / MiB).toFixed(1)} MiB, gateway ${(memory.gatewayIdle / MiB).toFixed(1)} MiB; per idle session ttyd ${kib(memory.ttyd)} KiB, gateway ${kib(memory.gateway)} KiB (target ≤ 32 KiB: ${memory.gateway <= 32 * 1024 ? 'holds' : 'MISSED'})`,
+      `vs ttyd, memory (RSS of the server and its helpers, as ps lists them; 64 idle sessions running sleep, a fresh gateway, medians of 3 alternating rounds after a warm-up): idle ttyd ${(memory.ttydIdle / MiB).toFixed(1)} MiB, gateway ${(memory.gatewayIdle / MiB).toFixed(1)} MiB; per idle session ttyd ${kib(memory.ttyd)} KiB, gateway ${kib(memory.gateway)} KiB (target ≤ 32 KiB: ${memory.gateway <= 32 * 1024 ? 'holds' : 'MISSED'})`,
     );
   } finally {
     for (const server of [cat, echo, sleeper]) server.process.kill('SIGTERM');

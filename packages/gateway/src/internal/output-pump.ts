@@ -44,12 +44,10 @@ const MAX_HEAD_BYTES = 2 + 255 + 8;
  */
 export class FramePool {
   readonly capacity: number;
-  readonly #free: Buffer[] = [];
-  readonly #keep: number;
+  readonly #free: Buffer[] = []; // at most four: what a flood to a few viewers has in flight
 
-  constructor(maxBatchBytes: number, keep = 4) {
+  constructor(maxBatchBytes: number) {
     this.capacity = MAX_HEAD_BYTES + maxBatchBytes;
-    this.#keep = keep;
   }
 
   take(): Buffer {
@@ -57,7 +55,7 @@ export class FramePool {
   }
 
   give(frame: Buffer): void {
-    if (frame.length === this.capacity && this.#free.length < this.#keep) this.#free.push(frame);
+    if (frame.length === this.capacity && this.#free.length < 4) this.#free.push(frame);
   }
 }
 
@@ -188,8 +186,10 @@ export class OutputPump {
       if (sent !== offset || viewer.backlog(this.#session.id) > this.#limits.highWaterBytes) continue;
       if (viewer.binary) {
         if (binary === undefined) this.#head.write(whole, offset);
-        sending += 1;
-        viewer.send((binary = frame), true, written);
+        // Only a pooled frame needs to know when it was written (a small one is never reused).
+        const pooled = whole.length === this.#pool.capacity;
+        sending += pooled ? 1 : 0;
+        viewer.send((binary = frame), true, pooled ? written : undefined);
       } else viewer.send((text ??= this.#textFrame(offset, data)));
       viewer.sent.set(this.#session.id, end);
       if (viewer.backlog(this.#session.id) <= this.#limits.highWaterBytes) live += 1;
