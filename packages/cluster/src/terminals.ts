@@ -111,14 +111,9 @@ export interface ClusterTerminalsOptions {
   readonly makeError?: (code: ErrorCodeName, message: string, data?: Record<string, unknown>) => Error;
 }
 
-interface Registration {
+/** A terminal as the cluster knows it: what its node's session says of it, and that node. */
+interface Registration extends Pick<HostSession, 'pid' | 'command' | 'args' | 'cols' | 'rows' | 'createdAt'> {
   readonly node: string;
-  readonly pid: number;
-  readonly command: string;
-  readonly args: readonly string[];
-  readonly cols: number;
-  readonly rows: number;
-  readonly createdAt: number;
   /** Set once it ended (on its node), or once its node was lost. */
   readonly exit?: ExitInfo;
   readonly endedAt?: number;
