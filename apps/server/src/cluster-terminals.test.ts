@@ -11,7 +11,7 @@ import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/clust
 import { connectGateway, GatewayError, type GatewayClient } from '@aleph/gateway/client';
 import { processAlive } from '@aleph/pty/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { clusterNodeConfig, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 const binary = natsServerBinary();
 if (binary === undefined && process.env.CI)
@@ -29,23 +29,8 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
   const clusters: string[] = [];
   const pids: number[] = [];
 
-  const config = (node: string, name: string) => `
-[gateway]
-port = 0
-token = "${TOKEN}"
-
-[sandbox]
-mode = "off"
-
-[power]
-inhibit_sleep = false
-
-[cluster]
-servers = ["${nats.url}"]
-name = "${name}"
-node = "${node}"
-lease_ttl_secs = ${TTL_SECS}
-`;
+  const config = (node: string, name: string) =>
+    clusterNodeConfig({ token: TOKEN, natsUrl: nats.url, name, node, leaseTtlSecs: TTL_SECS });
 
   const startNodes = async (name: string): Promise<ServerProcess[]> => {
     clusters.push(name);

@@ -12,7 +12,7 @@ import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/clust
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
-import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { clusterNodeConfig, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 const binary = natsServerBinary();
 if (binary === undefined && process.env.CI)
@@ -45,30 +45,15 @@ describe.skipIf(binary === undefined)(
     const servers: ServerProcess[] = [];
     const clients: GatewayClient[] = [];
 
-    const config = (node: string, name: string) => `
-[gateway]
-port = 0
-token = "${TOKEN}"
-
-[agent]
-provider = "openai-compatible"
-model = "fake-coder"
-base_url = "${llm.baseUrl}"
-max_iterations = 30
-
-[sandbox]
-mode = "off"
-
-[power]
-inhibit_sleep = false
-
-[cluster]
-servers = ["${nats.url}"]
-name = "${name}"
-node = "${node}"
-lease_ttl_secs = 2
-max_runs = 2
-`;
+    const config = (node: string, name: string) =>
+      `${clusterNodeConfig({
+        token: TOKEN,
+        natsUrl: nats.url,
+        name,
+        node,
+        leaseTtlSecs: 2,
+        agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 30\n`,
+      })}max_runs = 2\n`;
 
     /** The cluster part of a node's /healthz. */
     const healthOf = async (node: ServerProcess): Promise<{ name: string; node: string; health: string }> =>

@@ -72,6 +72,38 @@ export async function startServerProcess(
   };
 }
 
+/**
+ * The aleph.toml of one node of a test cluster: the gateway on a free port with the cluster's
+ * shared token, no sandbox, no sleep inhibitor, `agent` (a whole `[agent]` table) if given, and
+ * `[cluster]` last, so keys appended to the text go into it.
+ */
+export function clusterNodeConfig(options: {
+  readonly token: string;
+  readonly natsUrl: string;
+  readonly name: string;
+  readonly node: string;
+  readonly leaseTtlSecs: number;
+  readonly agent?: string;
+}): string {
+  return `
+[gateway]
+port = 0
+token = "${options.token}"
+${options.agent ?? ''}
+[sandbox]
+mode = "off"
+
+[power]
+inhibit_sleep = false
+
+[cluster]
+servers = ["${options.natsUrl}"]
+name = "${options.name}"
+node = "${options.node}"
+lease_ttl_secs = ${options.leaseTtlSecs}
+`;
+}
+
 export function runToExit(
   args: string[],
   env: NodeJS.ProcessEnv = {},
