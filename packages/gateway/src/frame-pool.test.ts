@@ -15,7 +15,7 @@ afterEach(async () => {
 
 /** A binary viewer whose socket writes each frame `lag` frames after it was sent (0: at once). */
 function viewer(id: string, lag: number) {
-  const held: { frame: Buffer; written?: () => void }[] = [];
+  const held: { frame: Buffer; written: (() => void) | undefined }[] = [];
   const received: Buffer[] = [];
   const write = () => {
     const next = held.shift()!;
