@@ -301,6 +301,14 @@ it("`aleph sessions` shows an agent command by its command, not bubblewrap's arg
         /^ {2}\S+ {2}pid \d+ {2}200x50 {2}ended \(exit code 7\) {2}\$ echo bye; exit 7( {2}\(sandboxed\))?$/,
       ),
     ]);
+    const onlyRunning = await runToExit([CLI, 'sessions', '--running'], env);
+    expect(onlyRunning.code).toBe(0);
+    expect(onlyRunning.stdout).toMatch(/^agent runs \(1 running\)\n {2}\S+ {2}running /);
+    const runningTerminals = onlyRunning.stdout
+      .split('terminals (1 running)\n')[1]!
+      .split('\n')
+      .filter(Boolean);
+    expect(runningTerminals).toEqual([terminals[0]]);
   } finally {
     running.kill('SIGINT'); // cancels the run
     await exited;

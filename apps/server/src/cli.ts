@@ -68,7 +68,7 @@ const LOST = 3;
 const USAGE = `usage:
   aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent in DIR (default: here) and stream it
   aleph run --continue [ID] "<prompt>"                a follow-up in session ID (default: the latest run here)
-  aleph sessions                                      list agent runs and terminals
+  aleph sessions [--running]                          list agent runs and terminals (--running: only running ones)
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
 
@@ -301,7 +301,7 @@ function terminalState(
   return `ended (${exit.reason === 'exited' ? how : `${exit.reason}, ${how}`})`;
 }
 
-async function sessions(client: GatewayClient): Promise<number> {
+async function sessions(client: GatewayClient, onlyRunning: boolean): Promise<number> {
   const runs = await client.request<
     {
       runId: string;
@@ -312,15 +312,16 @@ async function sessions(client: GatewayClient): Promise<number> {
       terminateReason?: { kind: string };
     }[]
   >('agent.list', {});
-  const terminals = await client.list();
-  console.log(`agent runs (${runs.length})`);
-  for (const r of runs)
+  const terminals = await client.list(onlyRunning ? { state: 'running' } : {});
+  const shown = onlyRunning ? runs.filter((r) => r.state === 'running') : runs;
+  console.log(`agent runs (${shown.length}${onlyRunning ? ' running' : ''})`);
+  for (const r of shown)
     console.log(
       neutralizeLine(
         `  ${r.runId}  ${r.state}${r.terminateReason ? ` (${r.terminateReason.kind})` : ''}  session ${r.sessionId}  ${r.cwd}  ${firstLine(r.prompt, 60)}`,
       ),
     );
-  console.log(`terminals (${terminals.length})`);
+  console.log(`terminals (${terminals.length}${onlyRunning ? ' running' : ''})`);
   for (const t of terminals)
     console.log(
       neutralizeLine(
@@ -479,6 +480,7 @@ async function main(): Promise<number> {
         cwd: { type: 'string' },
         model: { type: 'string' },
         continue: { type: 'boolean' },
+        running: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -513,7 +515,7 @@ async function main(): Promise<number> {
       return await run(client, argument!, { cwd: where, model: values.model, sessionId });
     }
     if (command === 'run') return await run(client, argument!, { cwd, model: values.model });
-    if (command === 'sessions') return await sessions(client);
+    if (command === 'sessions') return await sessions(client, values.running === true);
     return await attach(client, argument!);
   } finally {
     await client.close();

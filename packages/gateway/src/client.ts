@@ -146,8 +146,12 @@ export class GatewayClient {
     return this.call('pty.close', { sessionId });
   }
 
-  list(): Promise<MethodResult<'pty.list'>> {
-    return this.call('pty.list', {});
+  /**
+   * The sessions, or those `query` asks for: `state` (running or ended), and a page of at most
+   * `limit` in `sessionId` order after `cursor` (the last `sessionId` of the page before).
+   */
+  list(query: MethodParams<'pty.list'> = {}): Promise<MethodResult<'pty.list'>> {
+    return this.call('pty.list', query);
   }
 
   /** One answer's worth (at most MAX_REPLAY_BYTES) from `fromOffset`; `end` says how far there is. */

@@ -5,7 +5,7 @@ import { WebSocket } from 'ws';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { tokenSubprotocol } from './internal/auth.js';
 import { PROTOCOL_VERSION } from './protocol.js';
-import { startGateway, TOKEN, type Harness } from '../test/support.js';
+import { startGateway, TOKEN, until, type Harness } from '../test/support.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -127,5 +127,70 @@ describe('pty.list command', () => {
     const commandOf = (id: string) => listed.find((session) => session.sessionId === id)?.command;
     expect(commandOf(plain.sessionId)).toBe('/bin/sh -c sleep 1000 long argument');
     expect(commandOf(wrapped.sessionId)).toBe('short 3');
+  });
+});
+
+describe('pty.list filters and pages', () => {
+  const sleeper = { command: '/bin/sh', args: ['-c', 'sleep 1000'], cols: 80, rows: 24 };
+  const ids = (listed: { sessionId: string }[]) => listed.map((session) => session.sessionId);
+
+  it('by state, and in pages that follow a cursor, every session once', async () => {
+    const client = await h.connect();
+    const running = await Promise.all([1, 2, 3, 4, 5].map(() => client.spawn(sleeper)));
+    const ended = await Promise.all(
+      [1, 2].map(() => client.spawn({ command: '/bin/true', cols: 80, rows: 24 })),
+    );
+    const endedIds = ids(ended);
+    await until(() => h.manager.listEnded().length === 2, 'both short programs ended', 30_000);
+    const all = await client.list();
+    expect(ids(all).sort()).toEqual([...ids(running), ...endedIds].sort());
+    const runningNow = await client.list({ state: 'running' });
+    expect(ids(runningNow).sort()).toEqual(ids(running).sort());
+    expect(runningNow.every((session) => session.exit === null)).toBe(true);
+    const endedNow = await client.list({ state: 'exited' });
+    expect(ids(endedNow).sort()).toEqual([...endedIds].sort());
+    expect(endedNow.every((session) => session.exit?.exitCode === 0)).toBe(true);
+
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 10; page++) {
+      const listed = await client.list({ limit: 2, ...(cursor === undefined ? {} : { cursor }) });
+      expect(listed.length).toBeLessThanOrEqual(2);
+      seen.push(...ids(listed));
+      if (listed.length < 2) break;
+      cursor = listed.at(-1)?.sessionId;
+    }
+    expect(seen).toEqual(ids(all).sort()); // in id order, each once
+    const runningPage = await client.list({ state: 'running', limit: 3 });
+    expect(ids(runningPage)).toEqual(ids(running).sort().slice(0, 3));
+  });
+
+  it('a cursor stays valid once its session is gone', async () => {
+    const client = await h.connect();
+    await Promise.all([1, 2, 3, 4].map(() => client.spawn(sleeper)));
+    const [, second] = await client.list({ limit: 2 });
+    const gone = second?.sessionId ?? '';
+    await client.closeSession(gone);
+    expect(h.manager.forget(gone)).toBe(true);
+    const rest = await client.list({ cursor: gone });
+    expect(ids(rest)).toEqual(
+      ids(await client.list())
+        .filter((id) => id > gone)
+        .sort(),
+    );
+    expect(rest).toHaveLength(2);
+  });
+
+  it.each([
+    ['a limit under 1', { limit: 0 }, /^params\.limit: /],
+    ['a limit that is not an integer', { limit: 1.5 }, /^params\.limit: /],
+    ['an unknown state', { state: 'zombie' }, /^params\.state: /],
+    ['an empty cursor', { cursor: '' }, /^params\.cursor: must be a session id/],
+    ['an unknown key', { offset: 3 }, /offset/],
+  ])('refuses %s, naming the field', async (_label, params, message) => {
+    const client = await h.connect();
+    const error = await refusal(client.call('pty.list', params as never));
+    expect(error?.code).toBe('invalid_params');
+    expect(error?.message).toMatch(message);
   });
 });

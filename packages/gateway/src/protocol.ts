@@ -61,7 +61,20 @@ export const methods = {
     result: exitInfoSchema,
   },
   'pty.list': {
-    params: z.strictObject({}).optional(),
+    /**
+     * Every field optional; `{}` lists every session, running ones first (oldest first), then ended
+     * ones. `state` keeps running (`exit` null) or ended ones. With `limit` or `cursor` the list is
+     * in `sessionId` order and holds the sessions after `cursor` (the `sessionId` of the last entry
+     * of the previous page; it stays valid after that session is gone), at most `limit` of them: a
+     * page shorter than `limit` is the last.
+     */
+    params: z
+      .strictObject({
+        state: z.enum(['running', 'exited']).optional(),
+        limit: z.int().min(1).optional(),
+        cursor: sessionId.optional(),
+      })
+      .optional(),
     result: z.array(
       z.object({
         sessionId: z.string(),

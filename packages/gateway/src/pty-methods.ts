@@ -8,7 +8,13 @@ import type { Connection } from './internal/connection.js';
 import { remoteViewer } from './internal/remote-viewer.js';
 import type { MethodTable } from './internal/rpc.js';
 import type { SessionRegistry } from './internal/session-registry.js';
-import { MAX_INPUT_BYTES, MAX_REPLAY_BYTES, methods, type MethodResult } from './protocol.js';
+import {
+  MAX_INPUT_BYTES,
+  MAX_REPLAY_BYTES,
+  methods,
+  type MethodParams,
+  type MethodResult,
+} from './protocol.js';
 import type { ForwardedMethod, RemoteTerminals } from './remote.js';
 
 type Params<M extends ForwardedMethod> = ReturnType<(typeof methods)[M]['params']['parse']>;
@@ -47,15 +53,48 @@ export function sessionMethods(ptyManager: PtyManager, registry: SessionRegistry
 /** What pty.list shows as a session's command (undefined: its program and arguments). */
 export type CommandOf = (session: PtySession) => string | undefined;
 
-/** This node's own sessions, as `pty.list` lists them. */
+/** pty.list's params: which sessions, and which page of them. */
+export type ListQuery = NonNullable<MethodParams<'pty.list'>>;
+type Listed = MethodResult<'pty.list'>[number];
+
+/** A session's command as listed: worked out once per session (it never changes). */
+const commands = new WeakMap<PtySession, string>();
+function listedCommand(session: PtySession, commandOf: CommandOf | undefined): string {
+  let command = commands.get(session);
+  if (command === undefined) {
+    command = commandOf?.(session) ?? [session.command, ...session.args].join(' ');
+    commands.set(session, command);
+  }
+  return command;
+}
+
+/** The page `query` asks for: in id order after `cursor`, at most `limit`; all of them without either. */
+export function pageOf<T>(items: T[], query: ListQuery, idOf: (item: T) => string): T[] {
+  const { limit, cursor } = query;
+  if (limit === undefined && cursor === undefined) return items;
+  const after = cursor === undefined ? items : items.filter((item) => idOf(item) > cursor);
+  after.sort((a, b) => (idOf(a) < idOf(b) ? -1 : 1));
+  return limit === undefined || after.length <= limit ? after : after.slice(0, limit);
+}
+
+/** Whether a listed session is in the state `query` asks for. */
+export const inState = (query: ListQuery, listed: Pick<Listed, 'exit'>): boolean =>
+  query.state === undefined || (query.state === 'running') === (listed.exit === null);
+
+/** This node's own sessions, as `pty.list` lists them: only those asked for are looked at. */
 export function localList(
   ptyManager: PtyManager,
   commandOf: CommandOf | undefined,
+  query: ListQuery = {},
 ): MethodResult<'pty.list'> {
-  return [...ptyManager.list(), ...ptyManager.listEnded()].map((session) => ({
+  const { state } = query;
+  let sessions = [...ptyManager.list(), ...ptyManager.listEnded()];
+  if (state !== undefined)
+    sessions = sessions.filter((session) => (state === 'running') === (session.exitInfo === undefined));
+  return pageOf(sessions, query, (session) => session.id).map((session) => ({
     sessionId: session.id,
     pid: session.pid,
-    command: commandOf?.(session) ?? [session.command, ...session.args].join(' '),
+    command: listedCommand(session, commandOf),
     cols: session.cols,
     rows: session.rows,
     createdAt: session.createdAt,
@@ -95,10 +134,21 @@ function registerTerminalMethods(
   route('pty.snapshot');
   route('pty.replay');
 
-  table.register('pty.list', methods['pty.list'].params, () =>
+  table.register('pty.list', methods['pty.list'].params, (params = {}) =>
     remote === undefined
-      ? localList(ptyManager, commandOf)
-      : remote.list().then((others) => [...localList(ptyManager, commandOf), ...others]),
+      ? localList(ptyManager, commandOf, params)
+      : remote
+          .list()
+          .then((others) =>
+            pageOf(
+              [
+                ...localList(ptyManager, commandOf, params),
+                ...others.filter((other) => inState(params, other)),
+              ],
+              params,
+              (listed) => listed.sessionId,
+            ),
+          ),
   );
 }
 
