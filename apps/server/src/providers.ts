@@ -6,9 +6,8 @@
 // the whole history (generateText re-converted and zod-validated the whole prompt every turn). It
 // keeps what generateText gave: 429/5xx retried with backoff honouring retry-after, abort, usage and
 // finish reasons. A failure that retrying cannot fix throws FatalProviderError: the run ends at once.
-import { createAnthropic } from '@ai-sdk/anthropic';
-import { createOpenAI } from '@ai-sdk/openai';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+// The provider packages and the SDK's retry helpers are imported at a provider's first call, not at
+// start: a server that configures one provider, or none, does not hold the others in memory.
 import {
   APICallError,
   LoadAPIKeyError,
@@ -21,7 +20,6 @@ import {
   type LanguageModelV3StreamPart,
   type LanguageModelV3Usage,
 } from '@ai-sdk/provider';
-import { isAbortError, retryWithExponentialBackoff } from '@ai-sdk/provider-utils';
 import {
   FatalProviderError,
   type AiProvider,
@@ -262,12 +260,13 @@ export const DEFAULT_MAX_RETRIES = 4;
 export const DEFAULT_REFUSED_RETRIES = 2;
 
 /** Calls the model with the retry policy above; a failure comes out as FatalProviderError or an Error naming the provider. */
-function withRetries<T>(
+async function withRetries<T>(
   id: string,
   options: RetryOptions,
   signal: AbortSignal,
   call: () => PromiseLike<T>,
 ): Promise<T> {
+  const { isAbortError, retryWithExponentialBackoff } = await import('@ai-sdk/provider-utils');
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   const refusedRetries = options.refusedRetries ?? DEFAULT_REFUSED_RETRIES;
   let attempts = 0;
@@ -430,14 +429,35 @@ function withBreakpoints(prompt: readonly LanguageModelV3Message[]): LanguageMod
   );
 }
 
+/** A model whose provider package is imported at its first call, not when the server starts. */
+export interface DeferredModel {
+  /** How the model's own `provider` begins (`anthropic` for `anthropic.messages`). */
+  readonly provider: string;
+  load(): Promise<LanguageModelV3>;
+}
+
+/** The model, loaded once (a failed load is tried again at the next call). */
+function modelLoader(id: string, model: LanguageModelV3 | DeferredModel): () => Promise<LanguageModelV3> {
+  if (!('load' in model)) return () => Promise.resolve(model);
+  let loading: Promise<LanguageModelV3> | undefined;
+  return () =>
+    (loading ??= model.load().catch((error: unknown) => {
+      loading = undefined;
+      throw new FatalProviderError(`${id}: cannot load the provider: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }));
+}
+
 export function aiSdkProvider(
   id: string,
-  model: LanguageModelV3,
+  model: LanguageModelV3 | DeferredModel,
   options: RetryOptions & CacheOptions = {},
 ): AiProvider {
   const prompts = new PromptCache();
   const toolsBySpecs = new WeakMap<readonly ToolSpec[], LanguageModelV3FunctionTool[]>();
   const caching = (options.promptCaching ?? true) && model.provider.startsWith('anthropic');
+  const loaded = modelLoader(id, model);
   const callOptions = (request: ThinkRequest, signal: AbortSignal, cached: boolean) => {
     let tools = toolsBySpecs.get(request.tools);
     if (tools === undefined) toolsBySpecs.set(request.tools, (tools = toFunctionTools(request.tools)));
@@ -452,14 +472,16 @@ export function aiSdkProvider(
     id,
     async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
       const call = callOptions(request, signal, false);
-      return toThinkResponse(await withRetries(id, options, signal, () => model.doGenerate(call)));
+      const ready = await loaded();
+      return toThinkResponse(await withRetries(id, options, signal, () => ready.doGenerate(call)));
     },
     stream(request: ThinkRequest, signal: AbortSignal): ReplyStream {
       const call = callOptions(request, signal, caching);
       return (async function* () {
         // Only the request is retried: once the reply has begun, a break fails the turn.
+        const ready = await loaded();
         const { stream } = await withRetries(id, options, signal, () =>
-          model.doStream({ ...call, includeRawChunks: false }),
+          ready.doStream({ ...call, includeRawChunks: false }),
         );
         yield* replyParts(id, stream);
       })();
@@ -514,33 +536,27 @@ export function createProvider(
     );
   if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
     throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
-  switch (agent.provider) {
-    case 'openai-compatible': {
-      if (agent.base_url === undefined)
+  const { provider: kind, base_url: baseURL } = agent;
+  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}) };
+  const deferred = (load: () => Promise<LanguageModelV3>, options?: CacheOptions): AiProvider =>
+    aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, options);
+  switch (kind) {
+    case 'openai-compatible':
+      if (baseURL === undefined)
         throw new ProviderConfigError('[agent].base_url is required for provider "openai-compatible"');
-      const provider = createOpenAICompatible({
-        name: 'openai-compatible',
-        baseURL: agent.base_url,
-        ...(apiKey ? { apiKey } : {}),
+      return deferred(async () =>
+        (await import('@ai-sdk/openai-compatible'))
+          .createOpenAICompatible({ name: kind, baseURL, ...settings })
+          .chatModel(model),
+      );
+    case 'openai':
+      return deferred(async () => (await import('@ai-sdk/openai')).createOpenAI(settings).chat(model));
+    case 'anthropic':
+      return deferred(async () => (await import('@ai-sdk/anthropic')).createAnthropic(settings)(model), {
+        promptCaching: agent.prompt_caching,
       });
-      return aiSdkProvider(`openai-compatible:${model}`, provider.chatModel(model));
-    }
-    case 'openai': {
-      const provider = createOpenAI({
-        ...(agent.base_url ? { baseURL: agent.base_url } : {}),
-        ...(apiKey ? { apiKey } : {}),
-      });
-      return aiSdkProvider(`openai:${model}`, provider.chat(model));
-    }
-    case 'anthropic': {
-      const provider = createAnthropic({
-        ...(agent.base_url ? { baseURL: agent.base_url } : {}),
-        ...(apiKey ? { apiKey } : {}),
-      });
-      return aiSdkProvider(`anthropic:${model}`, provider(model), { promptCaching: agent.prompt_caching });
-    }
     default: {
-      const unreachable: never = agent.provider;
+      const unreachable: never = kind;
       return unreachable;
     }
   }

@@ -1,0 +1,267 @@
+// One MCP server of a run through the official SDK client (see ../mcp-hub.ts for the failure
+// policy). Loaded by McpHub.start only when a run has servers: the SDK, its schemas and its
+// validators are not in the memory of a process that configures none.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { CallToolResultSchema, ErrorCode, McpError, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { McpServerConfig } from '../config.js';
+import type { McpHubOptions, McpTool } from '../mcp-hub.js';
+import { toolOutput, type McpToolOutput } from '../tool-result.js';
+import { StdioTransport } from './stdio-transport.js';
+
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+const listSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
+const MAX_PAGES = 100;
+
+const errorText = (error: unknown): string => {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/^MCP error -?\d+: /, '');
+};
+
+class Deadline extends Error {}
+
+/** `work` bounded by `ms`: past it, Deadline (whatever `work` was waiting on). */
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Deadline()), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+type Live = { readonly client: Client; readonly transport: Transport; crashed?: string };
+
+export class McpConnection {
+  readonly config: McpServerConfig;
+  readonly #options: McpHubOptions;
+  #live: Live | undefined;
+  #starting: Promise<void> | undefined;
+  #restarts = 0;
+  #failed: string | undefined;
+  #closed = false;
+  tools: McpTool[] = [];
+  #garbageReported = 0;
+
+  constructor(config: McpServerConfig, options: McpHubOptions) {
+    this.config = config;
+    this.#options = options;
+  }
+
+  get failure(): string | undefined {
+    return this.#failed;
+  }
+
+  get pid(): number | undefined {
+    const transport = this.#live?.transport;
+    return transport instanceof StdioTransport ? transport.pid : undefined;
+  }
+
+  #notice(message: string): void {
+    this.#options.onNotice?.({ server: this.config.name, message });
+  }
+
+  #transport(): Transport {
+    const { config } = this;
+    if (config.transport !== 'stdio') {
+      const init = { requestInit: { headers: { ...config.headers } } };
+      const url = new URL(config.url);
+      return config.transport === 'sse'
+        ? new SSEClientTransport(url, init)
+        : new StreamableHTTPClientTransport(url, init);
+    }
+    const strip = new Set(this.#options.stripEnv ?? []);
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries({ ...this.#options.env, ...config.env }))
+      if (value !== undefined && !strip.has(key)) env[key] = value;
+    const bare = { file: config.command, args: config.args, cwd: config.cwd ?? this.#options.cwd, env };
+    if (!config.sandbox) return new StdioTransport(bare);
+    if (this.#options.wrap === undefined) throw new Error('sandbox = true, but no sandbox is available');
+    // A sandbox passes its own allow-list of variables: the server's own `env` goes in by `env(1)`.
+    const own = Object.entries(config.env).map(([key, value]) => `${key}=${value}`);
+    const inside =
+      own.length === 0
+        ? bare
+        : { ...bare, file: '/usr/bin/env', args: [...own, config.command, ...config.args] };
+    return new StdioTransport(this.#options.wrap(inside));
+  }
+
+  /** Connects and lists the tools; on any failure the server is marked failed, saying why. */
+  async start(): Promise<void> {
+    const { config } = this;
+    let transport: Transport;
+    try {
+      transport = this.#transport();
+    } catch (error) {
+      this.#fail(`not started: ${errorText(error)}`);
+      return;
+    }
+    const client = new Client({ name: 'aleph', version: '0.1.0' }, { capabilities: {} });
+    const live: Live = { client, transport };
+    client.onerror = (error) => {
+      if (/not JSON-RPC/.test(error.message) && this.#garbageReported++ >= 3) return;
+      if (this.#live === live || this.#live === undefined) this.#notice(errorText(error));
+    };
+    client.onclose = () => {
+      if (this.#live === live && !this.#closed) {
+        live.crashed = this.#stderr(transport);
+        this.#crashed(`the connection closed${live.crashed}`);
+      }
+    };
+    try {
+      await within(config.startTimeoutMs, client.connect(transport, { timeout: config.startTimeoutMs }));
+      this.tools = await within(config.startTimeoutMs, this.#listTools(client));
+      this.#live = live;
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      await transport.close().catch(() => undefined);
+      const why =
+        error instanceof Deadline ||
+        (error instanceof McpError && error.code === (ErrorCode.RequestTimeout as number))
+          ? `did not answer initialize/tools/list within ${config.startTimeoutMs / 1000} s`
+          : errorText(error);
+      this.#fail(`not started: ${why}${this.#stderr(transport)}`);
+    }
+  }
+
+  #stderr(transport: Transport): string {
+    const tail =
+      transport instanceof StdioTransport ? transport.stderrTail.trim().split('\n').at(-1) : undefined;
+    return tail ? ` (stderr: ${tail.slice(0, 300)})` : '';
+  }
+
+  async #listTools(client: Client): Promise<McpTool[]> {
+    const tools: McpTool[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_PAGES; page += 1) {
+      const list = await client.request(
+        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+        listSchema,
+        { timeout: this.config.startTimeoutMs },
+      );
+      for (const raw of list.tools) {
+        const tool = this.#tool(raw);
+        if (tool !== undefined) tools.push(tool);
+      }
+      cursor = list.nextCursor;
+      if (cursor === undefined) break;
+    }
+    return tools;
+  }
+
+  #tool(raw: unknown): McpTool | undefined {
+    const parsed = ToolSchema.safeParse(raw);
+    const named = (raw as { name?: unknown } | null)?.name;
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      this.#notice(
+        `tool ${typeof named === 'string' ? named : '(unnamed)'} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
+      );
+      return undefined;
+    }
+    const tool = parsed.data;
+    const name = `mcp__${this.config.name}__${tool.name.replace(/[^A-Za-z0-9_-]/g, '_')}`;
+    if (!TOOL_NAME.test(name)) {
+      this.#notice(`tool ${tool.name} left out: ${name} is longer than 64 characters`);
+      return undefined;
+    }
+    const { config } = this;
+    return {
+      name,
+      server: config.name,
+      tool: tool.name,
+      description: tool.description ?? tool.title ?? `${tool.name} (MCP server ${config.name})`,
+      inputSchema: tool.inputSchema,
+      readOnly: tool.annotations?.readOnlyHint === true,
+      kind:
+        tool.annotations?.readOnlyHint === true
+          ? 'evidence'
+          : tool.annotations?.readOnlyHint === false || tool.annotations?.destructiveHint === true
+            ? 'mutation'
+            : 'other',
+      timeoutMs: config.startTimeoutMs + config.callTimeoutMs + 5_000,
+      call: (args, signal) => this.call(tool.name, args, signal),
+    };
+  }
+
+  #fail(reason: string): void {
+    this.#failed = reason;
+    this.#notice(reason);
+  }
+
+  /** A crash or a hang: the first one restarts the server, the second marks it failed. */
+  #crashed(why: string): void {
+    const live = this.#live;
+    this.#live = undefined;
+    if (live !== undefined) void live.client.close().catch(() => undefined);
+    if (this.#closed || this.#failed !== undefined) return;
+    if (this.#restarts >= 1) {
+      this.#fail(`failed: ${why}, after one restart; its tools are unavailable for the rest of the run`);
+      return;
+    }
+    this.#restarts += 1;
+    this.#notice(`${why}: restarting it`);
+    this.#starting = this.start().finally(() => {
+      this.#starting = undefined;
+    });
+  }
+
+  async call(tool: string, args: unknown, signal: AbortSignal): Promise<McpToolOutput> {
+    const server = this.config.name;
+    const error = (output: string): McpToolOutput => ({ output, isError: true });
+    if (this.#starting !== undefined) await this.#starting;
+    const live = this.#live;
+    if (this.#failed !== undefined || live === undefined)
+      return error(`MCP server ${server} ${this.#failed ?? 'is not running'}`);
+    try {
+      const result = await live.client.callTool(
+        { name: tool, arguments: (args ?? {}) as Record<string, unknown> },
+        CallToolResultSchema,
+        { timeout: this.config.callTimeoutMs, signal },
+      );
+      return toolOutput(result);
+    } catch (failure) {
+      if (signal.aborted) return error(`cancelled: MCP server ${server}, tool ${tool}`);
+      const code = failure instanceof McpError ? failure.code : undefined;
+      if (code === (ErrorCode.RequestTimeout as number)) {
+        this.#crashed(`did not answer ${tool} within ${this.config.callTimeoutMs / 1000} s`);
+        return error(
+          `MCP server ${server} did not answer ${tool} within ${this.config.callTimeoutMs / 1000} s (${this.#after()})`,
+        );
+      }
+      if (
+        code === (ErrorCode.ConnectionClosed as number) ||
+        live.crashed !== undefined ||
+        this.#live !== live
+      ) {
+        if (this.#live === live) this.#crashed(`the connection closed during ${tool}`);
+        return error(`MCP server ${server} crashed during ${tool}${live.crashed ?? ''} (${this.#after()})`);
+      }
+      return error(`MCP server ${server}, tool ${tool}: ${errorText(failure)}`);
+    }
+  }
+
+  #after(): string {
+    return this.#failed === undefined
+      ? 'restarted once; it may be called again'
+      : 'marked failed: not restarted again';
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#starting?.catch(() => undefined);
+    const live = this.#live;
+    this.#live = undefined;
+    if (live === undefined) return;
+    await live.client.close().catch(() => undefined);
+    await live.transport.close().catch(() => undefined);
+  }
+}
