@@ -1,55 +1,45 @@
-// A burst of agent spawns: at most eight are starting at once (each is a request through the pty
-// spawn helper's one pipe, whose write blocks the event loop once full); the rest wait their turn,
-// a waiting one can be given up, and pty.list shows what the caller named. Real terminals.
-import { PtyManager, type PtySession, type PtySpawnOptions } from '@aleph/pty';
+// A burst of agent spawns on a full pool: every one starts as soon as a slot is free (no slot is ever
+// overdrawn), a waiting one can be given up, and pty.list shows what the caller named. Real terminals.
+import { PtyManager } from '@aleph/pty';
 import { afterAll, expect, it } from 'vitest';
 import { shownCommand, spawnWhenFree } from './agent-ptys.js';
 
-/** A real manager whose starts take a while, counting how many are under way at once. */
-class SlowStarts extends PtyManager {
-  starting = 0;
-  most = 0;
-  override async start(options: PtySpawnOptions): Promise<PtySession> {
-    this.starting += 1;
-    this.most = Math.max(this.most, this.starting);
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 40));
-      return await super.start(options);
-    } finally {
-      this.starting -= 1;
-    }
-  }
-}
-
-const manager = new SlowStarts({ maxSessions: 64, eviction: 'reject', killStepMs: 200 });
+const manager = new PtyManager({ maxSessions: 4, eviction: 'reject', killStepMs: 200 });
+manager.setMaxListeners(0); // each spawn waiting for a slot listens for an exit (as ServerPtys allows)
 afterAll(() => manager.closeAll());
 
-const program = { command: '/bin/sh', args: ['-c', 'exit 0'], cols: 80, rows: 24 };
+let most = 0;
+manager.on('spawn', () => (most = Math.max(most, manager.size)));
 
-it('starts at most eight agent terminals at once; the others wait, and each runs', async () => {
-  const signal = new AbortController().signal;
+const program = { command: '/bin/sh', args: ['-c', 'sleep 0.05'], cols: 80, rows: 24 };
+
+it('forty spawns at once on a pool of four: each runs once a slot is free, never more than four', async () => {
   const sessions = await Promise.all(
-    Array.from({ length: 20 }, (_, index) => spawnWhenFree(manager, program, signal, `shown ${index}`)),
+    Array.from({ length: 40 }, (_, index) =>
+      spawnWhenFree(manager, program, new AbortController().signal, `shown ${index}`),
+    ),
   );
-  expect(manager.most).toBe(8);
+  expect(most).toBe(4);
   expect(sessions.map((session) => shownCommand(session))).toEqual(
-    Array.from({ length: 20 }, (_, index) => `shown ${index}`),
+    Array.from({ length: 40 }, (_, index) => `shown ${index}`),
   );
   const exits = await Promise.all(sessions.map((session) => session.exited));
   expect(exits.every((exit) => exit.exitCode === 0)).toBe(true);
 });
 
-it('a start given up while waiting rejects with its reason and takes no turn from the others', async () => {
-  manager.most = 0;
+it('a spawn given up while it waits for a slot rejects with its reason and takes no slot', async () => {
   const signal = new AbortController().signal;
-  const running = Array.from({ length: 8 }, () => spawnWhenFree(manager, program, signal));
+  const hold = { ...program, args: ['-c', 'read line'] };
+  const running = await Promise.all(Array.from({ length: 4 }, () => spawnWhenFree(manager, hold, signal)));
   const giveUp = new AbortController();
   const waiting = spawnWhenFree(manager, program, giveUp.signal);
   giveUp.abort(new Error('gave up'));
-  await expect(waiting).rejects.toThrow('gave up');
-  const later = await spawnWhenFree(manager, program, signal);
-  const started = await Promise.all(running);
-  expect(manager.most).toBe(8);
-  expect(shownCommand(later)).toBeUndefined();
-  await Promise.all([...started, later].map((session) => session.exited));
+  await expect(waiting).rejects.toMatchObject({ name: 'AbortError', cause: new Error('gave up') });
+  expect(manager.size).toBe(4);
+  const later = spawnWhenFree(manager, program, signal);
+  running[0]!.write('\r'); // a slot comes free: the later spawn takes it
+  const session = await later;
+  expect(shownCommand(session)).toBeUndefined();
+  for (const each of running.slice(1)) each.write('\r');
+  await Promise.all([...running, session].map((each) => each.exited));
 });

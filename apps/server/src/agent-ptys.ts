@@ -25,6 +25,7 @@ export class ServerPtys extends PtyManager {
       idleTtlMs: Number.POSITIVE_INFINITY, // the tool call's own timeout bounds a command
       ...(agent.killStepMs === undefined ? {} : { killStepMs: agent.killStepMs }),
     });
+    this.agents.setMaxListeners(0); // each run waiting for a free slot listens for an exit
     this.agents.on('spawn', (session) => this.emit('spawn', session));
     this.agents.on('exit', (sessionId, info) => this.emit('exit', sessionId, info));
     this.agents.on('forget', (sessionId) => this.emit('forget', sessionId));
@@ -61,44 +62,6 @@ export class ServerPtys extends PtyManager {
   }
 }
 
-/**
- * Agent terminals starting at once. Each start is a request to the pty's spawn helper through one
- * pipe (64 KiB), whose write waits for the helper once the pipe is full: a burst of 50 sandboxed
- * spawns (~2 KB each) held the event loop for seconds. Eight fit with room to spare; the helper
- * starts them one after another anyway.
- */
-const MAX_STARTING = 8;
-let starting = 0;
-const queued: (() => void)[] = [];
-
-async function startSoon(
-  manager: PtyManager,
-  options: PtySpawnOptions,
-  signal: AbortSignal,
-): Promise<PtySession> {
-  if (starting >= MAX_STARTING) {
-    await new Promise<void>((resolve, reject) => {
-      const turn = (): void => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const onAbort = (): void => {
-        queued.splice(queued.indexOf(turn), 1);
-        reject(signal.reason as Error);
-      };
-      queued.push(turn);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-  } else starting += 1; // a queued start is handed the slot of the one that finished
-  try {
-    return await manager.start(options); // the event loop never waits for the program
-  } finally {
-    const next = queued.shift();
-    if (next === undefined) starting -= 1;
-    else next();
-  }
-}
-
 /** What pty.list shows for a session, when not its program and arguments (a sandbox's wrapper). */
 const shown = new WeakMap<PtySession, string>();
 
@@ -118,7 +81,7 @@ export async function spawnWhenFree(
   for (;;) {
     signal.throwIfAborted();
     try {
-      const session = await startSoon(manager, options, signal);
+      const session = await manager.start(options); // the event loop never waits for the program
       if (shownAs !== undefined) shown.set(session, shownAs);
       return session;
     } catch (error) {

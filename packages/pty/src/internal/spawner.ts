@@ -4,9 +4,10 @@
 // 1.6 s instead of 3 ms), and the spawn itself blocks for 10–30 ms. So here the server opens the
 // terminal itself (openpty: no fork) and a small native helper (spawner.c, 1.5 MB resident), started
 // once, forks and runs each program on it as a session leader with the terminal as its controlling
-// tty, as forkpty would. The helper answers on a FIFO that the server reads synchronously, so
-// spawn() and its pid stay synchronous, within ANSWER_TIMEOUT_MS; exits come back as lines on the
-// helper's stdout. The result mimics the parts of node-pty's UnixTerminal that PtySession uses.
+// tty, as forkpty would. Requests go to the helper through a FIFO, in order, each whole: written as
+// the pipe drains (start: the event loop never waits for the helper), or at once by spawn(). It
+// answers on another FIFO, read as a stream, or synchronously by spawn(), whose pid stays
+// synchronous, within ANSWER_TIMEOUT_MS; exits come back as lines on the helper's stdout. The result mimics the parts of node-pty's UnixTerminal that PtySession uses.
 // Wherever any of this is missing, node-pty spawns. The helper is its programs' subreaper: what
 // leaves a terminal's session and loses its parent comes to it (see spawner.c and endEscapees).
 import { execFileSync, spawn as spawnProcess, type ChildProcess } from 'node:child_process';
@@ -44,7 +45,10 @@ import { readBuffer } from './read-turns.js';
 const ANSWER_TIMEOUT_MS = 250;
 const FIRST_ANSWER_TIMEOUT_MS = 1000;
 const STRIKES = 3;
-/** A spawn that does not block waits this long for the answer; a stopped or gone helper is seen sooner. */
+/**
+ * Spawns that do not block are answered one after another: the helper is given up on (each of them
+ * goes to node-pty) only if it answers none for this long. A stopped or gone helper is seen sooner.
+ */
 const LATER_ANSWER_TIMEOUT_MS = 10_000;
 const WATCH_MS = 100;
 /** Like node-pty: after the program exits, how long its output may take to drain before exit is reported. */
@@ -61,7 +65,9 @@ interface Helper {
   readonly pid: number;
   readonly path: string;
   readonly stdout: { ref(): void; unref(): void };
+  /** The request FIFO (non-blocking), and a stream on it: requests queued in order, written as it drains. */
   readonly request: number;
+  readonly requests: Socket;
   readonly reply: number;
   readonly native: Native;
   /** Running programs by pid, until the helper reports their exit. */
@@ -78,6 +84,8 @@ interface Helper {
   readonly replyStream: Socket;
   readonly waiting: Map<number, (answer: Answer) => void>;
   watch: NodeJS.Timeout | undefined;
+  /** Armed while spawns wait, reset by each answer: see LATER_ANSWER_TIMEOUT_MS. */
+  quiet: NodeJS.Timeout | undefined;
 }
 
 let helper: Helper | null | undefined; // undefined: start one; null: not available here, or no longer
@@ -125,8 +133,9 @@ function startHelper(): Helper | null {
     const [requestPath, replyPath] = [join(dir, 'request'), join(dir, 'reply')];
     execFileSync('mkfifo', ['-m', '600', requestPath, replyPath]);
     // Both opened read-write, so no open blocks before the helper opens its ends, and a read
-    // finds EAGAIN, not EOF, until an answer is there: replies are polled, with a deadline.
-    const request = openSync(requestPath, constants.O_RDWR);
+    // finds EAGAIN, not EOF, until an answer is there: replies are polled, with a deadline. Neither
+    // blocks: a full request pipe (the helper busy) is written as it drains, never waited for.
+    const request = openSync(requestPath, constants.O_RDWR | constants.O_NONBLOCK);
     const reply = openSync(replyPath, constants.O_RDWR | constants.O_NONBLOCK);
     // Its own process group, so a SIGKILL of the server's whole group leaves it to end the escapees.
     const child = spawnProcess(binary.path, [requestPath, replyPath], {
@@ -145,12 +154,18 @@ function startHelper(): Helper | null {
     const replyStream = new Socket({ fd: reply, readable: true, writable: false });
     replyStream.on('error', () => {});
     replyStream.unref();
+    // Requests queued in order, each written whole (a partial write's rest goes first) as the pipe
+    // drains. We hold the FIFO's read end too, so a write never fails for want of a reader.
+    const requests = new Socket({ fd: request, readable: false, writable: true });
+    requests.on('error', () => {});
+    requests.unref();
     const started: Helper = {
       process: child,
       pid: child.pid as number,
       path: binary.path,
       stdout,
       request,
+      requests,
       reply,
       native,
       terminals: new Map(),
@@ -160,6 +175,7 @@ function startHelper(): Helper | null {
       replyStream,
       waiting: new Map(),
       watch: undefined,
+      quiet: undefined,
       replies: '',
     };
     let lines = '';
@@ -188,9 +204,11 @@ function startHelper(): Helper | null {
       running.delete(started);
       forgetSpawned(started.pid);
       retire(started);
-      for (const waiting of [...started.waiting.values()]) waiting({ kind: 'late' });
+      readReplies(started); // what it answered before it died
+      // The rest, sent or still queued, is never answered: each of those starts fails.
+      for (const waiting of [...started.waiting.values()]) waiting({ kind: 'lost' });
+      requests.destroy(); // drops what was queued, closes the request FIFO
       replyStream.destroy(); // closes the reply FIFO
-      closeQuietly(request);
       rmSync(dir, { recursive: true, force: true });
     });
     // Once its last report is read, nobody reports these programs' exits any more: watch here.
@@ -207,14 +225,17 @@ function startHelper(): Helper | null {
   }
 }
 
-/** Stopped (SIGSTOP, a debugger) or gone: it will not answer. */
-function helperStuck(started: Helper): boolean {
+/** Stopped (SIGSTOP, a debugger) or gone (dead, its exit not seen yet): it will not answer. */
+function helperState(started: Helper): 'stopped' | 'gone' | 'running' {
   try {
-    return /^\d+ \(.*\) [TtZX]/.test(readFileSync(`/proc/${started.pid}/stat`, 'utf8'));
+    const state = /^\d+ \(.*\) (.)/.exec(readFileSync(`/proc/${started.pid}/stat`, 'utf8'))?.[1] ?? '';
+    return 'Tt'.includes(state) ? 'stopped' : 'ZX'.includes(state) ? 'gone' : 'running';
   } catch {
-    return true;
+    return 'gone';
   }
 }
+
+const helperStuck = (started: Helper): boolean => helperState(started) !== 'running';
 
 /** The request's fields, NUL-terminated, after their length: see spawner.c. */
 function encodeRequest(id: number, tty: string, cwd: string, argv: readonly string[], env: string[]): Buffer {
@@ -232,7 +253,9 @@ function encodeRequest(id: number, tty: string, cwd: string, argv: readonly stri
   return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
 }
 
-type Answer = { kind: 'ran'; pid: number } | { kind: 'failed'; why: string } | { kind: 'late' };
+/** `late`: not answered in time (node-pty spawns instead); `lost`: the helper died before answering. */
+type Answer =
+  { kind: 'ran'; pid: number } | { kind: 'failed'; why: string } | { kind: 'late' } | { kind: 'lost' };
 
 /**
  * Hands out the whole answers read so far: to `waiting` (a blocked spawn's id: returned), to a
@@ -244,6 +267,7 @@ function dispatch(started: Helper, waiting?: number): Answer | undefined {
     const [answerId, pid, ...why] = started.replies.slice(0, at).split(' ');
     started.replies = started.replies.slice(at + 1);
     started.answered = true;
+    if (started.waiting.size > 0) awaitProgress(started);
     const answer: Answer =
       pid === 'E' ? { kind: 'failed', why: why.join(' ') } : { kind: 'ran', pid: Number(pid) };
     if (Number(answerId) === waiting) return answer;
@@ -252,6 +276,14 @@ function dispatch(started: Helper, waiting?: number): Answer | undefined {
     else if (answer.kind === 'ran') killLate(answer.pid);
   }
   return undefined;
+}
+
+/** (Re)arms the deadline of the spawns waiting without blocking: see LATER_ANSWER_TIMEOUT_MS. */
+function awaitProgress(started: Helper): void {
+  clearTimeout(started.quiet);
+  started.quiet = setTimeout(() => {
+    for (const waiting of [...started.waiting.values()]) waiting({ kind: 'late' });
+  }, LATER_ANSWER_TIMEOUT_MS);
 }
 
 /** Reads the answers already in the reply FIFO, without waiting, and hands them out (see dispatch). */
@@ -269,11 +301,33 @@ function readReplies(started: Helper): void {
   dispatch(started);
 }
 
+const nap = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Writes `request` now (the queue being empty), retrying while the pipe is full until `deadline`.
+ * False if it could not be written in time: what part was written has its rest queued, so the
+ * helper never reads half a request (its answer then finds nobody waiting: see dispatch).
+ */
+function sendNow(started: Helper, request: Buffer, deadline: number): boolean {
+  for (let offset = 0; ;) {
+    try {
+      offset += writeSync(started.request, request, offset);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return false;
+    }
+    if (offset === request.length) return true;
+    if (performance.now() > deadline) {
+      if (offset > 0) started.requests.write(request.subarray(offset));
+      return false;
+    }
+    Atomics.wait(nap, 0, 0, 0.05);
+  }
+}
+
 function ask(started: Helper, request: Buffer, id: number): Answer {
-  writeSync(started.request, request);
   const buffer = Buffer.alloc(512);
-  const nap = new Int32Array(new SharedArrayBuffer(4));
   const deadline = performance.now() + (id === 1 ? FIRST_ANSWER_TIMEOUT_MS : ANSWER_TIMEOUT_MS);
+  if (!sendNow(started, request, deadline)) return { kind: 'late' };
   for (let tries = 1; ; tries += 1) {
     const answer = dispatch(started, id);
     if (answer !== undefined) return answer;
@@ -289,9 +343,10 @@ function ask(started: Helper, request: Buffer, id: number): Answer {
 }
 
 /**
- * Asks without blocking: the answer comes through the reply stream, or late after a deadline. It is
- * settled (`settleAnswer`: the terminal registered) the moment it is read, so that an exit read
- * right after it finds its terminal.
+ * Asks without blocking: the request is queued (written as the pipe drains), the answer comes
+ * through the reply stream, or late (see LATER_ANSWER_TIMEOUT_MS). It is settled (`settleAnswer`:
+ * the terminal registered) the moment it is read, so that an exit read right after it finds its
+ * terminal.
  */
 function askLater<T>(
   started: Helper,
@@ -301,10 +356,10 @@ function askLater<T>(
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const done = (answer: Answer): void => {
-      clearTimeout(deadline);
       started.waiting.delete(id);
       if (started.waiting.size === 0) {
         clearInterval(started.watch);
+        clearTimeout(started.quiet);
         started.replyStream.unref();
       }
       try {
@@ -313,16 +368,25 @@ function askLater<T>(
         reject(error instanceof Error ? error : new Error(String(error)));
       }
     };
-    const deadline = setTimeout(() => done({ kind: 'late' }), LATER_ANSWER_TIMEOUT_MS);
     started.waiting.set(id, done);
-    started.replyStream.ref();
-    // Stopped or gone, it will not answer: noticed within WATCH_MS, not at the deadline.
-    if (started.waiting.size === 1)
+    if (started.waiting.size === 1) {
+      started.replyStream.ref();
+      awaitProgress(started);
+      // Stopped or gone, it will not answer: noticed within WATCH_MS, not at the deadline.
       started.watch = setInterval(() => {
-        if (helperStuck(started))
-          for (const waiting of [...started.waiting.values()]) waiting({ kind: 'late' });
+        const state = helperState(started);
+        if (state === 'running') return;
+        readReplies(started); // what it answered before it stopped or died
+        const answer = state === 'gone' ? ({ kind: 'lost' } as const) : ({ kind: 'late' } as const);
+        for (const waiting of [...started.waiting.values()]) waiting(answer);
       }, WATCH_MS);
-    writeSync(started.request, request);
+    }
+    // A burst's requests go in one write (each write wakes the helper; under load that costs).
+    if (started.requests.writableCorked === 0) {
+      started.requests.cork();
+      process.nextTick(() => started.requests.uncork());
+    }
+    started.requests.write(request);
   });
 }
 
@@ -419,9 +483,13 @@ function settle({ started, term }: Pending, answer: Answer): IPty | undefined {
   // The program holds its side of the terminal now (PtySession holds another, by path).
   closeQuietly(term.slave);
   if (answer.kind !== 'ran') {
-    closeQuietly(term.master);
+    closeQuietly(term.master); // hangs up its terminal: a program it may have started gets SIGHUP
     // The program itself cannot start (exec or chdir failed): node-pty would fail the same way.
     if (answer.kind === 'failed') throw new Error(answer.why);
+    // A working helper died with this request sent or queued: whether the program ran is unknown,
+    // so it is not started again (it must never run twice).
+    if (answer.kind === 'lost' && started.answered)
+      throw new Error('the spawn helper exited before answering; the program was not started again');
     if (!started.answered && readProcess(started.pid)?.zombie !== false) {
       // Gone before its first answer: the binary does not work here (nor as node-pty's wrapper).
       helper = null;
@@ -450,6 +518,9 @@ export function spawnWithoutFork(
   args: readonly string[],
   options: HelperSpawnOptions,
 ): IPty | undefined {
+  prepareSpawner();
+  // Requests are queued (a burst of start()): this one cannot go first, nor wait here for them.
+  if (helper && helper.requests.writableLength > 0) return undefined;
   const pending = prepareRequest(file, args, options);
   return pending && settle(pending, ask(pending.started, pending.request, pending.id));
 }
