@@ -6,7 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectCluster } from '@aleph/cluster';
+import { connectCluster, sessionToken } from '@aleph/cluster';
 import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/cluster/testing';
 import { connectGateway, GatewayError, type GatewayClient } from '@aleph/gateway/client';
 import { processAlive } from '@aleph/pty/testing';
@@ -218,6 +218,71 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
     expect(listed.find((item) => item.sessionId === sessionId)?.exit?.reason).toBe('node_lost');
   });
 
+  it('a terminal costs the cluster nothing until another node wants it; a client there that comes late reads it from its scrollback, then live', async () => {
+    const [a, b] = (await startNodes('pty4')) as [ServerProcess, ServerProcess, ServerProcess];
+    const onB = await client(b);
+    const { sessionId, pid } = await onB.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'printf early-output; read -r line; printf "[%s]" "$line"; read -r line'],
+      cols: 80,
+      rows: 24,
+    });
+    pids.push(pid);
+    let onBText = '';
+    await onB.subscribe(['pty.*'], [sessionId]);
+    await onB.follow(sessionId, 0, (data) => (onBText += data.toString()));
+    await expect.poll(() => onBText, { timeout: 60_000 }).toContain('early-output');
+
+    // Nobody elsewhere wants it: it is in no bucket and none of its output is in the stream.
+    const probe = await connectCluster({
+      servers: [nats.url],
+      name: 'pty4',
+      node: `probe-${process.pid}`,
+      leaseTtlSecs: TTL_SECS,
+    });
+    try {
+      const terminals = await probe.kv('pty4_terminals');
+      const registered = async (): Promise<string | undefined> =>
+        (await terminals.get(sessionToken(sessionId)))?.json<{ node: string }>().node;
+      const stored = async (): Promise<number> =>
+        Object.values(
+          (
+            await probe.jsm.streams.info('pty4_pty', {
+              subjects_filter: `pty4.pty.${sessionToken(sessionId)}`,
+            })
+          ).state.subjects ?? {},
+        ).reduce((sum, count) => sum + count, 0);
+      expect(await registered()).toBeUndefined();
+      expect(await stored()).toBe(0);
+
+      // Listed on another node all the same (its node is asked), and still not published.
+      const onA = await client(a);
+      expect((await onA.list()).find((item) => item.sessionId === sessionId)?.pid).toBe(pid);
+      expect(await registered()).toBeUndefined();
+
+      // A client of a follows it from the start: what it wrote before anyone there looked, then live.
+      await onA.subscribe(['pty.*'], [sessionId]);
+      let next = 0;
+      let onAText = '';
+      const followed = await onA.follow(sessionId, 0, (data, offset) => {
+        expect(offset).toBe(next); // in order, no gap, nothing twice
+        next = offset + data.length;
+        onAText += data.toString();
+      });
+      expect(followed.offset).toBe(0);
+      await expect.poll(() => onAText, { timeout: 60_000 }).toContain('early-output');
+      expect(await registered()).toBe('b');
+      expect(await stored()).toBeGreaterThan(0);
+      await onA.input(sessionId, 'go\n');
+      await expect.poll(() => onAText, { timeout: 60_000 }).toContain('[go]');
+      // The same bytes as the terminal's own node sent its client.
+      await expect.poll(() => onBText, { timeout: 60_000 }).toContain('[go]');
+      expect(onAText).toBe(onBText);
+    } finally {
+      await probe.close();
+    }
+  });
+
   it('a client of another node that does not acknowledge holds the terminal on its node, bounded, until it does', async () => {
     const [a, b] = (await startNodes('pty3')) as [ServerProcess, ServerProcess, ServerProcess];
     const onB = await client(b);
@@ -245,8 +310,10 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
     expect(held).toBeLessThan(32 * 1024 * 1024);
     // It reads and acknowledges: the terminal runs again.
     await expect.poll(() => received, { timeout: 60_000 }).toBeGreaterThan(held / 2);
-    await onA.ack(sessionId, received);
-    await expect.poll(offsetOnB, { timeout: 60_000 }).toBeGreaterThan(held + 1024 * 1024);
+    // (Acknowledging what arrived as it arrives: each ack lets the terminal run a window further.)
+    await expect
+      .poll(async () => (await onA.ack(sessionId, received), offsetOnB()), { timeout: 90_000, interval: 200 })
+      .toBeGreaterThan(held + 1024 * 1024);
     await onB.closeSession(sessionId);
   });
 });

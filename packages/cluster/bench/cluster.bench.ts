@@ -68,7 +68,14 @@ async function terminalOutput(
     cols: 80,
     rows: 24,
     createdAt: Date.now(),
-    scrollback: { start: 0, end: 0 },
+    // Keeps nothing: a viewer reads what is written after it follows.
+    scrollback: {
+      start: 0,
+      end: 0,
+      read() {
+        return { offset: this.end, data: Buffer.alloc(0) };
+      },
+    },
     exitInfo: undefined,
     onData: (listener) => (listeners.add(listener), disposable(() => listeners.delete(listener))),
     onExit: () => disposable(),
@@ -123,7 +130,7 @@ async function terminalOutput(
     data.writeUInt32LE(index, 0);
     for (const listener of listeners) listener(data, end);
     end += READ;
-    (session.scrollback as { end: number }).end = end;
+    Object.assign(session.scrollback, { start: end, end });
     if (index % 16 === 15) await new Promise((resolve) => setImmediate(resolve));
   }
   await done;

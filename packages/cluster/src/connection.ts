@@ -97,6 +97,8 @@ export async function connectCluster(input: ClusterOptions): Promise<ClusterConn
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
       pingInterval: 5_000,
+      // No stack trace captured for every request (two Errors each): a cost on every append.
+      noAsyncTraces: true,
       ...(input.token !== undefined ? { token: input.token } : {}),
       ...(authenticator !== undefined ? { authenticator } : {}),
     });

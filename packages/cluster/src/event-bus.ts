@@ -20,7 +20,7 @@ import { headers as natsHeaders } from '@nats-io/transport-node';
 import type { BusEvent, BusListener, EventBus, EventFilter, EventSubscription } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { ClusterError } from './errors.js';
-import { untilStored } from './internal/retry.js';
+import { untilStored, whileWanted } from './internal/retry.js';
 
 const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
@@ -116,9 +116,10 @@ export class JetStreamEventBus implements EventBus {
   /** The session's last message as the stream has it now. */
   async #readTail(sessionId: string): Promise<{ streamSeq: number; seq: number }> {
     try {
-      const last = await this.#jsm.streams.getMessage(this.#stream, {
-        last_by_subj: this.#subject(sessionId),
-      });
+      // A timeout on a loaded server is tried again (a guess would only lose the race below).
+      const last = await untilStored(this.#connection, () =>
+        this.#jsm.streams.getMessage(this.#stream, { last_by_subj: this.#subject(sessionId) }),
+      );
       if (last === null) return { streamSeq: 0, seq: 0 };
       const first = Number(last.header.get(SEQ_HEADER)) || 0;
       return {
@@ -224,14 +225,22 @@ export class JetStreamEventBus implements EventBus {
     });
     void (async () => {
       const replay = sessionId !== undefined && afterSeq !== undefined;
-      const consumer = await this.#js.consumers.get(this.#stream, {
-        filter_subjects: sessionId === undefined ? `${this.#prefix}>` : this.#subject(sessionId),
-        deliver_policy: replay ? DeliverPolicy.All : DeliverPolicy.New,
-        inactive_threshold: 5_000, // gone a few seconds after its node, however that node ended
-      });
-      if (!active) return markReady();
-      messages = await consumer.consume({ max_messages: 256 });
+      // Tried again while wanted: a consumer's creation can time out on a loaded server.
+      messages = await whileWanted(
+        this.#connection,
+        async () => {
+          const consumer = await this.#js.consumers.get(this.#stream, {
+            filter_subjects: sessionId === undefined ? `${this.#prefix}>` : this.#subject(sessionId),
+            deliver_policy: replay ? DeliverPolicy.All : DeliverPolicy.New,
+            inactive_threshold: 5_000, // gone a few seconds after its node, however that node ended
+          });
+          return await consumer.consume({ max_messages: 256 });
+        },
+        () => active,
+      );
       markReady();
+      if (messages === undefined) return;
+      if (!active) return void (await messages.close());
       for await (const message of messages) {
         if (!active) break;
         const first = Number(message.headers?.get(SEQ_HEADER)) || 0;
@@ -262,6 +271,7 @@ export class JetStreamEventBus implements EventBus {
     })().catch((error: unknown) => {
       failReady(error);
     });
+    ready.catch(() => undefined); // a subscriber that never awaits it is told nothing, and nothing crashes
     const unsubscribe = (): void => {
       if (!active) return;
       active = false;

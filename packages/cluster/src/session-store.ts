@@ -184,20 +184,26 @@ export class JetStreamSessionStore implements SessionStore {
     const subject = this.#subject(sessionId);
     let last: number;
     try {
-      const message = await this.#jsm.streams.getMessage(this.#stream, { last_by_subj: subject });
+      // A timeout on a loaded server is tried again: it must never read as an empty log.
+      const message = await untilStored(this.#connection, () =>
+        this.#jsm.streams.getMessage(this.#stream, { last_by_subj: subject }),
+      );
       last = message?.seq ?? 0;
-    } catch {
-      last = 0;
+    } catch (error) {
+      if (!(error instanceof JetStreamApiError)) throw error;
+      last = 0; // the stream's answer: no message on this subject
     }
     const events: SessionEvent[] = [];
     const corruptLines: number[] = [];
     if (last > 0) {
-      const consumer = await this.#js.consumers.get(this.#stream, {
-        filter_subjects: subject,
-        deliver_policy: DeliverPolicy.All,
-        inactive_threshold: 5_000,
+      const messages = await untilStored(this.#connection, async () => {
+        const consumer = await this.#js.consumers.get(this.#stream, {
+          filter_subjects: subject,
+          deliver_policy: DeliverPolicy.All,
+          inactive_threshold: 5_000,
+        });
+        return await consumer.consume();
       });
-      const messages = await consumer.consume();
       for await (const message of messages) {
         try {
           events.push(message.json<SessionEvent>());

@@ -1,8 +1,12 @@
 // Terminals across nodes. A terminal (a pty) stays on the node that forked it — its owner — and is
 // driven from any node:
-// - the owner appends its output to the `<name>_pty` stream (one subject per session, the offset of
-//   each message's first byte in a header, an end marker after the last byte) and lists the session
-//   in the `<name>_terminals` bucket;
+// - a terminal costs the cluster nothing until another node wants it: its owner publishes it — lists
+//   it in the `<name>_terminals` bucket and appends its output to the `<name>_pty` stream (one
+//   subject per session, the offset of each message's first byte in a header, an end marker after
+//   the last byte), its scrollback first, so a viewer that comes late still reads from the oldest
+//   byte kept — once another node asks for it (a call, a follow, a lookup), and every terminal while
+//   another node has a client that wants every terminal's output (announced on
+//   `<name>.pty.interest`); once published it stays so until it is forgotten;
 // - a session method (`pty.input`, `resize`, `close`, `snapshot`, `replay`) on another node goes to
 //   the owner by NATS request/reply and is answered as the owner answers its own clients;
 // - a client of another node follows the output from the stream (an ordered consumer from the
@@ -41,6 +45,7 @@ import type {
 } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { sessionToken } from './event-bus.js';
+import { whileWanted } from './internal/retry.js';
 
 const OFFSET_HEADER = 'Aleph-Offset';
 const EXIT_HEADER = 'Aleph-Exit';
@@ -53,10 +58,10 @@ const INACTIVE_MS = 5_000;
 const REPORT_EVERY_MS = 500;
 /** A viewer not reported for this long has gone (its node died or it left): it is kept as detached. */
 const VIEWER_STALE_MS = 3 * REPORT_EVERY_MS;
-/** How long an id no node has registered is looked for again before it is unknown. */
-const LATE_REGISTRATION_MS = 250;
 /** Acks are reported at most this often (the latest one always). */
 const ACK_REPORT_MS = 50;
+/** How long a lookup waits for a node's answer to "is this session yours?". */
+const WHERE_TIMEOUT_MS = 2_000;
 
 type ExitInfo = { exitCode: number | null; signal: string | null; reason: string };
 type ListItem = MethodResult<'pty.list'>[number];
@@ -70,7 +75,12 @@ export interface HostSession {
   readonly cols: number;
   readonly rows: number;
   readonly createdAt: number;
-  readonly scrollback: { readonly start: number; readonly end: number };
+  /** Its recent output: offsets `start` to `end`; `read` answers the bytes from an offset on. */
+  readonly scrollback: {
+    readonly start: number;
+    readonly end: number;
+    read(fromOffset?: number): { readonly offset: number; readonly data: Buffer };
+  };
   readonly exitInfo: ExitInfo | undefined;
   onData(listener: (chunk: Buffer, offset: number) => void): Disposable;
   onExit(listener: (info: ExitInfo) => void): Disposable;
@@ -139,6 +149,8 @@ class Published {
   chunks: Buffer[] = [];
   pendingBytes = 0;
   firstOffset = 0;
+  /** The offset after the last byte taken for the stream (what is below it was appended). */
+  nextOffset = 0;
   inFlightBytes = 0;
   scheduled = false;
   chain: Promise<unknown> = Promise.resolve();
@@ -199,6 +211,8 @@ export class ClusterTerminals implements RemoteTerminals {
   /** Each node's last registration renewal seen (this node's clock). */
   readonly #seen = new Map<string, number>();
   readonly #published = new Map<string, Published>();
+  /** Nodes that have a client wanting every terminal's output, and when they last said so. */
+  readonly #wantAll = new Map<string, number>();
   readonly #feeds = new Map<RemoteViewer, Map<string, Feed>>();
   /** Open connections that want every session's output (no `sessions` named): new sessions reach them. */
   readonly #broad = new Set<RemoteViewer>();
@@ -209,7 +223,9 @@ export class ClusterTerminals implements RemoteTerminals {
   #host: TerminalHost | undefined;
   #okSince = Date.now();
   #closed = false;
-  readonly #onSpawn = (session: HostSession): void => this.#publishSession(session);
+  readonly #onSpawn = (session: HostSession): void => {
+    if (this.#othersWantAll()) this.#publishSession(session);
+  };
   readonly #onForget = (sessionId: string): void => this.#forget(sessionId);
 
   private constructor(
@@ -279,6 +295,7 @@ export class ClusterTerminals implements RemoteTerminals {
     this.#subscriptions.push(
       nc.subscribe(this.#inbox(this.#node, 'pty'), { callback: (_e, message) => void this.#serve(message) }),
       nc.subscribe(this.#inbox(this.#node, 'flow'), { callback: (_e, message) => this.#onReport(message) }),
+      nc.subscribe(this.#interestSubject, { callback: (_e, message) => this.#onInterest(message) }),
     );
     await this.#watch(`${this.#connection.options.name}_terminals`, (key, value, revision) =>
       this.#onTerminal(key, value, revision),
@@ -295,7 +312,56 @@ export class ClusterTerminals implements RemoteTerminals {
     });
     const sweep = setInterval(() => void this.#sweep(), Math.max(100, Math.min(1_000, this.#ttl / 8)));
     sweep.unref();
-    this.#timers.push(sweep);
+    // While a client here wants every terminal's output, the other nodes are reminded of it.
+    const interest = setInterval(
+      () => {
+        if (this.#broad.size > 0) this.#announce(true);
+      },
+      Math.max(100, Math.floor(this.#ttl / 3)),
+    );
+    interest.unref();
+    this.#timers.push(sweep, interest);
+  }
+
+  get #interestSubject(): string {
+    return `${this.#connection.options.name}.pty.interest`;
+  }
+
+  #announce(on: boolean): void {
+    try {
+      this.#connection.nc.publish(this.#interestSubject, JSON.stringify({ node: this.#node, on }));
+    } catch {
+      /* NATS away: the next reminder tells */
+    }
+  }
+
+  /** Another node has (or no longer has) a client that wants every terminal's output. */
+  #onInterest(message: Msg): void {
+    let interest: { node?: unknown; on?: unknown };
+    try {
+      interest = message.json();
+    } catch {
+      return;
+    }
+    if (typeof interest.node !== 'string' || interest.node === this.#node) return;
+    if (interest.on !== true) {
+      this.#wantAll.delete(interest.node);
+      return;
+    }
+    const before = this.#othersWantAll();
+    this.#wantAll.set(interest.node, Date.now());
+    if (!before && this.#host !== undefined)
+      for (const session of this.#host.list()) this.#publishSession(session);
+  }
+
+  /** Whether a live node other than this one wants every terminal's output now. */
+  #othersWantAll(): boolean {
+    const now = Date.now();
+    for (const [node, at] of this.#wantAll) {
+      if (now - at <= this.#ttl) return true;
+      this.#wantAll.delete(node);
+    }
+    return false;
   }
 
   /**
@@ -308,12 +374,19 @@ export class ClusterTerminals implements RemoteTerminals {
     onEntry: (key: string, value: string | undefined, revision: number) => void,
   ): Promise<void> {
     const prefix = `$KV.${bucket}.`;
-    const consumer = await this.#js.consumers.get(`KV_${bucket}`, {
-      filter_subjects: `${prefix}>`,
-      deliver_policy: DeliverPolicy.LastPerSubject,
-      inactive_threshold: INACTIVE_MS,
-    });
-    const messages = await consumer.consume({ max_messages: 256 });
+    const messages = await whileWanted(
+      this.#connection,
+      async () => {
+        const consumer = await this.#js.consumers.get(`KV_${bucket}`, {
+          filter_subjects: `${prefix}>`,
+          deliver_policy: DeliverPolicy.LastPerSubject,
+          inactive_threshold: INACTIVE_MS,
+        });
+        return await consumer.consume({ max_messages: 256 });
+      },
+      () => !this.#closed,
+    );
+    if (messages === undefined) return;
     this.#watches.push({ stop: () => void messages.close().catch(() => undefined) });
     void (async () => {
       for await (const message of messages) {
@@ -333,7 +406,7 @@ export class ClusterTerminals implements RemoteTerminals {
     this.#host = host;
     host.on('spawn', this.#onSpawn);
     host.on('forget', this.#onForget);
-    for (const session of host.list()) this.#publishSession(session);
+    if (this.#othersWantAll()) for (const session of host.list()) this.#publishSession(session);
   }
 
   // ---- the owner's side ------------------------------------------------------------------------
@@ -342,7 +415,30 @@ export class ClusterTerminals implements RemoteTerminals {
     if (this.#published.has(session.id) || this.#closed) return;
     const published = new Published(session);
     this.#published.set(session.id, published);
-    const registration: Registration = {
+    const exit = session.exitInfo;
+    const registration = this.#registration(session);
+    this.#known.set(session.id, { registration, revision: 0 });
+    this.#terminals
+      .put(sessionToken(session.id), JSON.stringify({ ...registration, id: session.id }))
+      .catch((error: unknown) => this.#options.onError(error, `registering terminal ${session.id}`));
+    // What it wrote so far (as far as its scrollback reaches back), then what it writes from now on:
+    // read and listened to in one turn, so no byte comes twice or not at all.
+    const { offset, data } = session.scrollback.read(0);
+    published.nextOffset = offset;
+    if (data.length > 0) this.#onOutput(published, data, offset, false);
+    if (exit !== undefined) {
+      this.#ended(published, exit, false);
+      return;
+    }
+    published.disposables.push(
+      session.onData((chunk, at) => this.#onOutput(published, chunk, at)),
+      session.onExit((info) => this.#onEnded(published, info)),
+    );
+  }
+
+  #registration(session: HostSession): Registration {
+    const exit = session.exitInfo;
+    return {
       node: this.#node,
       pid: session.pid,
       command: session.command,
@@ -350,37 +446,34 @@ export class ClusterTerminals implements RemoteTerminals {
       cols: session.cols,
       rows: session.rows,
       createdAt: session.createdAt,
+      ...(exit === undefined ? {} : { exit, endedAt: Date.now() }),
     };
-    this.#known.set(session.id, { registration, revision: 0 });
-    this.#terminals
-      .put(sessionToken(session.id), JSON.stringify({ ...registration, id: session.id }))
-      .catch((error: unknown) => this.#options.onError(error, `registering terminal ${session.id}`));
-    published.disposables.push(
-      session.onData((chunk, offset) => this.#onOutput(published, chunk, offset)),
-      session.onExit((info) => this.#onEnded(published, info)),
-    );
   }
 
-  #onOutput(published: Published, chunk: Buffer, offset: number): void {
-    let rest = chunk;
-    let at = offset;
+  #onOutput(published: Published, chunk: Buffer, offset: number, copy = true): void {
+    // Bytes below nextOffset were taken already (from the scrollback).
+    const skip = Math.max(0, Math.min(chunk.length, published.nextOffset - offset));
+    let rest = skip === 0 ? chunk : chunk.subarray(skip);
+    let at = offset + skip;
+    if (rest.length === 0) return;
+    published.nextOffset = at + rest.length;
     while (published.pendingBytes + rest.length >= MAX_MESSAGE_BYTES) {
       const room = MAX_MESSAGE_BYTES - published.pendingBytes;
-      this.#push(published, rest.subarray(0, room), at);
+      this.#push(published, rest.subarray(0, room), at, copy);
       this.#flush(published);
       rest = rest.subarray(room);
       at += room;
     }
-    if (rest.length > 0) this.#push(published, rest, at);
+    if (rest.length > 0) this.#push(published, rest, at, copy);
     if (!published.scheduled && published.pendingBytes > 0) {
       published.scheduled = true;
       setImmediate(() => this.#flush(published));
     }
   }
 
-  #push(published: Published, chunk: Buffer, offset: number): void {
+  #push(published: Published, chunk: Buffer, offset: number, copy: boolean): void {
     if (published.pendingBytes === 0) published.firstOffset = offset;
-    published.chunks.push(Buffer.from(chunk)); // the pty's buffer is reused: keep a copy
+    published.chunks.push(copy ? Buffer.from(chunk) : chunk); // the pty's buffer is reused: keep a copy
     published.pendingBytes += chunk.length;
   }
 
@@ -431,6 +524,11 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   #onEnded(published: Published, info: ExitInfo): void {
+    this.#ended(published, info, true);
+  }
+
+  /** Its output is complete: the end marker after the last byte, and (`register`) the registration says so. */
+  #ended(published: Published, info: ExitInfo, register: boolean): void {
     this.#flush(published);
     published.ended = true;
     if (this.#connection.health === 'ok')
@@ -439,6 +537,7 @@ export class ClusterTerminals implements RemoteTerminals {
     published.flowHold = undefined;
     published.watch?.[Symbol.dispose]();
     published.watch = undefined;
+    if (!register) return;
     const key = sessionToken(published.session.id);
     const known = this.#known.get(published.session.id);
     const registration = { ...(known?.registration ?? {}), exit: info, endedAt: Date.now() };
@@ -540,10 +639,14 @@ export class ClusterTerminals implements RemoteTerminals {
     if (host === undefined) throw this.#options.makeError('busy', `node ${this.#node} is starting: retry`);
     if (method === 'pty.list') return host.callLocal('pty.list', {});
     const sessionId = typeof params?.sessionId === 'string' ? params.sessionId : '';
+    if (method !== 'pty.where' && method !== 'pty.follow' && !FORWARDED.has(method))
+      throw this.#options.makeError('method_not_found', `unknown method "${method}"`);
+    // Another node wants this session: from now on the cluster knows it and has its output.
+    const session = host.get(sessionId);
+    if (session !== undefined) this.#publishSession(session);
+    if (method === 'pty.where') return session === undefined ? null : this.#registration(session);
     if (method === 'pty.follow')
       return this.#followInfo(host, sessionId, (params as { fromOffset?: unknown }).fromOffset);
-    if (!FORWARDED.has(method))
-      throw this.#options.makeError('method_not_found', `unknown method "${method}"`);
     return host.callLocal(method as ForwardedMethod, params);
   }
 
@@ -593,8 +696,25 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   async #locate(sessionId: string): Promise<Known | undefined> {
-    // A terminal forked a moment ago on another node may not be registered yet: look twice.
-    return (await this.#lookup(sessionId)) ?? (await delay(LATE_REGISTRATION_MS), this.#lookup(sessionId));
+    return (await this.#lookup(sessionId)) ?? (await this.#where(sessionId));
+  }
+
+  /**
+   * Asks every other live node whether the session is its own (a terminal nobody outside its node
+   * wanted so far is in no bucket); the node that has it publishes it as it answers.
+   */
+  async #where(sessionId: string): Promise<Known | undefined> {
+    const nodes = [...this.#seen.keys()].filter((node) => node !== this.#node && this.#alive(node));
+    const answers = await Promise.all(
+      nodes.map((node) =>
+        this.#request(node, sessionId, 'pty.where', { sessionId }, WHERE_TIMEOUT_MS).then(
+          (answer) => answer as Registration | null,
+          () => null, // a node that cannot answer now: asked again next time
+        ),
+      ),
+    );
+    const registration = answers.find((answer) => answer !== null && typeof answer === 'object');
+    return registration === undefined ? undefined : { registration, revision: -1 };
   }
 
   async #lookup(sessionId: string): Promise<Known | undefined> {
@@ -738,10 +858,7 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   async list(): Promise<MethodResult<'pty.list'>> {
-    const nodes = new Set<string>();
-    for (const { registration } of this.#known.values())
-      if (registration.node !== this.#node && registration.exit?.reason !== 'node_lost')
-        nodes.add(registration.node);
+    const nodes = [...this.#seen.keys()].filter((node) => node !== this.#node && this.#alive(node));
     const answers = await Promise.all(
       [...nodes].map(async (node) => {
         try {
@@ -810,8 +927,11 @@ export class ClusterTerminals implements RemoteTerminals {
       this.#broad.delete(viewer);
       return;
     }
+    const wantedAll = this.#broad.size > 0;
     if (viewer.sessions === undefined) this.#broad.add(viewer);
     else this.#broad.delete(viewer);
+    // The other nodes publish every terminal while a client here wants them all.
+    if (wantedAll !== this.#broad.size > 0) this.#announce(!wantedAll);
     if (feeds !== undefined)
       for (const feed of feeds.values()) if (!viewer.wants(feed.sessionId)) this.#stopFeed(feed);
     // Live output of the other nodes' sessions it wants (named, or every one), from now on.
@@ -821,28 +941,43 @@ export class ClusterTerminals implements RemoteTerminals {
         : [...this.#known.keys()].filter((id) => this.#known.get(id)?.registration.node !== this.#node);
     for (const sessionId of wanted) {
       if (!viewer.wants(sessionId) || this.#feeds.get(viewer)?.has(sessionId)) continue;
+      if (this.#host?.get(sessionId) !== undefined) continue; // this node's own
       const known = this.#known.get(sessionId);
       if (
-        known === undefined ||
-        known.registration.node === this.#node ||
-        known.registration.exit !== undefined
+        known !== undefined &&
+        (known.registration.node === this.#node || known.registration.exit !== undefined)
       )
         continue;
-      const node = known.registration.node;
       // Placeholder, so a second sync does not start a second feed meanwhile.
-      this.#feedsOf(viewer).set(sessionId, new Feed(viewer, sessionId, node, Number.MAX_SAFE_INTEGER));
-      void this.#request(node, sessionId, 'pty.follow', { sessionId, fromOffset: Number.MAX_SAFE_INTEGER })
-        .then((info) => {
-          const { offset, seq } = info as { offset: number; seq: number };
-          const placeholder = this.#feeds.get(viewer)?.get(sessionId);
-          if (placeholder === undefined || placeholder.start !== Number.MAX_SAFE_INTEGER) return; // followed meanwhile
-          this.#feeds.get(viewer)?.delete(sessionId);
-          if (viewer.open && viewer.wants(sessionId)) this.#startFeed(viewer, sessionId, node, offset, seq);
-        })
-        .catch(() => {
-          const placeholder = this.#feeds.get(viewer)?.get(sessionId);
-          if (placeholder?.start === Number.MAX_SAFE_INTEGER) this.#feeds.get(viewer)?.delete(sessionId);
-        });
+      const placeholder = new Feed(
+        viewer,
+        sessionId,
+        known?.registration.node ?? '',
+        Number.MAX_SAFE_INTEGER,
+      );
+      this.#feedsOf(viewer).set(sessionId, placeholder);
+      const current = (): boolean => this.#feeds.get(viewer)?.get(sessionId) === placeholder;
+      void (async () => {
+        // A named session nobody here knew of: its node is asked (and publishes it).
+        const found = known ?? (await this.#locate(sessionId));
+        if (
+          found === undefined ||
+          found.registration.node === this.#node ||
+          found.registration.exit !== undefined
+        )
+          throw new Error('not followable');
+        const node = found.registration.node;
+        const info = (await this.#request(node, sessionId, 'pty.follow', {
+          sessionId,
+          fromOffset: Number.MAX_SAFE_INTEGER,
+        })) as { offset: number; seq: number };
+        if (!current()) return; // followed meanwhile
+        this.#feeds.get(viewer)?.delete(sessionId);
+        if (viewer.open && viewer.wants(sessionId))
+          this.#startFeed(viewer, sessionId, node, info.offset, info.seq);
+      })().catch(() => {
+        if (current()) this.#feeds.get(viewer)?.delete(sessionId);
+      });
     }
   }
 
@@ -878,16 +1013,21 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   async #runFeed(feed: Feed, seq: number): Promise<void> {
-    if (feed.stopped) return;
-    const consumer = await this.#js.consumers.get(this.#stream, {
-      filter_subjects: this.#subject(feed.sessionId),
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: Math.max(1, seq),
-      inactive_threshold: INACTIVE_MS,
-    });
-    if (feed.stopped) return;
     // At most 64 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
-    const messages = await consumer.consume({ max_messages: 64 });
+    const messages = await whileWanted(
+      this.#connection,
+      async () => {
+        const consumer = await this.#js.consumers.get(this.#stream, {
+          filter_subjects: this.#subject(feed.sessionId),
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: Math.max(1, seq),
+          inactive_threshold: INACTIVE_MS,
+        });
+        return await consumer.consume({ max_messages: 64 });
+      },
+      () => !feed.stopped,
+    );
+    if (messages === undefined) return;
     feed.messages = messages;
     if (feed.stopped) {
       await messages.close();
@@ -999,6 +1139,7 @@ export class ClusterTerminals implements RemoteTerminals {
     }
     for (const feeds of this.#feeds.values()) for (const feed of feeds.values()) this.#stopFeed(feed);
     this.#feeds.clear();
+    if (this.#broad.size > 0) this.#announce(false);
     this.#broad.clear();
     await Promise.all([...this.#published.values()].map((published) => published.chain));
     // This node's sessions leave the cluster with it (they ended with it).
@@ -1011,10 +1152,6 @@ export class ClusterTerminals implements RemoteTerminals {
     for (const subscription of this.#subscriptions) subscription.unsubscribe();
     for (const watch of this.#watches) watch.stop();
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** A PtyError's code as a client gets it (the gateway's mapping). */

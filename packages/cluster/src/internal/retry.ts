@@ -28,3 +28,25 @@ export async function untilStored<T>(
     }
   }
 }
+
+/**
+ * Opens something a reader needs (a consumer and its messages) for as long as it is wanted: a
+ * failure that is not the stream's own answer (a request that timed out on a loaded server, NATS
+ * away) is tried again after a pause, until it opens or `wanted()` turns false (then undefined).
+ */
+export async function whileWanted<T>(
+  connection: Pick<ClusterConnection, 'whenConnected'>,
+  open: () => Promise<T>,
+  wanted: () => boolean,
+): Promise<T | undefined> {
+  for (let pause = 100; wanted(); pause = Math.min(pause * 2, 2_000)) {
+    try {
+      return await open();
+    } catch (error) {
+      if (isStreamAnswer(error)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      await connection.whenConnected();
+    }
+  }
+  return undefined;
+}
