@@ -15,7 +15,6 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
-import { MAIN } from '../test/server-process.js';
 import { MIN_RUNS, runPool } from './pool.js';
 
 const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
@@ -25,6 +24,7 @@ const PROF_DIR =
   process.env['PROF'] === '1' ? (process.env['PROF_DIR'] ?? '/tmp/aleph-tool-calls-prof') : undefined;
 const TICK_MS = 1000 / 100; // CLK_TCK: 100 on Linux
 const HERE = import.meta.dirname;
+const LAUNCHER = join(HERE, '../bin/aleph-server');
 
 interface Level {
   readonly level: number;
@@ -139,15 +139,23 @@ inhibit_sleep = false
 `;
 }
 
-/** The real server (dist/main.js) under `flags` (node's), with a config and a state dir of its own. */
+/**
+ * The real server as users start it (bin/aleph-server, what `pnpm start` runs: dist/main.js with its
+ * allocator setting) under `flags` (node's, through NODE_OPTIONS), with a config and a state dir of its own.
+ */
 async function startServer(
   config: string,
   flags: readonly string[],
 ): Promise<{ url: string; token: string; child: ChildProcess; stop(): Promise<void> }> {
   const state = mkdtempSync(join(tmpdir(), 'aleph-bench-state-'));
   writeFileSync(join(state, 'aleph.toml'), config);
-  const child = spawn(process.execPath, [...flags, MAIN, '--config', join(state, 'aleph.toml')], {
-    env: { ...process.env, ALEPH_STATE_DIR: state, ALEPH_LOG_LEVEL: 'warn' },
+  const child = spawn(LAUNCHER, ['--config', join(state, 'aleph.toml')], {
+    env: {
+      ...process.env,
+      ...(flags.length > 0 ? { NODE_OPTIONS: flags.join(' ') } : {}),
+      ALEPH_STATE_DIR: state,
+      ALEPH_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

@@ -25,3 +25,17 @@ export function releaseStartupMemory(): void {
     }
   }).unref();
 }
+
+/** Settings bin/aleph-server may make for the server's own process, never for what it starts. */
+const LAUNCHER_SETTINGS = new Set(['MALLOC_ARENA_MAX']);
+
+/**
+ * bin/aleph-server names in ALEPH_LAUNCHER_SET what it set for this process (one malloc arena):
+ * those leave process.env at start, before anything is spawned, so no child inherits them. A value
+ * the user set themselves is not named there and stays.
+ */
+export function forgetLauncherSettings(): void {
+  for (const name of (process.env['ALEPH_LAUNCHER_SET'] ?? '').split(','))
+    if (LAUNCHER_SETTINGS.has(name)) delete process.env[name];
+  delete process.env['ALEPH_LAUNCHER_SET'];
+}

@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { mcpStartLines } from './mcp-tools.js';
 import { ProviderConfigError } from './providers.js';
 import { startServer } from './server.js';
-import { releaseStartupMemory } from './idle-memory.js';
+import { forgetLauncherSettings, releaseStartupMemory } from './idle-memory.js';
 import { invocationDir, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
 
@@ -43,6 +43,7 @@ function closeInheritedDescriptors(): void {
 }
 
 async function main(): Promise<number> {
+  forgetLauncherSettings();
   closeInheritedDescriptors();
   let values;
   try {
