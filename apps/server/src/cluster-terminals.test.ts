@@ -283,6 +283,39 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
     }
   });
 
+  it('a node stopped past its lease and continued closes the terminals the cluster declared lost, says nothing twice, and keeps the others', async () => {
+    const [a, b] = (await startNodes('pty5')) as [ServerProcess, ServerProcess, ServerProcess];
+    const onB = await client(b);
+    const watched = await onB.spawn({ command: '/bin/sleep', args: ['600'], cols: 80, rows: 24 });
+    const alone = await onB.spawn({ command: '/bin/sleep', args: ['601'], cols: 80, rows: 24 });
+    pids.push(watched.pid, alone.pid);
+    // A client of a follows one of them: the cluster knows that one; nobody elsewhere knows the other.
+    const onA = await client(a);
+    const exits: { sessionId: string; reason: string }[] = [];
+    onA.onExit((exit) => exits.push(exit));
+    await onA.subscribe(['pty.*'], [watched.sessionId]);
+    await onA.follow(watched.sessionId, 0, () => undefined);
+
+    b.child.kill('SIGSTOP');
+    try {
+      await expect
+        .poll(() => exits, { timeout: 60_000 })
+        .toEqual([{ sessionId: watched.sessionId, exitCode: null, signal: null, reason: 'node_lost' }]);
+    } finally {
+      b.child.kill('SIGCONT');
+    }
+    // Back, b closes what the cluster said had ended; the terminal nobody elsewhere knew goes on.
+    await expect.poll(() => processAlive(watched.pid), { timeout: 60_000, interval: 200 }).toBe(false);
+    expect(processAlive(alone.pid)).toBe(true);
+    const lost = await errorOf(onA.input(watched.sessionId, 'x'));
+    expect(lost.code).toBe('session_closed');
+    expect(lost.data?.['reason']).toBe('node_lost');
+    // Its end was said once, as node_lost (the close on b says nothing more).
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(exits.map((exit) => exit.reason)).toEqual(['node_lost']);
+    await onB.closeSession(alone.sessionId);
+  });
+
   it('a client of another node that does not acknowledge holds the terminal on its node, bounded, until it does', async () => {
     const [a, b] = (await startNodes('pty3')) as [ServerProcess, ServerProcess, ServerProcess];
     const onB = await client(b);

@@ -158,6 +158,8 @@ class Published {
   publishHold: Disposable | undefined;
   watch: Disposable | undefined;
   ended = false;
+  /** The cluster declared it lost (this node was stopped or cut off past the TTL): it is being closed. */
+  closing = false;
   readonly disposables: Disposable[] = [];
 
   constructor(session: HostSession) {
@@ -537,9 +539,10 @@ export class ClusterTerminals implements RemoteTerminals {
     published.flowHold = undefined;
     published.watch?.[Symbol.dispose]();
     published.watch = undefined;
-    if (!register) return;
     const key = sessionToken(published.session.id);
     const known = this.#known.get(published.session.id);
+    // Declared lost while this node was away: the registration keeps saying so.
+    if (!register || published.closing || known?.registration.exit?.reason === 'node_lost') return;
     const registration = { ...(known?.registration ?? {}), exit: info, endedAt: Date.now() };
     this.#terminals
       .put(key, JSON.stringify({ ...registration, id: published.session.id }))
@@ -741,6 +744,7 @@ export class ClusterTerminals implements RemoteTerminals {
     for (const published of this.#published.values())
       if (published.viewers.size > 0 || published.flowHold !== undefined) this.#checkFlow(published);
     if (this.#closed || this.#connection.health !== 'ok') return;
+    this.#closeDeclaredLost();
     const now = Date.now();
     const judging = now - this.#okSince > this.#ttl;
     for (const [sessionId, { registration, revision }] of this.#known) {
@@ -755,6 +759,32 @@ export class ClusterTerminals implements RemoteTerminals {
       if (registration.exit === undefined) await this.#lose(sessionId, registration, revision);
       else if (now - (registration.endedAt ?? 0) > this.#options.detachGraceMs)
         await this.#drop(sessionId, revision);
+    }
+  }
+
+  /**
+   * This node was declared lost while it was stopped or cut off past the lease TTL, and is back: the
+   * terminals the cluster said ended (`node_lost`, told to every client) are closed here too, so none
+   * goes on that its viewers were told had ended, and their end is not said a second time. A
+   * terminal no other node knew of goes on.
+   */
+  #closeDeclaredLost(): void {
+    const host = this.#host;
+    if (host === undefined) return;
+    for (const [sessionId, published] of this.#published) {
+      if (published.ended || published.closing) continue;
+      const known = this.#known.get(sessionId);
+      // Gone from the bucket: the other nodes dropped it after its grace (declared lost before).
+      if (known !== undefined && known.registration.exit?.reason !== 'node_lost') continue;
+      published.closing = true;
+      this.#options.onError(
+        new Error(`the cluster declared terminal ${sessionId} lost while this node was away: closing it`),
+        'reconciling terminals',
+      );
+      host.callLocal('pty.close', { sessionId }).catch((error: unknown) => {
+        published.closing = false; // tried again at the next sweep
+        this.#options.onError(error, `closing terminal ${sessionId}`);
+      });
     }
   }
 
@@ -1105,7 +1135,11 @@ export class ClusterTerminals implements RemoteTerminals {
   gatewayBus(): EventBus {
     const bus = this.#bus;
     return {
-      publish: (topic, sessionId, data) => bus.publish(topic, sessionId, data),
+      // A terminal closed because the cluster declared it lost: its end was said already (node_lost).
+      publish: (topic, sessionId, data) =>
+        topic === 'pty.exit' && this.#published.get(sessionId)?.closing === true
+          ? Promise.resolve(0)
+          : bus.publish(topic, sessionId, data),
       subscribe: (filter, listener: BusListener) =>
         bus.subscribe(filter, (event: BusEvent) => {
           if (event.topic !== 'pty.exit') return listener(event);
