@@ -50,8 +50,10 @@ import { whileWanted } from './internal/retry.js';
 const OFFSET_HEADER = 'Aleph-Offset';
 const EXIT_HEADER = 'Aleph-Exit';
 const FORWARDED = new Set<string>(['pty.input', 'pty.resize', 'pty.close', 'pty.snapshot', 'pty.replay']);
-/** Most bytes in one stream message (a client's frame carries at most this much). */
-const MAX_MESSAGE_BYTES = 64 * 1024;
+/** Most bytes in one stream message (fewer, larger messages: fewer acknowledgements per MiB). */
+const MAX_MESSAGE_BYTES = 256 * 1024;
+/** Most bytes sent to a client in one piece (a client's frame carries at most this much). */
+const MAX_FRAME_BYTES = 64 * 1024;
 /** An ordered consumer nobody reads is removed by the server after this long. */
 const INACTIVE_MS = 5_000;
 /** How often a follower tells the owner how far its client is, while nothing changes. */
@@ -1043,7 +1045,7 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   async #runFeed(feed: Feed, seq: number): Promise<void> {
-    // At most 64 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
+    // At most 16 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
     const messages = await whileWanted(
       this.#connection,
       async () => {
@@ -1053,7 +1055,7 @@ export class ClusterTerminals implements RemoteTerminals {
           opt_start_seq: Math.max(1, seq),
           inactive_threshold: INACTIVE_MS,
         });
-        return await consumer.consume({ max_messages: 64 });
+        return await consumer.consume({ max_messages: 16 });
       },
       () => !feed.stopped,
     );
@@ -1093,7 +1095,12 @@ export class ClusterTerminals implements RemoteTerminals {
         feed.wake = undefined;
       }
       if (feed.stopped || !feed.viewer.open) break;
-      feed.viewer.sendOutput(feed.sessionId, from, data.subarray(from - offset));
+      for (let at = from; at < end; at += MAX_FRAME_BYTES)
+        feed.viewer.sendOutput(
+          feed.sessionId,
+          at,
+          data.subarray(at - offset, Math.min(end, at + MAX_FRAME_BYTES) - offset),
+        );
       feed.next = end;
       feed.idleSince = Date.now();
     }

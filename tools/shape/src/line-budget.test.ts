@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 4903, files: 24 },
   mcp: { lines: 905, files: 6 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2529, files: 10 },
+  cluster: { lines: 2536, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
