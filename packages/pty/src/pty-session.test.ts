@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -91,6 +91,38 @@ describe('PtySession', () => {
       new PtyError('spawn_failed', 'working directory /nonexistent-dir does not exist or is not a directory'),
     );
     expect(spawn({ command: 'sh', args: ['-c', 'exit 0'] }).pid).toBeGreaterThan(0); // found on PATH
+  });
+
+  it('a program checked before is checked again once it changed: exec bit, content, replaced', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-checked-'));
+    const program = join(dir, 'echo');
+    const run = async () => {
+      const session = spawn({ command: program, args: ['ran'] });
+      const output = collect(session);
+      await session.exited;
+      return output.text();
+    };
+    try {
+      copyFileSync('/bin/echo', program);
+      chmodSync(program, 0o755);
+      expect(await run()).toContain('ran');
+      expect(await run()).toContain('ran'); // checked once, unchanged: taken as it is
+      chmodSync(program, 0o644);
+      expect(() => spawn({ command: program })).toThrow(/not executable/);
+      chmodSync(program, 0o755);
+      expect(await run()).toContain('ran');
+      const bytes = readFileSync(program);
+      bytes.writeUInt16LE(bytes.readUInt16LE(18) === 183 ? 62 : 183, 18); // arm64 <-> x86-64
+      writeFileSync(program, bytes); // in place: same inode and mode
+      expect(() => spawn({ command: program })).toThrow(/is built for (arm64|x64), this machine is/);
+      rmSync(program);
+      expect(() => spawn({ command: program })).toThrow(/no such executable/);
+      copyFileSync('/bin/echo', program);
+      chmodSync(program, 0o755);
+      expect(await run()).toContain('ran');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('rejects a bad size with a clear error', () => {

@@ -26,9 +26,10 @@ import {
 import { BULK_READ_BYTES, drainBuffer, readBuffer, readTurns } from './internal/read-turns.js';
 import { forgetSpawned, recordSpawned } from './internal/signal-guard.js';
 import {
-  findExecutable,
   helperOf,
+  locateExecutable,
   nodePtyWrapper,
+  provenSpawnable,
   spawnWithoutFork,
   spawnWithoutForkLater,
   type HelperExit,
@@ -119,7 +120,7 @@ function checkSpawnable(command: string, cwd: string, env: NodeJS.ProcessEnv): v
     throw new PtyError('spawn_failed', `working directory ${cwd} does not exist or is not a directory`);
   }
   if (process.platform === 'win32') return;
-  const found = findExecutable(command, cwd, env);
+  const found = locateExecutable(command, cwd, env);
   if (found === undefined) {
     const path = isAbsolute(command) ? command : join(cwd, command);
     const present = command.includes('/') && existsSync(path);
@@ -130,9 +131,11 @@ function checkSpawnable(command: string, cwd: string, env: NodeJS.ProcessEnv): v
         : `${command}: no such executable${command.includes('/') ? '' : ' on PATH'}`,
     );
   }
+  if (found.proven) return; // checked before, unchanged since
   // A program built for another machine: exec would fail, or (execvp) run it as a shell script.
-  const mismatch = process.platform === 'linux' ? programMismatch(found) : undefined;
+  const mismatch = process.platform === 'linux' ? programMismatch(found.path) : undefined;
   if (mismatch !== undefined) throw new PtyError('spawn_failed', `${command} ${mismatch}`);
+  provenSpawnable(found);
 }
 
 function programMismatch(path: string): string | undefined {

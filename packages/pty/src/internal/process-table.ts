@@ -113,7 +113,13 @@ export function sessionBelow(
   return [...found.values()];
 }
 
-/** This process's group, which nothing here may signal (Linux; elsewhere unknown: undefined). */
+let group: number | undefined;
+
+/**
+ * This process's group, which nothing here may signal (Linux; elsewhere unknown: undefined). Read
+ * once: Node has no call that moves its own process to another group.
+ */
 export function ownGroup(): number | undefined {
-  return readProcess(process.pid)?.group;
+  group ??= readProcess(process.pid)?.group;
+  return group;
 }

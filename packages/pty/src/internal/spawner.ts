@@ -22,6 +22,7 @@ import {
   rmSync,
   statSync,
   writeSync,
+  type Stats,
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -101,28 +102,59 @@ function retire(started: Helper): void {
   replacements -= 1;
 }
 
+/**
+ * Programs that passed every check before a spawn (see provenSpawnable), by path, with what they were
+ * then: device, inode, mode, owner, ctime (which any chmod, chown or write moves) and size. Until one
+ * of these changes, locateExecutable takes the program with one stat, and its checks are not redone.
+ */
+const proven = new Map<string, string>();
+const MAX_PROVEN = 1024;
+const identityOf = (stats: Stats): string =>
+  `${stats.dev}:${stats.ino}:${stats.mode}:${stats.uid}:${stats.gid}:${stats.ctimeMs}:${stats.size}`;
+
+/** A program found, what it was when found, and whether it passed every check before as that. */
+export interface Located {
+  readonly path: string;
+  readonly identity: string;
+  readonly proven: boolean;
+}
+
 /** Where `command` runs from: itself if it has a slash (relative to `cwd`), else the first on PATH. */
-export function findExecutable(command: string, cwd: string, env: NodeJS.ProcessEnv): string | undefined {
+export function locateExecutable(command: string, cwd: string, env: NodeJS.ProcessEnv): Located | undefined {
   const candidates = command.includes('/')
     ? [isAbsolute(command) ? command : join(cwd, command)]
     : (env['PATH'] ?? '')
         .split(delimiter)
         .filter(Boolean)
         .map((dir) => join(dir, command));
-  return candidates.find((candidate) => {
+  for (const path of candidates) {
     try {
-      accessSync(candidate, constants.X_OK);
-      return statSync(candidate).isFile();
+      const stats = statSync(path);
+      if (!stats.isFile()) continue;
+      const identity = identityOf(stats);
+      if (proven.get(path) === identity) return { path, identity, proven: true };
+      accessSync(path, constants.X_OK);
+      return { path, identity, proven: false };
     } catch {
-      return false;
+      // missing, out of reach, or not executable by us (mode, ACL, a noexec mount): the next one
     }
-  });
+  }
+  return undefined;
+}
+
+/**
+ * `found` passed every check: until it changes from what it was when found (a change after that
+ * is a change too), locateExecutable says so with one stat.
+ */
+export function provenSpawnable(found: Located): void {
+  if (proven.size >= MAX_PROVEN) proven.clear();
+  proven.set(found.path, found.identity);
 }
 
 function startHelper(): Helper | null {
   if (process.platform !== 'linux' || process.env['ALEPH_PTY_FORK'] === '1') return null;
   const binary = nativeHelper('spawner');
-  if (binary.kind === 'unusable' || !findExecutable('mkfifo', '/', process.env)) return null;
+  if (binary.kind === 'unusable' || !locateExecutable('mkfifo', '/', process.env)) return null;
   try {
     // node-pty 1.1.0 (pinned) exposes openpty and the window-size ioctl in its native module.
     const utils = createRequire(import.meta.url)('node-pty/lib/utils') as {

@@ -46,6 +46,17 @@ export function prepareWatchdog(): void {
   watchdog ??= start();
 }
 
+/** One line to the watchdog; the lines of one event-loop turn (a burst of spawns) go in one write. */
+function send(line: string): void {
+  const stdin = watchdog?.stdin;
+  if (!stdin) return;
+  if (stdin.writableCorked === 0) {
+    stdin.cork();
+    process.nextTick(() => stdin.uncork());
+  }
+  stdin.write(line);
+}
+
 /** From now on, if this process dies, the session led by `pid` is ended with it. */
 export function watchSession(pid: number): void {
   if (watched.has(pid) || !Number.isInteger(pid) || pid <= 1) return;
@@ -54,10 +65,10 @@ export function watchSession(pid: number): void {
   watched.set(pid, started);
   if (watchdog === undefined)
     watchdog = start(); // writes every watched pid, this one included
-  else watchdog.stdin?.write(`+${pid} ${started}\n`);
+  else send(`+${pid} ${started}\n`);
 }
 
 /** The session's processes have all ended: its pid may be reused, so the watchdog must let go. */
 export function unwatchSession(pid: number): void {
-  if (watched.delete(pid)) watchdog?.stdin?.write(`-${pid}\n`);
+  if (watched.delete(pid)) send(`-${pid}\n`);
 }
