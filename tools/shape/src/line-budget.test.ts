@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 3079, files: 18 },
+  pty: { lines: 3137, files: 18 },
   verification: { lines: 2726, files: 24 },
   harness: { lines: 2856, files: 12 },
   gateway: { lines: 3965, files: 25 },
