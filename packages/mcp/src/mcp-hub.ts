@@ -5,67 +5,10 @@
 // is marked failed and its tools answer with an error saying so. No failure ever ends the run.
 // Invariant: close() resolves only after every server's process group was ended.
 import type { McpServerConfig } from './config.js';
+import type { McpHubOptions, McpServerStatus, McpTool } from './hub-types.js';
 import type { McpConnection } from './internal/connection.js';
-import type { McpToolOutput } from './tool-result.js';
 
-/** Runs a command confined by a policy (the shape of @aleph/sandbox's `wrap`). */
-export type McpCommandWrapper = (command: {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string | undefined>>;
-}) => {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  readonly env: Record<string, string>;
-};
-
-export interface McpHubOptions {
-  /** The environment stdio servers start from (the user's); the server's own `env` goes over it. */
-  readonly env: Readonly<Record<string, string | undefined>>;
-  /** Names no server's environment gets (the gateway token, the provider's key). */
-  readonly stripEnv?: readonly string[];
-  /** Where stdio servers run (the project root), unless a server names its own `cwd`. */
-  readonly cwd: string;
-  /** Confines a server configured with `sandbox = true`; without it such a server is not started. */
-  readonly wrap?: McpCommandWrapper;
-  /** Something worth telling the user: a start failure, a crash, a restart, a skipped tool. */
-  readonly onNotice?: (notice: { readonly server: string; readonly message: string }) => void;
-}
-
-export interface McpTool {
-  /** `mcp__<server>__<tool>`, as Claude Code names it. */
-  readonly name: string;
-  readonly server: string;
-  /** The tool's own name on its server. */
-  readonly tool: string;
-  readonly description: string;
-  /** The tool's `inputSchema`, as the server sent it. */
-  readonly inputSchema: Record<string, unknown>;
-  /** The server's `readOnlyHint`. */
-  readonly readOnly: boolean;
-  /**
-   * From its annotations: `evidence` when read-only (a read-back), `mutation` when it says it is not
-   * (`readOnlyHint: false`) or is destructive, else `other`.
-   */
-  readonly kind: 'evidence' | 'mutation' | 'other';
-  /** The longest a call may take: a restart's start, then the call's own timeout. */
-  readonly timeoutMs: number;
-  call(args: unknown, signal: AbortSignal): Promise<McpToolOutput>;
-}
-
-export interface McpServerStatus {
-  readonly name: string;
-  readonly transport: McpServerConfig['transport'];
-  readonly source: string;
-  readonly state: 'ready' | 'failed';
-  /** The model's names of its tools. */
-  readonly tools: readonly string[];
-  readonly error?: string;
-  /** A running stdio server's process id (its process group's). */
-  readonly pid?: number;
-}
+export type { McpCommandWrapper, McpHubOptions, McpServerStatus, McpTool } from './hub-types.js';
 
 /** Starts every server at once; `tools` are those of the servers that started. */
 export class McpHub implements AsyncDisposable {

@@ -8,7 +8,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolResultSchema, ErrorCode, McpError, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { McpServerConfig } from '../config.js';
-import type { McpHubOptions, McpTool } from '../mcp-hub.js';
+import type { McpHubOptions, McpTool } from '../hub-types.js';
 import { toolOutput, type McpToolOutput } from '../tool-result.js';
 import { StdioTransport } from './stdio-transport.js';
 
