@@ -150,11 +150,22 @@ async function failOver(nats: NatsServer, cwd: string): Promise<void> {
     const holder = (await queue.holder(runId))?.node;
     const victim = holder === 'a' ? 0 : 1;
     const survivor = watchers[1 - victim]!;
-    const seen = survivor.tools.length;
     const killedAt = performance.now();
     await nodes[victim]!.stop('SIGKILL');
-    await waitUntil(() => survivor.tools.length > seen, 'the next step on the other node', 120_000);
-    const took = (survivor.tools[seen] as number) - killedAt;
+    // A step the killed node published just before its death can still reach the other node's
+    // client after the kill: the next step counted is the first one after the other node took the
+    // run's lease (seen here within one poll; a step takes longer than that).
+    const POLL_MS = 20;
+    let tookOverAt = performance.now();
+    for (let now = await queue.holder(runId); now === undefined || now.node === holder;) {
+      if (tookOverAt - killedAt > 120_000) throw new Error('the other node never took the run');
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      now = await queue.holder(runId);
+      tookOverAt = performance.now();
+    }
+    const after = (): number => survivor.tools.findIndex((at) => at > tookOverAt - POLL_MS);
+    await waitUntil(() => after() >= 0, 'the next step on the other node', 120_000);
+    const took = (survivor.tools[after()] as number) - killedAt;
     const target = LEASE_TTL_SECS * 1000 + 1000;
     console.log(
       `fail-over (lease_ttl_secs = ${LEASE_TTL_SECS}, steps of sleep 0.1): SIGKILL of the holder → the run's next ` +
