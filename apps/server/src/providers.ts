@@ -20,6 +20,7 @@ import {
   type LanguageModelV3StreamPart,
   type LanguageModelV3Usage,
 } from '@ai-sdk/provider';
+import type * as ProviderUtils from '@ai-sdk/provider-utils';
 import {
   FatalProviderError,
   type AiProvider,
@@ -259,6 +260,9 @@ export interface RetryOptions {
 export const DEFAULT_MAX_RETRIES = 4;
 export const DEFAULT_REFUSED_RETRIES = 2;
 
+/** The SDK's retry helpers, imported once at the first model call (not per call, not at start). */
+let retryHelpers: Promise<typeof ProviderUtils> | undefined;
+
 /** Calls the model with the retry policy above; a failure comes out as FatalProviderError or an Error naming the provider. */
 async function withRetries<T>(
   id: string,
@@ -266,7 +270,8 @@ async function withRetries<T>(
   signal: AbortSignal,
   call: () => PromiseLike<T>,
 ): Promise<T> {
-  const { isAbortError, retryWithExponentialBackoff } = await import('@ai-sdk/provider-utils');
+  const { isAbortError, retryWithExponentialBackoff } = await (retryHelpers ??=
+    import('@ai-sdk/provider-utils'));
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   const refusedRetries = options.refusedRetries ?? DEFAULT_REFUSED_RETRIES;
   let attempts = 0;

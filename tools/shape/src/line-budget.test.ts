@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2856, files: 12 },
   gateway: { lines: 3965, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4903, files: 24 },
+  server: { lines: 4908, files: 24 },
   mcp: { lines: 910, files: 7 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 2536, files: 10 },
