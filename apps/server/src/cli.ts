@@ -351,6 +351,13 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
   client.onExit((event) => {
     if (event.sessionId === sessionId) ended(endLeave(event));
   });
+  const onSignal = new Map<NodeJS.Signals, () => void>(); // from here a signal ends attach as a detach
+  const signalled = new Promise<Leave>((resolve) => {
+    for (const signal of LEAVING_SIGNALS) {
+      onSignal.set(signal, () => resolve({ code: 128 + osConstants.signals[signal], line: signal }));
+      process.once(signal, onSignal.get(signal)!);
+    }
+  });
   // Every byte written to the user's terminal goes through `screen`: at the end, it says whether
   // the program left the terminal in its alternate screen.
   // Once a leave is decided nothing more is drawn: the restore and the line are the last bytes.
@@ -432,13 +439,6 @@ async function attach(client: GatewayClient, sessionId: string): Promise<number>
       typedAt = Date.now();
       send(data);
     });
-  });
-  const onSignal = new Map<NodeJS.Signals, () => void>();
-  const signalled = new Promise<Leave>((resolve) => {
-    for (const signal of LEAVING_SIGNALS) {
-      onSignal.set(signal, () => resolve({ code: 128 + osConstants.signals[signal], line: signal }));
-      process.once(signal, onSignal.get(signal)!);
-    }
   });
   const lost = client.closed.then(() => ({ code: LOST, line: 'connection to the server lost' }));
   const leave = await Promise.race([exit, detached, lost, signalled]);
