@@ -103,6 +103,15 @@ export function clusterLater(
       if (joined === undefined) throw unknown(params.sessionId);
       return joined.remote.call(method, params);
     },
+    spawn: async (node, params) => {
+      if (joined?.remote.spawn !== undefined) return joined.remote.spawn(node, params);
+      if (host === undefined || node !== names.node)
+        throw new GatewayError(
+          'busy',
+          `this node has not joined its cluster yet (NATS unreachable at ${names.servers.join(', ')}); it forks terminals only here (node ${names.node}) until it has`,
+        );
+      return (await host[1].callLocal('pty.spawn', params)) as { sessionId: string; pid: number };
+    },
     list: async () => (joined === undefined ? [] : joined.remote.list()),
     follow: async (viewer, sessionId, fromOffset) => {
       if (joined === undefined) throw unknown(sessionId);

@@ -160,7 +160,7 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
     await expect.poll(() => exits.map((exit) => exit.reason), { timeout: 60_000 }).toEqual(['exited']);
   });
 
-  it('ends a terminal for every client with node_lost when its node is SIGKILLed; calls on it and on unknown ids get stable errors', async () => {
+  it('forks on a named node, kills from another, and ends a terminal for every client with node_lost when its node is SIGKILLed; calls on it, on unknown ids and on unknown nodes get stable errors', async () => {
     const [a, b, c] = (await startNodes('pty2')) as [ServerProcess, ServerProcess, ServerProcess];
     // A client of c that wants every terminal's output, subscribed before the terminal exists.
     const everything = await client(c);
@@ -202,7 +202,43 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
       expect((await errorOf(viewer.resize('no-such-session', 10, 10))).code).toBe('unknown_session');
     }
 
+    // Placement: a client of a forks on b by name, and drives it from a; a client of c kills one on b.
+    const placer = await client(a);
+    const placed = await placer.spawn({ command: '/bin/cat', cols: 80, rows: 24, node: 'b' });
+    pids.push(placed.pid);
+    let placedOutput = '';
+    await placer.subscribe(['pty.*'], [placed.sessionId]);
+    await placer.follow(placed.sessionId, 0, (data) => (placedOutput += data.toString()));
+    await placer.input(placed.sessionId, 'placed on b\n');
+    await expect.poll(() => placedOutput, { timeout: 30_000 }).toContain('placed on b');
+    const doomed = await onC.spawn({ command: '/bin/cat', cols: 80, rows: 24, node: 'b' });
+    pids.push(doomed.pid);
+    expect(await onC.request('pty.kill', { sessionId: doomed.sessionId })).toMatchObject({
+      reason: 'closed',
+    });
+    await expect.poll(() => processAlive(doomed.pid), { timeout: 30_000 }).toBe(false);
+    const onItsOwn = await placer.spawn({ command: '/bin/cat', cols: 80, rows: 24, node: 'a' });
+    pids.push(onItsOwn.pid);
+    expect((await placer.list()).find((item) => item.sessionId === onItsOwn.sessionId)?.exit).toBeNull();
+    const nowhere = await errorOf(placer.spawn({ command: '/bin/cat', cols: 80, rows: 24, node: 'zz' }));
+    expect(nowhere.code).toBe('invalid_params');
+    expect(nowhere.message).toBe(`params.node: unknown node "zz"; the cluster's live nodes are a, b, c`);
+    expect(nowhere.data?.['reason']).toBe('unknown_node');
+
     await b.stop('SIGKILL');
+    // The terminal placed on b was b's: it is lost with b. And b takes no new one.
+    await expect
+      .poll(async () => (await errorOf(placer.input(placed.sessionId, 'x'))).data?.['reason'], {
+        timeout: 30_000,
+      })
+      .toBe('node_lost');
+    await expect
+      .poll(
+        async () =>
+          (await errorOf(onC.spawn({ command: '/bin/cat', cols: 80, rows: 24, node: 'b' }))).message,
+        { timeout: 30_000 },
+      )
+      .toBe(`params.node: node b is gone (lost or left the cluster); the cluster's live nodes are a, c`);
     for (const viewer of [onA, onC])
       await expect
         .poll(() => exits.get(viewer), { timeout: 30_000 })

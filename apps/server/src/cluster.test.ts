@@ -19,6 +19,8 @@ if (binary === undefined && process.env.CI)
   throw new Error('nats-server is missing (Debian package nats-server)');
 
 const TOKEN = 'cluster-shared-token-0123456789';
+/** A provider key the nodes read from their environment (`api_key_env`): it must reach no stream. */
+const PROVIDER_KEY = 'sk-cluster-e2e-provider-key-9f8e7d6c5b4a';
 const STEPS = 10;
 
 /** Ten shell steps (each takes a moment), then a stop. */
@@ -52,7 +54,7 @@ describe.skipIf(binary === undefined)(
         name,
         node,
         leaseTtlSecs: 2,
-        agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 30\n`,
+        agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "ALEPH_E2E_PROVIDER_KEY"\nmax_iterations = 30\n`,
       })}max_runs = 2\n`;
 
     /** The cluster part of a node's /healthz. */
@@ -65,7 +67,9 @@ describe.skipIf(binary === undefined)(
 
     const startNodes = async (name: string, more = ''): Promise<ServerProcess[]> => {
       const started = await Promise.all(
-        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name) + more)),
+        ['a', 'b', 'c'].map((node) =>
+          startServerProcess(config(node, name) + more, { ALEPH_E2E_PROVIDER_KEY: PROVIDER_KEY }),
+        ),
       );
       servers.push(...started);
       return started;
@@ -141,6 +145,41 @@ describe.skipIf(binary === undefined)(
         const other = await client(server);
         const listed = await other.request<{ runId: string; state: string }[]>('agent.list', {});
         expect(listed.find((run) => run.runId === runId)?.state).toBe('done');
+      }
+      // No secret in any stream of the cluster (its events, logs, runs, terminals and buckets): the
+      // provider key went to the model (so it was in use) and nowhere else; the gateway token neither.
+      expect(
+        llm.requests.some((request) => String(request.headers['authorization']).includes(PROVIDER_KEY)),
+      ).toBe(true);
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'probe',
+        node: `probe-${process.pid}`,
+      });
+      try {
+        const streams: string[] = [];
+        for await (const info of probe.jsm.streams.list())
+          if (/^(KV_)?e2e1_/.test(info.config.name)) streams.push(info.config.name);
+        expect(streams).toEqual(expect.arrayContaining(['e2e1_events', 'e2e1_sessions', 'e2e1_runs']));
+        let scanned = 0;
+        for (const stream of streams) {
+          const { state } = await probe.jsm.streams.info(stream);
+          for (let seq = state.first_seq; seq <= state.last_seq && state.messages > 0; seq++) {
+            const message = await probe.jsm.streams.getMessage(stream, { seq }).catch(() => undefined);
+            if (message === undefined || message === null) continue; // deleted (a work-queue run taken, an old entry)
+            const text = `${message.subject} ${message.header === undefined ? '' : [...message.header].join(' ')} ${Buffer.from(message.data).toString('latin1')}`;
+            for (const secret of [
+              PROVIDER_KEY,
+              TOKEN,
+              Buffer.from(PROVIDER_KEY).toString('base64').slice(0, 24),
+            ])
+              expect(text.includes(secret), `${secret.slice(0, 8)}… in ${stream} #${seq}`).toBe(false);
+            scanned += 1;
+          }
+        }
+        expect(scanned).toBeGreaterThan(STEPS);
+      } finally {
+        await probe.close();
       }
       // Shutdown sends the buffered spans: the run's span names the node that ran it, and the cluster.
       for (const node of nodes) await node.stop('SIGTERM');

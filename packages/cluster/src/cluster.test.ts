@@ -1,6 +1,7 @@
 // The seams over a real nats-server with JetStream: connection faults, fenced session appends,
 // cluster-wide ordered events with resume, and runs that move when their node dies.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AckPolicy, RetentionPolicy } from '@nats-io/jetstream';
 import type { BusEvent } from '@aleph/gateway';
 import { eventBusContract } from '@aleph/gateway/testing';
 import type { SessionEventBody } from '@aleph/harness';
@@ -56,6 +57,34 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect((error as ClusterError).message).toContain('nats://127.0.0.1:1');
   });
 
+  it('refuses wrong or missing credentials with a clear error naming the servers', async () => {
+    const guarded = await startNatsServer({ extraArgs: ['--auth', 'right-token-0123'] });
+    try {
+      for (const token of ['wrong-token', undefined]) {
+        const error = await connectCluster({
+          servers: [guarded.url],
+          name: name(),
+          node: 'a',
+          connectTimeoutMs: 5_000,
+          ...(token === undefined ? {} : { token }),
+        }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(ClusterError);
+        expect((error as ClusterError).code).toBe('auth');
+        expect((error as ClusterError).message).toBe(`NATS at ${guarded.url} refused the credentials`);
+      }
+      const right = await connectCluster({
+        servers: [guarded.url],
+        name: name(),
+        node: 'a',
+        token: 'right-token-0123',
+      });
+      expect(right.health).toBe('ok');
+      await right.close();
+    } finally {
+      await guarded.dispose();
+    }
+  });
+
   it('refuses a second node with the name of a live one', async () => {
     const cluster = name();
     await node(cluster, 'a');
@@ -73,6 +102,38 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect((error as ClusterError).code).toBe('incompatible');
     expect((error as ClusterError).message).toContain(`${cluster}_sessions`);
     expect((await a.jsm.streams.info(`${cluster}_sessions`)).state.messages).toBe(1);
+  });
+
+  it('refuses an existing run consumer or bucket of another configuration, and keeps them and the runs', async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a', 2);
+    // The run queue's consumer made by something else, with another ack wait; a run waits in it.
+    await a.jsm.streams.add({
+      name: `${cluster}_runs`,
+      subjects: [`${cluster}.runs`],
+      retention: RetentionPolicy.Workqueue,
+    });
+    await a.jsm.consumers.add(`${cluster}_runs`, {
+      durable_name: `${cluster}_runners`,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: 7_000 * 1_000_000,
+      filter_subject: `${cluster}.runs`,
+    });
+    await a.js.publish(`${cluster}.runs`, JSON.stringify({ runId: 'kept', sessionId: 's', request: {} }));
+    const error = await JetStreamRunQueue.open(a).catch((e: unknown) => e);
+    expect((error as ClusterError).code).toBe('incompatible');
+    expect((error as ClusterError).message).toContain(
+      `consumer ${cluster}_runners exists with ack_wait 7000 ms, this node needs 2000 ms`,
+    );
+    expect((await a.jsm.consumers.info(`${cluster}_runs`, `${cluster}_runners`)).config.ack_wait).toBe(
+      7_000 * 1_000_000,
+    );
+    expect((await a.jsm.streams.info(`${cluster}_runs`)).state.messages).toBe(1);
+    // A node with another lease TTL: the nodes bucket disagrees; refused at start, the bucket kept.
+    const other = await node(cluster, 'b', 5).catch((e: unknown) => e);
+    expect((other as ClusterError).code).toBe('incompatible');
+    expect((other as ClusterError).message).toContain(`bucket ${cluster}_nodes exists with a TTL of 2000 ms`);
+    expect(await a.nodes()).toEqual(['a']);
   });
 
   it('fences a node whose session was taken over by another', async () => {

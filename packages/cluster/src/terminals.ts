@@ -7,8 +7,9 @@
 //   byte kept — once another node asks for it (a call, a follow, a lookup), and every terminal while
 //   another node has a client that wants every terminal's output (announced on
 //   `<name>.pty.interest`); once published it stays so until it is forgotten;
-// - a session method (`pty.input`, `resize`, `close`, `snapshot`, `replay`) on another node goes to
-//   the owner by NATS request/reply and is answered as the owner answers its own clients;
+// - a session method (`pty.input`, `resize`, `close`/`kill`, `snapshot`, `replay`) on another node
+//   goes to the owner by NATS request/reply and is answered as the owner answers its own clients;
+//   `pty.spawn` with `node` forks on that node the same way (the new terminal is published at once);
 // - a client of another node follows the output from the stream (an ordered consumer from the
 //   message holding its offset), paced by that client's own backlog: a slow client stops the
 //   consumer's pulls, and its node reports the client's acknowledged offset to the owner, which
@@ -39,6 +40,7 @@ import type {
   ErrorCodeName,
   EventBus,
   ForwardedMethod,
+  MethodParams,
   MethodResult,
   RemoteTerminals,
   RemoteViewer,
@@ -49,7 +51,14 @@ import { whileWanted } from './internal/retry.js';
 
 const OFFSET_HEADER = 'Aleph-Offset';
 const EXIT_HEADER = 'Aleph-Exit';
-const FORWARDED = new Set<string>(['pty.input', 'pty.resize', 'pty.close', 'pty.snapshot', 'pty.replay']);
+const FORWARDED = new Set<string>([
+  'pty.input',
+  'pty.resize',
+  'pty.close',
+  'pty.kill',
+  'pty.snapshot',
+  'pty.replay',
+]);
 /** Most bytes in one stream message (fewer, larger messages: fewer acknowledgements per MiB). */
 const MAX_MESSAGE_BYTES = 256 * 1024;
 /** Most bytes sent to a client in one piece (a client's frame carries at most this much). */
@@ -98,8 +107,8 @@ export interface TerminalHost {
   off(event: 'forget', listener: (sessionId: string) => void): unknown;
   get(sessionId: string): HostSession | undefined;
   list(): HostSession[];
-  /** Runs a session method (or `pty.list`) on this node's sessions (Gateway.callLocal). */
-  callLocal(method: ForwardedMethod | 'pty.list', params: unknown): Promise<unknown>;
+  /** Runs a session method (or `pty.list`, `pty.spawn`) on this node's sessions (Gateway.callLocal). */
+  callLocal(method: ForwardedMethod | 'pty.list' | 'pty.spawn', params: unknown): Promise<unknown>;
 }
 
 export interface ClusterTerminalsOptions {
@@ -214,6 +223,8 @@ export class ClusterTerminals implements RemoteTerminals {
   readonly #known = new Map<string, Known>();
   /** Each node's last registration renewal seen (this node's clock). */
   readonly #seen = new Map<string, number>();
+  /** Nodes that left (their registration deleted). */
+  readonly #departed = new Set<string>();
   readonly #published = new Map<string, Published>();
   /** Nodes that have a client wanting every terminal's output, and when they last said so. */
   readonly #wantAll = new Map<string, number>();
@@ -306,7 +317,7 @@ export class ClusterTerminals implements RemoteTerminals {
     );
     await this.#watch(this.#connection.names.nodesBucket, (key, value) => {
       if (value !== undefined) this.#seen.set(key, Date.now());
-      else this.#seen.delete(key);
+      else if (this.#seen.delete(key)) this.#departed.add(key);
     });
     this.#connection.onHealth((health) => {
       if (health !== 'ok') return;
@@ -643,6 +654,7 @@ export class ClusterTerminals implements RemoteTerminals {
     const host = this.#host;
     if (host === undefined) throw this.#options.makeError('busy', `node ${this.#node} is starting: retry`);
     if (method === 'pty.list') return host.callLocal('pty.list', {});
+    if (method === 'pty.spawn') return this.#spawnHere(host, params);
     const sessionId = typeof params?.sessionId === 'string' ? params.sessionId : '';
     if (method !== 'pty.where' && method !== 'pty.follow' && !FORWARDED.has(method))
       throw this.#options.makeError('method_not_found', `unknown method "${method}"`);
@@ -653,6 +665,14 @@ export class ClusterTerminals implements RemoteTerminals {
     if (method === 'pty.follow')
       return this.#followInfo(host, sessionId, (params as { fromOffset?: unknown }).fromOffset);
     return host.callLocal(method as ForwardedMethod, params);
+  }
+
+  /** Forks a terminal here for a client of another node: published at once (that client will want it). */
+  async #spawnHere(host: TerminalHost, params: unknown): Promise<unknown> {
+    const result = (await host.callLocal('pty.spawn', params)) as MethodResult<'pty.spawn'>;
+    const session = host.get(result.sessionId);
+    if (session !== undefined) this.#publishSession(session);
+    return result;
   }
 
   /** Where a follower of this node's session starts: the offset it gets, and the message holding it. */
@@ -855,7 +875,7 @@ export class ClusterTerminals implements RemoteTerminals {
       if (error instanceof TimeoutError || (error as Error).name === 'TimeoutError')
         throw this.#options.makeError(
           'busy',
-          `node ${node} (which has session ${sessionId}) did not answer within ${timeout} ms: retry`,
+          `node ${node}${sessionId === '' ? '' : ` (which has session ${sessionId})`} did not answer within ${timeout} ms: retry`,
           { node },
         );
       throw this.#options.makeError('busy', `cannot reach node ${node}: ${(error as Error).message}`, {
@@ -887,6 +907,30 @@ export class ClusterTerminals implements RemoteTerminals {
       if (this.#inputChains.get(params.sessionId) === tail) this.#inputChains.delete(params.sessionId);
     });
     return result;
+  }
+
+  async spawn(node: string, params: MethodParams<'pty.spawn'>): Promise<MethodResult<'pty.spawn'>> {
+    const host = this.#host;
+    if (node === this.#node) {
+      if (host === undefined) throw this.#options.makeError('busy', `node ${this.#node} is starting: retry`);
+      return (await host.callLocal('pty.spawn', params)) as MethodResult<'pty.spawn'>;
+    }
+    if (this.#alive(node))
+      try {
+        return (await this.#request(node, '', 'pty.spawn', params)) as MethodResult<'pty.spawn'>;
+      } catch (error) {
+        // No responders: it went between the check and the call.
+        if ((error as { data?: { reason?: unknown } }).data?.reason !== 'node_lost') throw error;
+      }
+    const live = [...new Set([this.#node, ...this.#seen.keys()])]
+      .filter((other) => this.#alive(other))
+      .sort();
+    const lost = this.#seen.has(node) || this.#departed.has(node);
+    throw this.#options.makeError(
+      'invalid_params',
+      `params.node: ${lost ? `node ${node} is gone (lost or left the cluster)` : `unknown node ${JSON.stringify(node)}`}; the cluster's live nodes are ${live.join(', ')}`,
+      { node, reason: lost ? 'node_lost' : 'unknown_node', nodes: live },
+    );
   }
 
   async list(): Promise<MethodResult<'pty.list'>> {

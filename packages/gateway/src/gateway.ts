@@ -20,7 +20,7 @@ import type { FlowLimits } from './internal/output-pump.js';
 import { MethodTable, type MethodHandler } from './internal/rpc.js';
 import { SessionRegistry } from './internal/session-registry.js';
 import { WEBSOCKET_PATH } from './protocol.js';
-import { formatZodIssue, methods } from './protocol.js';
+import { formatZodIssue, methods, type MethodParams } from './protocol.js';
 import { localList, registerPtyMethods, sessionMethods, type SessionMethods } from './pty-methods.js';
 import type { ForwardedMethod, RemoteTerminals } from './remote.js';
 import { remoteViewer } from './internal/remote-viewer.js';
@@ -112,10 +112,11 @@ export interface Gateway {
   /** Number of open client connections. */
   readonly connectionCount: number;
   /**
-   * Runs a session method (or `pty.list`) on this node's own sessions, for another node (cluster
-   * mode): params are checked as a client's are; the errors are the ones a client would get.
+   * Runs a session method (or `pty.list`, or `pty.spawn` here) on this node's own sessions, for
+   * another node (cluster mode): params are checked as a client's are; the errors are the ones a
+   * client would get.
    */
-  callLocal(method: ForwardedMethod | 'pty.list', params: unknown): Promise<unknown>;
+  callLocal(method: ForwardedMethod | 'pty.list' | 'pty.spawn', params: unknown): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -187,13 +188,18 @@ class RunningGateway implements Gateway {
     publishOn(this.#parts, topic, data);
   }
 
-  async callLocal(method: ForwardedMethod | 'pty.list', params: unknown): Promise<unknown> {
+  async callLocal(method: ForwardedMethod | 'pty.list' | 'pty.spawn', params: unknown): Promise<unknown> {
     const checked = methods[method].params.safeParse(params);
     if (!checked.success) {
       const issue = checked.error.issues[0];
       throw new GatewayError('invalid_params', issue ? formatZodIssue(issue) : 'invalid params');
     }
     if (method === 'pty.list') return localList(this.#parts.ptyManager, this.#parts.commandOf);
+    if (method === 'pty.spawn') {
+      const { node: _node, ...spawn } = checked.data as MethodParams<'pty.spawn'>;
+      const session = await this.#parts.ptyManager.start(spawn);
+      return { sessionId: session.id, pid: session.pid };
+    }
     const run = this.#parts.local[method] as (params: unknown) => unknown;
     return await run(checked.data);
   }

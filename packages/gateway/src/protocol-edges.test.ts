@@ -194,3 +194,26 @@ describe('pty.list filters and pages', () => {
     expect(error?.message).toMatch(message);
   });
 });
+
+describe('pty.spawn on a named node, and pty.kill', () => {
+  it('a server that is no node of a cluster refuses `node`, naming it, and forks nothing', async () => {
+    const client = await h.connect();
+    const error = await refusal(
+      client.call('pty.spawn', { command: '/bin/true', cols: 80, rows: 24, node: 'b' }),
+    );
+    expect(error?.code).toBe('invalid_params');
+    expect(error?.message).toBe(
+      'params.node: this server is not a node of a cluster (no node "b"); spawn without "node"',
+    );
+    expect(h.manager.size).toBe(0);
+  });
+
+  it('pty.kill ends the program as pty.close does, and answers how', async () => {
+    const client = await h.connect();
+    const { sessionId } = await client.spawn({ command: '/bin/cat', cols: 80, rows: 24 });
+    const exit = await client.call('pty.kill', { sessionId });
+    expect(exit).toMatchObject({ reason: 'closed' });
+    const unknown = await refusal(client.call('pty.kill', { sessionId: 'no-such-session' }));
+    expect(unknown?.code).toBe('unknown_session');
+  });
+});

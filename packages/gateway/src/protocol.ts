@@ -40,6 +40,11 @@ export const methods = {
       env: z.record(envName, cString).optional(),
       cols: dimension,
       rows: dimension,
+      /**
+       * Cluster mode: fork on this node (by its `[cluster] node` name) instead of the one the client
+       * is connected to; an unknown or lost node answers `invalid_params`.
+       */
+      node: z.string().min(1).max(64).optional(),
     }),
     result: z.object({ sessionId: z.string(), pid: z.int() }),
   },
@@ -57,6 +62,11 @@ export const methods = {
     result: z.object({}),
   },
   'pty.close': {
+    params: z.strictObject({ sessionId }),
+    result: exitInfoSchema,
+  },
+  /** Another name for `pty.close`: ends the program (SIGHUP, then SIGTERM, then SIGKILL) and answers how. */
+  'pty.kill': {
     params: z.strictObject({ sessionId }),
     result: exitInfoSchema,
   },

@@ -35,6 +35,7 @@ export function sessionMethods(ptyManager: PtyManager, registry: SessionRegistry
       return {};
     },
     'pty.close': (params) => ptyManager.close(params.sessionId),
+    'pty.kill': (params) => ptyManager.close(params.sessionId),
     'pty.snapshot': async (params) => {
       const session = ptyManager.require(params.sessionId);
       const record = registry.get(session.id);
@@ -113,9 +114,18 @@ function registerTerminalMethods(
   { commandOf, remote }: TableOptions,
 ): void {
   // start: the event loop never waits for the program to start.
-  table.register('pty.spawn', methods['pty.spawn'].params, (params): Promise<MethodResult<'pty.spawn'>> =>
-    ptyManager.start(params).then((session) => ({ sessionId: session.id, pid: session.pid })),
-  );
+  table.register('pty.spawn', methods['pty.spawn'].params, (params): Promise<MethodResult<'pty.spawn'>> => {
+    const { node, ...spawn } = params;
+    if (node !== undefined) {
+      if (remote?.spawn === undefined)
+        throw new GatewayError(
+          'invalid_params',
+          `params.node: this server is not a node of a cluster (no node ${JSON.stringify(node)}); spawn without "node"`,
+        );
+      return remote.spawn(node, spawn);
+    }
+    return ptyManager.start(spawn).then((session) => ({ sessionId: session.id, pid: session.pid }));
+  });
 
   const local = sessionMethods(ptyManager, registry);
   // A session this node does not have is another node's (or none's): the call goes there.
@@ -131,6 +141,7 @@ function registerTerminalMethods(
   route('pty.input');
   route('pty.resize');
   route('pty.close');
+  route('pty.kill');
   route('pty.snapshot');
   route('pty.replay');
 

@@ -3,10 +3,11 @@
 // node that has it and answers as that node would; a connection that follows such a session gets its
 // output through the `RemoteViewer` view of itself, paced by its own backlog. Without `remote`,
 // nothing here is used.
-import type { MethodResult } from './protocol.js';
+import type { MethodParams, MethodResult } from './protocol.js';
 
 /** The session methods forwarded to the node that has the session. */
-export type ForwardedMethod = 'pty.input' | 'pty.resize' | 'pty.close' | 'pty.snapshot' | 'pty.replay';
+export type ForwardedMethod =
+  'pty.input' | 'pty.resize' | 'pty.close' | 'pty.kill' | 'pty.snapshot' | 'pty.replay';
 
 /** One connection, as the remote terminals see it: where a remote session's output goes. */
 export interface RemoteViewer {
@@ -36,6 +37,11 @@ export interface RemoteTerminals {
     method: ForwardedMethod,
     params: { readonly sessionId: string; readonly [key: string]: unknown },
   ): Promise<unknown>;
+  /**
+   * `pty.spawn` with `node`: forks on that node (this one included) and answers its result; rejects
+   * with `invalid_params` when no live node has that name.
+   */
+  spawn?(node: string, params: MethodParams<'pty.spawn'>): Promise<MethodResult<'pty.spawn'>>;
   /** The sessions of every other live node, for `pty.list`. */
   list(): Promise<MethodResult<'pty.list'>>;
   /**

@@ -16,12 +16,12 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 3137, files: 18 },
   verification: { lines: 2726, files: 24 },
   harness: { lines: 2856, files: 12 },
-  gateway: { lines: 3965, files: 25 },
+  gateway: { lines: 3998, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4908, files: 24 },
+  server: { lines: 4917, files: 24 },
   mcp: { lines: 910, files: 7 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2536, files: 10 },
+  cluster: { lines: 2580, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
