@@ -21,6 +21,7 @@ if (binary === undefined && process.env.CI)
 const TOKEN = 'cluster-shared-token-0123456789';
 /** A provider key the nodes read from their environment (`api_key_env`): it must reach no stream. */
 const PROVIDER_KEY = 'sk-cluster-e2e-provider-key-9f8e7d6c5b4a';
+const providerKey = { ALEPH_E2E_PROVIDER_KEY: PROVIDER_KEY };
 const STEPS = 10;
 
 /** Ten shell steps (each takes a moment), then a stop. */
@@ -67,9 +68,7 @@ describe.skipIf(binary === undefined)(
 
     const startNodes = async (name: string, more = ''): Promise<ServerProcess[]> => {
       const started = await Promise.all(
-        ['a', 'b', 'c'].map((node) =>
-          startServerProcess(config(node, name) + more, { ALEPH_E2E_PROVIDER_KEY: PROVIDER_KEY }),
-        ),
+        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name) + more, providerKey)),
       );
       servers.push(...started);
       return started;
@@ -382,7 +381,7 @@ describe.skipIf(binary === undefined)(
 
     it('with required = false, starts degraded while NATS is down, serves its terminals, and joins once NATS is up', async () => {
       await nats.stop(); // the same port comes back below
-      const front = await startServerProcess(`${config('a', 'e2e5')}required = false\n`);
+      const front = await startServerProcess(`${config('a', 'e2e5')}required = false\n`, providerKey);
       servers.push(front);
       const healthz = async () => (await healthOf(front)).health;
       expect(await healthz()).toBe('degraded');
