@@ -29,15 +29,60 @@ beforeAll(async () => {
   llm = await startFakeLlm(() => ({ text: 'nothing to do\nVERDICT: PASS' }));
 });
 afterAll(async () => {
-  await client?.close();
-  if (server?.pid !== undefined && server.exitCode === null) {
-    const exited = new Promise((done) => server!.once('exit', done));
-    process.kill(-server.pid, 'SIGTERM'); // its own process group: pnpm, turbo's children, the server
-    await exited;
-  }
+  await stopServer();
   await llm.close();
   rmSync(root, { recursive: true, force: true });
 });
+
+/** The user's shell: no runner's variables, no node_modules/.bin (this test may itself run under pnpm). */
+function userShell(home: string, userBin?: string): NodeJS.ProcessEnv {
+  const shellPath = (process.env['PATH'] ?? '')
+    .split(delimiter)
+    .filter((entry) => !/node_modules[\\/]\.bin|node-gyp-bin/.test(entry));
+  const env: NodeJS.ProcessEnv = Object.fromEntries(
+    Object.entries(process.env).filter(
+      ([name]) => !/^(npm_|pnpm_|INIT_CWD$|PNPM_SCRIPT_SRC_DIR$|VITEST|NODE_ENV$|TURBO_)/.test(name),
+    ),
+  );
+  return Object.assign(env, {
+    PATH: [...(userBin === undefined ? [] : [userBin]), ...shellPath].join(delimiter),
+    HOME: home,
+    ALEPH_STATE_DIR: join(root, 'state'),
+  });
+}
+
+/** Runs pnpm as the user would, in its own process group; answers its output once the server is up. */
+async function pnpmStart(args: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<string> {
+  server = spawn('pnpm', args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  server.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  server.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((done) => server!.once('exit', done));
+  const started = await Promise.race([
+    (async () => {
+      while (!/^console: \S+/m.test(stdout) || !/^(provider: |no LLM provider configured)/m.test(stdout))
+        await new Promise((wait) => setTimeout(wait, 100));
+      return true;
+    })(),
+    exited.then(() => false),
+  ]);
+  expect(started, `pnpm ${args.join(' ')} ended early:\n${stdout}\n${stderr}`).toBe(true);
+  expect(`${stdout}${stderr}`).not.toMatch(/collects .*telemetry/i); // Turborepo's notice: it is off
+  return stdout;
+}
+
+/** Stops the server started by pnpmStart: its process group (pnpm, turbo's children, the server). */
+async function stopServer(): Promise<void> {
+  await client?.close();
+  client = undefined;
+  if (server?.pid !== undefined && server.exitCode === null) {
+    const exited = new Promise((done) => server!.once('exit', done));
+    process.kill(-server.pid, 'SIGTERM');
+    await exited;
+  }
+  server = undefined;
+}
 
 it('userEnvironment drops only what a runner added; without a runner nothing changes', () => {
   const user = {
@@ -103,40 +148,14 @@ it(
         },
       }),
     );
-    // The user's shell: no runner's variables, no node_modules/.bin (this test may itself run under pnpm).
-    const shellPath = (process.env['PATH'] ?? '')
-      .split(delimiter)
-      .filter((entry) => !/node_modules[\\/]\.bin|node-gyp-bin/.test(entry));
-    const env: NodeJS.ProcessEnv = Object.fromEntries(
-      Object.entries(process.env).filter(
-        ([name]) => !/^(npm_|pnpm_|INIT_CWD$|PNPM_SCRIPT_SRC_DIR$|VITEST|NODE_ENV$)/.test(name),
-      ),
-    );
+    const env = userShell(home, userBin);
     Object.assign(env, {
-      PATH: [userBin, ...shellPath].join(delimiter),
-      HOME: home,
-      ALEPH_STATE_DIR: join(root, 'state'),
       ALEPH_PORT: '0',
       ALEPH_PROVIDER: 'openai-compatible',
       ALEPH_MODEL: 'fake',
       ALEPH_BASE_URL: llm.baseUrl,
-      TURBO_TELEMETRY_DISABLED: '1',
     });
-    server = spawn('pnpm', ['start'], { cwd: REPO, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    server.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    server.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const exited = new Promise<number | null>((done) => server!.once('exit', done));
-    const started = await Promise.race([
-      (async () => {
-        while (!/^console: \S+/m.test(stdout) || !/^provider: /m.test(stdout))
-          await new Promise((wait) => setTimeout(wait, 100));
-        return true;
-      })(),
-      exited.then(() => false),
-    ]);
-    expect(started, `pnpm start ended early:\n${stdout}\n${stderr}`).toBe(true);
+    const stdout = await pnpmStart(['start'], REPO, env);
 
     const consoleUrl = /^console: (\S+)/m.exec(stdout)![1]!;
     const token = decodeURIComponent(/#token=(.+)$/.exec(consoleUrl)![1]!);
@@ -173,5 +192,32 @@ it(
       expect.stringContaining(REPO),
     );
     expect(hookEnv).toContain('the-users-tsc');
+  },
+);
+
+it(
+  'from the project (`pnpm --dir <repo> start`): the aleph.toml there is read and its workdir is where terminals open',
+  { timeout: 300_000 },
+  async () => {
+    await stopServer();
+    const home = join(root, 'home2');
+    const project = join(root, 'elsewhere');
+    mkdirSync(home);
+    mkdirSync(join(project, 'wd'), { recursive: true });
+    writeFileSync(
+      join(project, 'aleph.toml'),
+      '[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n[agent]\nworkdir = "wd"\n',
+    );
+    const stdout = await pnpmStart(['--dir', REPO, 'start'], project, userShell(home));
+    expect(stdout).toMatch(new RegExp(`^config: ${join(project, 'aleph.toml')}$`, 'm'));
+    const token = decodeURIComponent(/#token=(.+)$/m.exec(stdout)![1]!);
+    client = await connectGateway(/listening on (\S+)/.exec(stdout)![1]!, { token });
+    await client.subscribe(['pty.*']);
+    let output = '';
+    client.onOutput((chunk) => (output += chunk.data.toString()));
+    const terminal = await client.spawn({ cols: 200, rows: 50 });
+    await client.input(terminal.sessionId, 'echo "cwd=$(pwd)"; exit\n');
+    await expect.poll(() => output, { timeout: 20_000 }).toMatch(/cwd=\S+\r?\n/);
+    expect(output).toContain(`cwd=${join(project, 'wd')}\r`);
   },
 );
