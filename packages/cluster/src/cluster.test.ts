@@ -164,6 +164,77 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(await b.list()).toContain(id);
   });
 
+  it("writes a tool's result and the turn's end behind: with the next event written at once, or at the flush, as one fenced message", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const a = await JetStreamSessionStore.open(connection);
+    const id = await a.create();
+    const messages = async (): Promise<number> =>
+      (await connection.jsm.streams.info(`${cluster}_sessions`, { subjects_filter: '>' })).state.subjects?.[
+        `${cluster}.session.${id}`
+      ] ?? 0;
+    const reader = async (): Promise<(string | number)[]> =>
+      (await (await JetStreamSessionStore.open(connection)).load(id)).events.map(
+        (event) => `${event.seq}:${event.type}`,
+      );
+    await a.append(id, user('go'));
+    await a.append(id, {
+      type: 'assistant',
+      content: '',
+      toolCalls: [{ id: 'c1', name: 'shell', args: {} }],
+    } as never);
+    const result = await a.append(id, {
+      type: 'tool_result',
+      callId: 'c1',
+      name: 'shell',
+      output: 'ok',
+      isError: false,
+    } as never);
+    const step = await a.append(id, { type: 'turn_step', step: { iteration: 1 } } as never);
+    expect([result.seq, step.seq]).toEqual([2, 3]);
+    // Not written yet: a node that died now would leave the call in flight.
+    expect(await reader()).toEqual(['0:user', '1:assistant']);
+    await a.flush(id);
+    expect(await reader()).toEqual(['0:user', '1:assistant', '2:tool_result', '3:turn_step']);
+    expect(await messages()).toBe(3);
+    // Written behind, then with the next event written at once: one message for the three.
+    await a.append(id, {
+      type: 'tool_result',
+      callId: 'c2',
+      name: 'shell',
+      output: 'ok',
+      isError: false,
+    } as never);
+    await a.append(id, { type: 'turn_step', step: { iteration: 2 } } as never);
+    await a.append(id, user('more'));
+    expect(await messages()).toBe(4);
+    expect(await reader()).toEqual([
+      '0:user',
+      '1:assistant',
+      '2:tool_result',
+      '3:turn_step',
+      '4:tool_result',
+      '5:turn_step',
+      '6:user',
+    ]);
+    // Another node takes the log over: what this one still writes behind is refused at its flush.
+    const b = await JetStreamSessionStore.open(await node(cluster, 'b'));
+    await b.load(id);
+    await b.append(id, { type: 'resumed' } as never);
+    await a.append(id, {
+      type: 'tool_result',
+      callId: 'c3',
+      name: 'shell',
+      output: 'late',
+      isError: false,
+    } as never);
+    expect(((await a.flush(id).catch((e: unknown) => e)) as ClusterError).code).toBe('fenced');
+    expect(((await a.append(id, user('stale')).catch((e: unknown) => e)) as ClusterError).code).toBe(
+      'fenced',
+    );
+    expect((await reader()).at(-1)).toBe('7:resumed');
+  });
+
   describe('the EventBus contract of @aleph/gateway', () => {
     for (const { name: caseName, run } of eventBusContract)
       it(caseName, async () => {
