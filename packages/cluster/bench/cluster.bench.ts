@@ -202,6 +202,31 @@ async function main(): Promise<void> {
     console.log(
       `session append (fenced, acknowledged by JetStream): p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`,
     );
+    // A step's log as a run writes it: the model's reply naming a tool call, the tool's result, the
+    // turn's end, then the turn's flush (the harness awaits each append, then the flush).
+    const stepSamples: number[] = [];
+    for (let index = 0; index < 300; index++) {
+      const t = performance.now();
+      await store.append(id, {
+        type: 'assistant',
+        content: '',
+        toolCalls: [{ id: `c${index}`, name: 'shell', args: {} }],
+      } as never);
+      await store.append(id, {
+        type: 'tool_result',
+        callId: `c${index}`,
+        name: 'shell',
+        output: 'ok',
+        isError: false,
+      } as never);
+      await store.append(id, { type: 'turn_step', step: { iteration: index } } as never);
+      await store.flush(id);
+      stepSamples.push(performance.now() - t);
+    }
+    stepSamples.sort((x, y) => x - y);
+    console.log(
+      `a step's log (reply with a tool call, its result, the turn's end, flush): p50 ${(stepSamples[150] ?? 0).toFixed(3)} ms, p99 ${(stepSamples[297] ?? 0).toFixed(3)} ms`,
+    );
     await a.close();
     await b.close();
   } finally {

@@ -37,7 +37,7 @@ interface Tail {
   /** This node lost the run (its lease): every further append is refused here, before NATS. */
   relinquished?: boolean;
   /** A write failed: the log's tail here is no longer known, and every further append says why. */
-  failed?: unknown;
+  failed?: Error;
 }
 
 /**
@@ -156,7 +156,7 @@ export class JetStreamSessionStore implements SessionStore {
           await this.#write(sessionId, tail, batch, written);
         } catch (error) {
           tail.pending.length = 0;
-          tail.failed = error;
+          tail.failed = error instanceof Error ? error : new Error(String(error));
           throw error;
         }
         tail.pending.splice(0, count);
