@@ -778,7 +778,7 @@ export class AgentService {
       },
     });
     for (const problem of mcp.problems) logger.warn({ runId }, problem);
-    const instructions = loadInstructionFiles({ cwd });
+    const instructions = loadInstructionFiles({ cwd, denied: this.#options.denied });
     for (const warning of instructions.warnings) logger.warn({ runId }, warning);
     publish('agent.setup', {
       mcp: { servers: mcp.servers, problems: mcp.problems },

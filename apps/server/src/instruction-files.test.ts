@@ -173,6 +173,46 @@ describe('loadInstructionFiles', () => {
     ]);
   });
 
+  it('a file found by name that links out of the project, to a denied path or to a FIFO is skipped, never read', () => {
+    const outside = join(work, 'host-secret.txt');
+    writeFileSync(outside, 'HOST-SECRET-4411\n');
+    const root = repo('links-out', { 'secret/key': 'DENIED-SECRET-9902\n', 'ok.md': 'IN-PROJECT-OK\n' });
+    symlinkSync(outside, join(root, 'CLAUDE.md')); // out of the project
+    symlinkSync(join(root, 'secret', 'key'), join(root, 'AGENTS.md')); // a denied file inside it
+    execFileSync('mkfifo', [join(root, 'CLAUDE.local.md')]); // would block an open for reading
+    const sub = join(root, 'sub');
+    mkdirSync(sub);
+    symlinkSync(join(root, 'ok.md'), join(sub, 'AGENTS.md')); // a link inside the project: read
+    symlinkSync('/etc/passwd', join(sub, 'CLAUDE.md'));
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({
+      cwd: sub,
+      home,
+      userDir: home,
+      denied: [{ path: join(root, 'secret'), key: '[sandbox] deny_read' }],
+    });
+    expect(loaded.text).not.toContain('HOST-SECRET-4411');
+    expect(loaded.text).not.toContain('DENIED-SECRET-9902');
+    expect(loaded.text).not.toContain('root:');
+    expect(loaded.text).toContain('IN-PROJECT-OK');
+    expect(loaded.files.map((file) => file.path)).toEqual(['sub/AGENTS.md']);
+    expect(loaded.warnings).toEqual([
+      `AGENTS.md is under ${join(root, 'secret')}, denied by [sandbox] deny_read; skipped`,
+      `CLAUDE.md is a link outside the project (${root}) and the user's Claude folder; skipped`,
+      'CLAUDE.local.md is not a file; skipped',
+      `sub/CLAUDE.md is a link outside the project (${root}) and the user's Claude folder; skipped`,
+    ]);
+    // The user's own file: inside the user's Claude folder only.
+    const userDir = join(work, 'user-claude');
+    mkdirSync(userDir, { recursive: true });
+    symlinkSync(outside, join(userDir, 'CLAUDE.md'));
+    const user = loadInstructionFiles({ cwd: join(root, 'secret'), home, userDir });
+    expect(user.text).not.toContain('HOST-SECRET-4411');
+    expect(user.warnings[0]).toBe(
+      `${join(userDir, 'CLAUDE.md')} is a link outside the project (${root}) and the user's Claude folder; skipped`,
+    );
+  });
+
   it('caps the whole: past the total, a file is cut and the next ones are said and left out', () => {
     const big = 'y'.repeat(INSTRUCTION_FILE_CAP);
     const root = repo('total-cap', {
@@ -224,6 +264,35 @@ it('a real run: the provider gets the role prompt, then AGENTS.md and the subfol
     );
     expect(positions).toEqual([...positions].sort((a, b) => a - b));
     expect(positions[0]).toBeGreaterThan(AGENT_ROLE_PROMPT.length);
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+});
+
+it('a real run: instruction files linked to the config, a deny_read file or out of the project never reach the model', async () => {
+  const root = repo('e2e-links', { 'secret/key': 'DENIED-SECRET-5150\n' });
+  const llm: FakeLlm = await startFakeLlm(() => ({ text: 'Nothing to do.\nVERDICT: PASS' }));
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n\n[sandbox]\ndeny_read = ["${join(root, 'secret')}"]\n# CONFIG-SECRET-7070\n`;
+  const server = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'no-claude') });
+  symlinkSync(join(root, 'secret', 'key'), join(root, 'AGENTS.md'));
+  symlinkSync(join(server.stateDir, 'aleph.toml'), join(root, 'CLAUDE.md'));
+  try {
+    const result = await runToExit([CLI, 'run', 'say hello', '--cwd', root], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain(
+      `⚠ instructions: AGENTS.md is under ${join(root, 'secret')}, denied by [sandbox] deny_read; skipped`,
+    );
+    expect(result.stdout).toContain(
+      `⚠ instructions: CLAUDE.md is a link outside the project (${root}) and the user's Claude folder; skipped`,
+    );
+    const bodies = JSON.stringify(llm.requests.map((request) => request.body));
+    expect(bodies).not.toContain('DENIED-SECRET-5150');
+    expect(bodies).not.toContain('CONFIG-SECRET-7070');
   } finally {
     await server.stop();
     rmSync(server.stateDir, { recursive: true, force: true });

@@ -7,9 +7,10 @@
 // (the git root) and the user's Claude folder, nothing else. Each file is capped, and so is the whole;
 // a cut says so in the prompt. Nothing here throws: a file that cannot be read, an import cycle, an
 // import from outside, a cap reached — each is a warning naming the file, and the run goes on.
-import { closeSync, lstatSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { deniedBy, type DeniedEntry } from './workdir-files.js';
 
 /** Characters of one file the model gets; the rest is cut (and the cut said). */
 export const INSTRUCTION_FILE_CAP = 40_000;
@@ -44,6 +45,8 @@ export interface InstructionFilesOptions {
   readonly home?: string;
   /** Default: `$CLAUDE_CONFIG_DIR`, else `<home>/.claude`. */
   readonly userDir?: string;
+  /** Paths never read (the sandbox's denied paths: deny_read, ~/.ssh, the state dir, the config). */
+  readonly denied?: readonly DeniedEntry[] | undefined;
 }
 
 /** The folder holding `.git` (a folder, or a worktree's file) at or above `cwd`; `cwd` when there is none. */
@@ -93,21 +96,25 @@ export function importsOf(text: string): string[] {
 }
 
 /** Reads at most `limit` characters' worth of a file (a huge file is never read whole). */
-function readHead(path: string, bytes: number, limit: number): { text: string; whole: boolean } {
+function readHead(fd: number, bytes: number, limit: number): { text: string; whole: boolean } {
   const want = Math.min(bytes, limit * 4 + 4); // UTF-8: at most 4 bytes a character
   const buffer = Buffer.alloc(want);
-  const fd = openSync(path, 'r');
+  let read = 0;
+  while (read < want) {
+    const got = readSync(fd, buffer, read, want - read, read);
+    if (got === 0) break;
+    read += got;
+  }
+  const text = buffer.subarray(0, read).toString('utf8');
+  return { text, whole: read >= bytes };
+}
+
+/** The real path of an open descriptor (Linux); undefined where /proc does not say. */
+function openedPath(fd: number): string | undefined {
   try {
-    let read = 0;
-    while (read < want) {
-      const got = readSync(fd, buffer, read, want - read, read);
-      if (got === 0) break;
-      read += got;
-    }
-    const text = buffer.subarray(0, read).toString('utf8');
-    return { text, whole: read >= bytes };
-  } finally {
-    closeSync(fd);
+    return realpathSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return undefined;
   }
 }
 
@@ -149,6 +156,10 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
     const name = shown(path);
     const said = importedBy === undefined ? name : `${importedBy}: @${name}`;
     const allowed = (candidate: string): boolean => inside(root, candidate) || inside(realUserDir, candidate);
+    const deniedSay = (real: string): string | undefined => {
+      const under = deniedBy(real, options.denied ?? []);
+      return under === undefined ? undefined : `is under ${under.path}, denied by ${under.key}`;
+    };
     const outside = `${said} is outside the project (${root}) and the user's Claude folder; skipped`;
     if (importedBy !== undefined && !allowed(path) && !inside(userDir, path)) {
       warnings.push(outside);
@@ -177,33 +188,55 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
       return;
     }
     if (loaded.has(real)) return; // already in the prompt (found by name, or imported before)
+    if (importedBy === undefined && !allowed(real)) {
+      // A file found by its name that is a link out of the project: the model may have made it.
+      warnings.push(`${said} is a link outside the project (${root}) and the user's Claude folder; skipped`);
+      return;
+    }
+    const refusal = deniedSay(real);
+    if (refusal !== undefined) {
+      warnings.push(`${said} ${refusal}; skipped`);
+      return;
+    }
+    let head: { text: string; whole: boolean };
     let size: number;
+    let fd: number;
     try {
-      const stat = statSync(real);
+      // Never blocks (a FIFO) and never follows a link swapped in after the check above.
+      fd = openSync(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch (error) {
+      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
+      return;
+    }
+    try {
+      const stat = fstatSync(fd);
       if (!stat.isFile()) {
         warnings.push(`${said} is not a file; skipped`);
         return;
       }
+      // What was opened, by its real path now (a folder on the way swapped for a link since).
+      const opened = openedPath(fd) ?? real;
+      if (!allowed(opened) || deniedSay(opened) !== undefined) {
+        warnings.push(`${said} changed while it was being opened; skipped`);
+        return;
+      }
       size = stat.size;
+      loaded.add(real);
+      const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
+      if (room <= 0) {
+        warnings.push(
+          `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+        );
+        return;
+      }
+      head = readHead(fd, size, room);
     } catch (error) {
       warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
       return;
+    } finally {
+      closeSync(fd);
     }
-    loaded.add(real);
     const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
-    if (room <= 0) {
-      warnings.push(
-        `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
-      );
-      return;
-    }
-    let head: { text: string; whole: boolean };
-    try {
-      head = readHead(real, size, room);
-    } catch (error) {
-      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
-      return;
-    }
     if (head.text.includes('\u0000')) {
       warnings.push(`${said} is not text (it holds NUL bytes); skipped`);
       return;

@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2856, files: 12 },
   gateway: { lines: 3998, files: 25 },
   sandbox: { lines: 1805, files: 9 },
-  server: { lines: 4917, files: 24 },
+  server: { lines: 4950, files: 24 },
   mcp: { lines: 910, files: 7 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 2653, files: 10 },
