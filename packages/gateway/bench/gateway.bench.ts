@@ -2,10 +2,12 @@
 // asserts nothing. The gateway runs in its own process, as a server would; the client is here.
 import headless from '@xterm/headless';
 import { spawn as spawnProcess, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
+import ts from 'typescript';
 import { WebSocket } from 'ws';
 import { connectGateway, PROTOCOL_VERSION, type GatewayClient } from '../src/client.js';
 import { ModeTracker } from '../src/internal/modes.js';
@@ -24,6 +26,32 @@ const pct = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 };
 
+/**
+ * bench/serve.ts as plain JavaScript on the built gateway (`pnpm build` first; `pnpm bench` does),
+ * run by node alone as a server runs it: under tsx's loader the process also held a loader thread
+ * with its own heap and the compiler, ~30 MiB of resident memory that no server has.
+ */
+function compiledServe(): string {
+  const built = join(import.meta.dirname, '..', 'dist', 'index.js');
+  if (!existsSync(built)) throw new Error(`${built} is missing: run \`pnpm build\` first`);
+  const imports: Record<string, string> = {
+    '../src/index.js': pathToFileURL(built).href,
+    '@aleph/pty': import.meta.resolve('@aleph/pty'),
+    zod: import.meta.resolve('zod'),
+  };
+  const source = readFileSync(join(import.meta.dirname, 'serve.ts'), 'utf8');
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  const js = outputText.replace(/from '([^']+)'/g, (whole, name: string) =>
+    imports[name] === undefined ? whole : `from '${imports[name]}'`,
+  );
+  const path = join(dir, 'serve.mjs');
+  writeFileSync(path, js);
+  return path;
+}
+const serveScript = compiledServe();
+
 function startServer(): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
   const child = spawnProcess(
     process.execPath,
@@ -32,9 +60,7 @@ function startServer(): Promise<{ url: string; pid: number; stop: () => Promise<
         ? ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir=/tmp/prof-server']
         : []),
       '--expose-gc',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'serve.ts'),
+      serveScript,
     ],
     {
       env: { ...process.env, BENCH_TOKEN: 'bench' },
