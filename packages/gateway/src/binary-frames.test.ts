@@ -4,7 +4,12 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { GatewayClient } from './client.js';
 import type { GatewayError } from './errors.js';
-import { binaryInputFrame, binaryOutputFramer, readBinaryFrame } from './internal/binary-frames.js';
+import {
+  binaryInputFrame,
+  binaryOutputFramer,
+  InputFrameReader,
+  readBinaryFrame,
+} from './internal/binary-frames.js';
 import { MAX_INPUT_BYTES } from './protocol.js';
 import { KEYS, keystrokeDump, outputOf, startGateway, until, type Harness } from '../test/support.js';
 
@@ -36,6 +41,27 @@ describe('the layout', () => {
           sessionId,
           data: Buffer.from(bytes),
         });
+      }),
+    );
+  });
+
+  it('a run of input frames reads as each frame does alone, whichever session ids follow one another', () => {
+    // Ids that differ in one byte, in length only, or not at all: the reader keeps the last one.
+    const ids = fc.constantFrom('a', 'b', 'ab', 'ba', 'é', 'e\u0301', 'x'.repeat(255), 'x'.repeat(254) + 'y');
+    const frame = fc.oneof(
+      fc.tuple(ids, fc.uint8Array({ maxLength: 20 })).map(([id, bytes]) => binaryInputFrame(id, bytes)),
+      fc.uint8Array({ maxLength: 12 }).map((bytes) => Buffer.from(bytes)), // anything at all
+    );
+    fc.assert(
+      fc.property(fc.array(frame, { maxLength: 30 }), (frames) => {
+        const reader = new InputFrameReader();
+        for (const bytes of frames) {
+          const alone = readBinaryFrame(bytes);
+          const read = reader.read(bytes);
+          if (typeof alone === 'string') expect(read).toEqual(alone);
+          else if (alone.kind === 'output') expect(read).toMatch(/input frames \(kind 2\) only/);
+          else expect(read).toEqual({ sessionId: alone.sessionId, data: alone.data });
+        }
       }),
     );
   });
@@ -110,6 +136,29 @@ describe('over a real gateway: keystrokes', () => {
     const byBinary = await keystrokeDump(client, KEYS, (sessionId, key) => client.type(sessionId, key));
     expect(byRequest).toMatch(/68 c3 a9 6c 6c 6f/);
     expect(byBinary).toBe(byRequest);
+  });
+
+  it('keystrokes to two sessions in turn, each in binary frames, reach each its own program', async () => {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const program = {
+      command: '/bin/sh',
+      args: ['-c', 'stty raw -echo; printf READY; head -c 40 | od -An -c -v; printf DONE'],
+      cols: 80,
+      rows: 24,
+    };
+    const first = await client.spawn(program);
+    const second = await client.spawn(program);
+    const outputs = [outputOf(client, first.sessionId), outputOf(client, second.sessionId)];
+    for (const output of outputs) await output.waitFor(/READY/);
+    for (let i = 0; i < 40; i += 1) {
+      client.type(first.sessionId, 'a');
+      client.type(second.sessionId, i % 2 === 0 ? 'b' : 'c');
+    }
+    for (const output of outputs) await output.waitFor(/DONE/);
+    const typed = (text: string) => text.replace(/READY|DONE|\s|[0-9]{7}/g, '');
+    expect(typed(outputs[0]!.text())).toBe('a'.repeat(40));
+    expect(typed(outputs[1]!.text())).toBe('bc'.repeat(20));
   });
 
   /** Text frames the typed client does not hand over (errors with id null), as parsed JSON. */

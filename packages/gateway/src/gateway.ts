@@ -280,7 +280,7 @@ function makeParts(options: GatewayOptions, host: string, token: string): Parts 
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     logger,
     ...(options.health === undefined ? {} : { health: options.health }),
-    onSocket: (socket) => connections.accept(socket),
+    onSocket: (socket, wire) => connections.accept(socket, wire),
   });
   const delivery = bus.subscribe({ topics: ['*'] }, (event) => connections.deliver(event));
   const local = sessionMethods(ptyManager, registry);

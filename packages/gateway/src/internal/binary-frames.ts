@@ -59,6 +59,36 @@ export function binaryInputFrame(sessionId: string, data: Uint8Array): Buffer {
   return frame;
 }
 
+/**
+ * Reads a client's input frames, keeping the last session id decoded: keystrokes come in runs for
+ * one session, and comparing a few bytes is cheaper than decoding them into a string each time.
+ */
+export class InputFrameReader {
+  #idBytes: Buffer | undefined;
+  #id = '';
+
+  /** The frame's session id and keystrokes (a view of the frame), or what is wrong with it. */
+  read(frame: Buffer): { readonly sessionId: string; readonly data: Buffer } | string {
+    const idLength = frame[1] ?? 0;
+    const dataStart = 2 + idLength;
+    if (frame[0] !== INPUT_KIND || idLength === 0 || frame.length < dataStart) {
+      const read = readBinaryFrame(frame);
+      if (typeof read === 'string') return read;
+      return 'a client sends input frames (kind 2) only';
+    }
+    const known = this.#idBytes;
+    if (
+      known === undefined ||
+      known.length !== idLength ||
+      frame.compare(known, 0, idLength, 2, dataStart) !== 0
+    ) {
+      this.#id = frame.toString('utf8', 2, dataStart);
+      this.#idBytes = Buffer.from(frame.subarray(2, dataStart));
+    }
+    return { sessionId: this.#id, data: frame.subarray(dataStart) };
+  }
+}
+
 export type BinaryFrame =
   | { readonly kind: 'output'; readonly sessionId: string; readonly offset: number; readonly data: Buffer }
   | { readonly kind: 'input'; readonly sessionId: string; readonly data: Buffer };

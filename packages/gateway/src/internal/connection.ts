@@ -4,8 +4,10 @@
 // past the budget the connection reads no more requests (and the few already read are answered
 // `busy`), and past four budgets it is closed, so a client that stops reading cannot grow the
 // server's memory without bound.
+import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { topicMatches } from '../protocol.js';
+import { InputFrameReader } from './binary-frames.js';
 
 export const SLOW_CONSUMER_CLOSE_CODE = 4008;
 /**
@@ -16,6 +18,10 @@ export const SLOW_CONSUMER_CLOSE_CODE = 4008;
 export type Coalesce = (held: unknown, next: unknown) => unknown;
 /** How often a connection that stopped reading is checked for having drained. */
 const DRAIN_CHECK_MS = 10;
+/** The largest payload whose WebSocket header is two bytes (RFC 6455, 5.2): an echo, a keystroke's output. */
+const SHORT_PAYLOAD_BYTES = 125;
+/** FIN and opcode 2 (binary), the first byte of an unfragmented binary frame's header. */
+const FIN_BINARY = 0x82;
 
 export class Connection {
   readonly id: string;
@@ -36,9 +42,13 @@ export class Connection {
   inFlight = 0;
   /** Since `pty.binary`: pty output goes out, and keystrokes may come in, as binary frames. */
   binary = false;
+  /** Reads this client's binary input frames. */
+  readonly input = new InputFrameReader();
   /** Outbound bytes (ws's queue and the socket's) past which the connection stops reading. */
   readonly budgetBytes: number;
   readonly #onHold: (outboundBytes: number) => void;
+  /** The connection under the socket: a short binary frame goes out on it as one write. */
+  readonly #wire: Duplex | undefined;
   #drainCheck: NodeJS.Timeout | undefined;
   /** Events held while the client is behind (coalesced where their topic allows), in order. */
   readonly #held: { topic: string; data: unknown; bytes: number }[] = [];
@@ -50,11 +60,13 @@ export class Connection {
     socket: WebSocket,
     budgetBytes: number,
     onHold: (outboundBytes: number) => void = () => {},
+    wire?: Duplex,
   ) {
     this.id = id;
     this.socket = socket;
     this.budgetBytes = budgetBytes;
     this.#onHold = onHold;
+    this.#wire = wire;
   }
 
   get open(): boolean {
@@ -94,7 +106,21 @@ export class Connection {
    */
   send(frame: string | Buffer, binary = false, written?: () => void): void {
     if (!this.open) return written?.();
-    this.socket.send(frame, { binary }, written);
+    if (
+      binary &&
+      this.#wire !== undefined &&
+      frame.length <= SHORT_PAYLOAD_BYTES &&
+      typeof frame !== 'string'
+    ) {
+      // ws writes a frame's header and its payload as two writes (a writev after cork/uncork);
+      // a short one costs less as one buffer, one write. The socket is ws's own (no compression,
+      // nothing ws queues: it writes each frame as it is sent), so the order of frames holds.
+      const whole = Buffer.allocUnsafe(2 + frame.length);
+      whole[0] = FIN_BINARY;
+      whole[1] = frame.length;
+      frame.copy(whole, 2);
+      this.#wire.write(whole, written === undefined ? undefined : () => written());
+    } else this.socket.send(frame, { binary }, written);
     if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
   }
 

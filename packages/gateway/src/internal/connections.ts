@@ -3,6 +3,7 @@
 // aborted), and which is pinged: one that has not answered the previous ping is terminated.
 // Events from the bus go out here, one frame built per event for every connection subscribed.
 import { randomUUID } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import type { RawData, WebSocket } from 'ws';
 import { GatewayError } from '../errors.js';
 import type { BusEvent } from '../event-bus.js';
@@ -22,7 +23,7 @@ export interface ConnectionsOptions {
   readonly pingIntervalMs: number;
   readonly logger: ConnectionsLogger;
   /** Handles one frame; never rejects for bad input. */
-  readonly onFrame: (connection: Connection, raw: RawData, isBinary: boolean) => Promise<void>;
+  readonly onFrame: (connection: Connection, raw: RawData, isBinary: boolean) => Promise<void> | undefined;
   /** The connection went, before it is aborted: its sessions let it go. */
   readonly onLeave: (connection: Connection) => void;
   /** The connection has gone (removed and aborted). */
@@ -48,21 +49,30 @@ export class Connections {
     return this.#open.values();
   }
 
-  accept(socket: WebSocket): void {
+  /** `wire`, the connection under `socket`: small binary frames go out on it in one write. */
+  accept(socket: WebSocket, wire?: Duplex): void {
     const { logger } = this.#options;
     const id = randomUUID();
-    const connection = new Connection(id, socket, this.#options.outboundBudgetBytes, (bytes) =>
-      logger.info(
-        { connection: id, outboundBytes: bytes },
-        'connection over its outbound budget: reading held',
-      ),
+    const connection = new Connection(
+      id,
+      socket,
+      this.#options.outboundBudgetBytes,
+      (bytes) =>
+        logger.info(
+          { connection: id, outboundBytes: bytes },
+          'connection over its outbound budget: reading held',
+        ),
+      wire,
     );
     this.#open.set(id, connection);
     logger.debug({ connection: id }, 'client connected');
+    const failed = (error: unknown): void => logger.error({ err: error }, 'dispatch failed');
     socket.on('message', (raw, isBinary) => {
-      this.#options.onFrame(connection, raw, isBinary).catch((error: unknown) => {
-        logger.error({ err: error }, 'dispatch failed');
-      });
+      try {
+        this.#options.onFrame(connection, raw, isBinary)?.catch(failed);
+      } catch (error) {
+        failed(error);
+      }
     });
     socket.on('pong', () => (connection.awaitingPong = false));
     socket.on('error', (error) => logger.warn({ err: error, connection: id }, 'socket error'));

@@ -28,8 +28,8 @@ export interface HttpFrontOptions {
   readonly logger: { warn(object: object, message?: string): void };
   /** More fields for `/healthz`. */
   readonly health?: () => Record<string, unknown>;
-  /** A socket that passed every check. */
-  readonly onSocket: (socket: WebSocket) => void;
+  /** A socket that passed every check, and the connection it was upgraded from (ws writes to it). */
+  readonly onSocket: (socket: WebSocket, wire: Duplex) => void;
 }
 
 function refuse(socket: Duplex, status: number, reason: string): void {
@@ -112,7 +112,7 @@ export class HttpFront {
     // "Server sent no subprotocol" after the upgrade): refuse it up front, saying what to offer.
     if (!offeredProtocols(request).includes(PROTOCOL_VERSION))
       return refuse(socket, 400, `Bad Request: offer the ${PROTOCOL_VERSION} subprotocol`);
-    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#options.onSocket(ws));
+    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#options.onSocket(ws, socket));
   }
 
   /** Listens on the host; resolves with the address bound. */

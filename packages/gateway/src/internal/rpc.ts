@@ -7,7 +7,6 @@ import type { RawData } from 'ws';
 import type { ZodType } from 'zod';
 import { GatewayError } from '../errors.js';
 import { ErrorCodes, formatZodIssue, requestSchema, type RpcErrorObject } from '../protocol.js';
-import { readBinaryFrame } from './binary-frames.js';
 import type { Connection } from './connection.js';
 import { rawBuffer, rawText } from './frames.js';
 
@@ -108,9 +107,18 @@ export class MethodTable {
     this.#handlers.set(method, { params, handler: handler as MethodHandler<unknown> });
   }
 
-  /** Handles one frame of `connection`: answers it (unless a notification), never throws for bad input. */
-  async dispatch(connection: Connection, raw: RawData, isBinary: boolean): Promise<void> {
-    if (isBinary) return this.#binaryInput(connection, raw);
+  /**
+   * Handles one frame of `connection`: answers it (unless a notification), never throws for bad
+   * input. Keystrokes in a binary frame are written at once (no promise: a keystroke allocates as
+   * little as it can); a request's promise settles once it has been answered.
+   */
+  dispatch(connection: Connection, raw: RawData, isBinary: boolean): Promise<void> | undefined {
+    if (!isBinary) return this.#request(connection, raw);
+    this.#binaryInput(connection, raw);
+    return undefined;
+  }
+
+  async #request(connection: Connection, raw: RawData): Promise<void> {
     const request = this.#parse(connection, raw);
     if (request === undefined) return;
     const entry = this.#handlers.get(request.method);
@@ -186,10 +194,8 @@ export class MethodTable {
         'invalid_request',
         'binary frames are not supported before pty.binary: send JSON-RPC as text frames',
       );
-    const frame = readBinaryFrame(rawBuffer(raw));
+    const frame = connection.input.read(rawBuffer(raw));
     if (typeof frame === 'string') return fail(connection, null, 'invalid_request', frame);
-    if (frame.kind !== 'input')
-      return fail(connection, null, 'invalid_request', 'a client sends input frames (kind 2) only');
     const refused = (error: unknown): void => {
       const rpcError = rpcErrorFor(error);
       if (rpcError === undefined) throw error;
