@@ -1,5 +1,6 @@
 // What an idle server holds: the packages its configuration does not use yet are not loaded (the
-// provider's AI SDK package until the first run, the MCP SDK while no run has an MCP server).
+// provider's AI SDK package until the first run, the MCP SDK while no run has an MCP server, the
+// OpenTelemetry API while no telemetry endpoint is set, not even for a run's spans).
 import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +29,7 @@ export async function resolve(specifier, context, next) {
 register('data:text/javascript,' + encodeURIComponent(hooks), import.meta.url, { data: { out } });
 `;
 const DEFERRED =
-  /\/node_modules\/(@ai-sdk\/(?:openai-compatible|openai|anthropic|provider-utils)|@modelcontextprotocol\/sdk)\//;
+  /\/node_modules\/(@ai-sdk\/(?:openai-compatible|openai|anthropic|provider-utils)|@modelcontextprotocol\/sdk|@opentelemetry\/[^/]+)\//;
 
 let llm: FakeLlm;
 let work: string;
@@ -41,7 +42,7 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-it('the provider package loads at the first run, the MCP SDK not at all without MCP servers', async () => {
+it('the provider package loads at the first run, the MCP SDK and OpenTelemetry not at all without their settings', async () => {
   const out = join(work, 'loaded.txt');
   const recorder = join(work, 'recorder.mjs');
   writeFileSync(out, '');

@@ -1,8 +1,7 @@
 // OpenTelemetry for the server: the harness's spans (run → turn → think / verify / act → tool) go
 // to an OTLP/HTTP endpoint when `[telemetry] endpoint` is set, through the official SDK. Without
 // it nothing is registered, and every span the harness starts is a no-op.
-// The SDK and its exporter (~15 MiB resident) are loaded only then.
-import { context, diag, DiagLogLevel, trace } from '@opentelemetry/api';
+// The SDK, its exporter (~15 MiB resident) and the API itself are loaded only then.
 import type { Config } from './config.js';
 
 export interface Telemetry {
@@ -17,6 +16,7 @@ export async function startTelemetry(
   cluster?: { readonly name: string; readonly node: string },
 ): Promise<Telemetry | undefined> {
   if (telemetry.endpoint === undefined) return undefined;
+  const { context, diag, DiagLogLevel, trace } = await import('@opentelemetry/api');
   const [{ AsyncLocalStorageContextManager }, { OTLPTraceExporter }, { resourceFromAttributes }, sdk] =
     await Promise.all([
       import('@opentelemetry/context-async-hooks'),
@@ -50,9 +50,8 @@ export async function startTelemetry(
       ),
     ],
   });
-  // Registered through this module's @opentelemetry/api (its ESM build, the one the harness
-  // imports): provider.register() would go through the SDK's CommonJS copy, whose proxy the
-  // harness's tracer — taken when its module loaded — never sees.
+  // Registered through the API's global, which every copy of it reads (the harness takes its
+  // tracer at each span, so the copy it loads — once this registered — finds this provider).
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   trace.setGlobalTracerProvider(provider);
   return { shutdown: () => provider.shutdown() };
