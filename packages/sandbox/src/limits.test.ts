@@ -2,10 +2,20 @@
 // sandbox made in a child process run as `nobody` through setpriv). Limits are set low here: a fork
 // bomb and a 10 GiB allocation end with a clear error, and this process keeps running meanwhile.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSandbox, type SandboxPolicy } from './index.js';
+import { commandsCpuGroup } from './internal/limits.js';
 
 const linux = process.platform === 'linux';
 const root = realpathSync(mkdtempSync('/var/tmp/aleph-limits-test-'));
@@ -194,5 +204,29 @@ describe.skipIf(!linux)('the datagram route to host sockets', () => {
   it('network on: the same send arrives (what the filter refuses above is real)', async () => {
     const { received, stderr } = await hostDatagram('on');
     expect(received, stderr).toBe('escaped');
+  });
+});
+
+// With the kernel's autogroups each command (a session of its own) would weigh as much as the process
+// that starts them: together, in one CPU group, they weigh as one.
+const cpuGroup = linux && asRoot ? commandsCpuGroup() : undefined;
+describe.skipIf(cpuGroup === undefined)('the CPU group of the confined commands, as root', () => {
+  it('every confined command of this process runs in its one CPU group', async () => {
+    const box = createSandbox({ network: 'off' }, { mode: 'required' });
+    const started = [0, 1].map(() => {
+      const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'sleep 5'], cwd: root, env: process.env });
+      const child = spawn(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, stdio: 'ignore' });
+      const ended = new Promise((settled) => child.on('close', settled)).then(() => wrapped.release());
+      return { pid: child.pid, ended };
+    });
+    const members = (): string[] => readFileSync(join(cpuGroup!, 'cgroup.procs'), 'utf8').split('\n');
+    // The sh around bwrap joins first and waits for the command: it is there while the command runs.
+    await expect
+      .poll(() => started.every(({ pid }) => members().includes(String(pid))), {
+        timeout: 30_000,
+        interval: 20,
+      })
+      .toBe(true);
+    await Promise.all(started.map(({ ended }) => ended));
   });
 });

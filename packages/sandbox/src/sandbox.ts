@@ -10,6 +10,7 @@ import { SandboxError } from './errors.js';
 import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside } from './internal/bubblewrap.js';
 import {
   commandCgroup,
+  commandsCpuGroup,
   findPidsCgroup,
   prlimitArgs,
   removeCgroup,
@@ -430,7 +431,12 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
                   disableUserns,
                   prefix: prlimit === undefined ? [] : prlimitArgs(prlimit, resolved.limits),
                 }),
-              { filterFile: filter(), cgroup, ...(prlimit === undefined ? {} : { limits: resolved.limits }) },
+              {
+                filterFile: filter(),
+                cgroup,
+                cpuGroup: commandsCpuGroup(),
+                ...(prlimit === undefined ? {} : { limits: resolved.limits }),
+              },
             );
             return { ...wrapped, cwd, env, release };
           }

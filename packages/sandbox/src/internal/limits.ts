@@ -4,7 +4,12 @@
 // tasks only). RLIMIT_NPROC never applies to uid 0, so as root the task count is bounded by a
 // pids cgroup of its own per command when one can be made (cgroup v1 `pids`, or v2 with `pids`
 // delegated); otherwise it is not bounded, and `describe` says so.
-import { mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+//
+// As root with cgroup v1's `cpu` controller, every confined command of this process also runs in one
+// CPU group of its own (weighted as one process group): with the kernel's autogroups, each command
+// (a session of its own) would weigh as much as the process that starts them, so 50 commands at once
+// left that process (its event loop) a fiftieth of the CPU.
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface SandboxLimits {
@@ -146,6 +151,46 @@ export function commandCgroup(parent: PidsCgroup, processes: number): string | u
     removeCgroup(dir, false);
     return undefined;
   }
+}
+
+/** This process's CPU group for its commands: made at the first call, removed at exit; undefined when none can be. */
+let cpuGroup: string | null | undefined;
+
+export function commandsCpuGroup(root: string = CGROUP_ROOT): string | undefined {
+  if (cpuGroup === undefined) cpuGroup = makeCpuGroup(root) ?? null;
+  return cpuGroup ?? undefined;
+}
+
+function makeCpuGroup(root: string): string | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  let lines: string[];
+  try {
+    lines = readFileSync('/proc/self/cgroup', 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const v1 = lines
+    .map((line) => /^\d+:([^:]*):(.*)$/.exec(line))
+    .find((m) => m?.[1]?.split(',').includes('cpu'));
+  if (v1 === undefined || v1 === null) return undefined;
+  // Mounted under its controllers' names (`cpu,cpuacct`), usually with a `cpu` link to it.
+  const mount = [v1[1] ?? '', 'cpu'].find((name) => existsSync(join(root, name))) ?? 'cpu';
+  const parent = join(root, mount, v1[2] ?? '');
+  const dir = join(parent, `aleph-sandbox-${process.pid}-cpu`);
+  try {
+    for (const name of readdirSync(parent)) {
+      const owner = /^aleph-sandbox-(\d+)-cpu$/.exec(name)?.[1];
+      if (owner !== undefined && Number(owner) !== process.pid && !alive(Number(owner)))
+        removeCgroup(join(parent, name), false);
+    }
+    if (!existsSync(dir)) mkdirSync(dir); // one of a process that had this pid before: taken over
+    writeFileSync(join(dir, 'cpu.shares'), '1024');
+  } catch {
+    removeCgroup(dir, false);
+    return undefined;
+  }
+  process.once('exit', () => removeCgroup(dir, false));
+  return dir;
 }
 
 /** Left by commands whose last tasks were still exiting at release: removed at the next chance. */
