@@ -243,6 +243,30 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       });
   });
 
+  it("a session's first event on a node reads nothing from the stream; one another node wrote to continues its numbers", async () => {
+    const cluster = name();
+    const connectionA = await node(cluster, 'a');
+    const a = await JetStreamEventBus.open(connectionA);
+    const b = await JetStreamEventBus.open(await node(cluster, 'b'));
+    let reads = 0;
+    const spy = connectionA.nc.subscribe(`$JS.API.STREAM.MSG.GET.${cluster}_events`, {
+      callback: () => (reads += 1),
+    });
+    // New sessions (a terminal's, a run's): numbered from 1, with no read of the stream's tail.
+    expect(await a.publish('pty.exit', 'fresh-1', { n: 1 })).toBe(1);
+    expect(await a.publish('pty.exit', 'fresh-2', { n: 1 })).toBe(1);
+    expect(await a.publish('agent.step', 'fresh-1', { n: 2 })).toBe(2);
+    // A session another node wrote to: its first write here is refused by the fence, reads the
+    // tail, and goes on after it.
+    expect(await b.publish('agent.step', 'fresh-1', { n: 3 })).toBe(3);
+    expect(await b.publish('agent.step', 'fresh-1', { n: 4 })).toBe(4);
+    expect(await a.publish('agent.step', 'fresh-1', { n: 5 })).toBe(5);
+    await connectionA.nc.flush();
+    spy.unsubscribe();
+    // Two reads in all (the spy sees every node's): b's at its first write, a's after b wrote.
+    expect(reads).toBe(2);
+  });
+
   it('gives one session gap-free sequences across nodes, and a client resumes on another node', async () => {
     const cluster = name();
     const a = await JetStreamEventBus.open(await node(cluster, 'a'));

@@ -136,7 +136,10 @@ export class JetStreamEventBus implements EventBus {
       return Promise.reject(new ClusterError('invalid_options', `invalid topic ${JSON.stringify(topic)}`));
     let tail = this.#tails.get(sessionId);
     if (tail === undefined) {
-      tail = { streamSeq: -1, seq: 0, queue: [], writing: false };
+      // A session new to this node is taken to have no message yet (most are: a terminal, a run
+      // started here); the first write is fenced on that, and one that finds otherwise reads the
+      // tail and writes again. Saves a read of the stream per new session.
+      tail = { streamSeq: 0, seq: 0, queue: [], writing: false };
       this.#tails.set(sessionId, tail);
     }
     const known = tail;

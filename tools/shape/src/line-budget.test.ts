@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 4950, files: 24 },
   mcp: { lines: 910, files: 7 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2653, files: 10 },
+  cluster: { lines: 2656, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
