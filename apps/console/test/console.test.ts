@@ -266,6 +266,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await expect.poll(() => page.locator('.tab', { hasText: 'agent:' }).count()).toBe(0);
     await timeline.locator('.tool details').first().locator('summary').click();
     await page.getByRole('tab').first().click();
+    await page.locator('.term-tab:not([hidden]) .xterm').click(); // the keys go to the terminal
     await command(`clear; cd ${work} && ls && cat console.txt`);
     await expect.poll(() => terminalLines(page)).toContain('hello from the console');
     await expect

@@ -50,26 +50,26 @@ it('`aleph attach` replays the scrollback, forwards keystrokes in raw mode and d
   });
   let screen = '';
   terminal.onData((chunk) => (screen += chunk.toString()));
-  await expect.poll(() => screen, { timeout: 10_000 }).toMatch(/[\r\n]before-attach\r+\n/);
+  await expect.poll(() => screen, { timeout: 20_000 }).toMatch(/[\r\n]before-attach\r+\n/);
   terminal.write('echo typed-through-attach\r');
-  await expect.poll(() => screen, { timeout: 10_000 }).toMatch(/[\r\n]typed-through-attach\r+\n/);
+  await expect.poll(() => screen, { timeout: 20_000 }).toMatch(/[\r\n]typed-through-attach\r+\n/);
   terminal.write('stty size\r');
-  await expect.poll(() => screen, { timeout: 10_000 }).toMatch(/[\r\n]30 100\r+\n/); // resized to the attaching terminal
+  await expect.poll(() => screen, { timeout: 20_000 }).toMatch(/[\r\n]30 100\r+\n/); // resized to the attaching terminal
   // Another viewer (a console page) sizes it for its window; typing here after a pause takes it
   // back: the viewer used last sets the size (tmux's window-size latest).
   await client.resize(sessionId, 50, 20);
   await client.input(sessionId, 'stty size\r');
-  await expect.poll(() => screen, { timeout: 10_000 }).toMatch(/[\r\n]20 50\r+\n/);
+  await expect.poll(() => screen, { timeout: 20_000 }).toMatch(/[\r\n]20 50\r+\n/);
   await new Promise((pause) => setTimeout(pause, 1100)); // the pause (over 1 s) that makes typing "latest"
   terminal.write('stty size; echo typed-""again\r');
-  await expect.poll(() => screen, { timeout: 10_000 }).toMatch(/[\r\n]30 100\r+\ntyped-again/);
+  await expect.poll(() => screen, { timeout: 20_000 }).toMatch(/[\r\n]30 100\r+\ntyped-again/);
   terminal.write('\x1d');
   expect(await terminal.exited).toMatchObject({ exitCode: 0 });
   expect(screen).toContain('[aleph: detached]');
   // Detaching leaves the terminal running.
   expect((await client.list()).map((s) => s.sessionId)).toContain(sessionId);
   await client.close();
-});
+}, 150_000); // a server and the CLI start, six round trips: minutes on a loaded machine
 
 /** A WebSocket proxy that holds back agent.run's answer, so the run's events reach the CLI first. */
 async function replyDelayingProxy(
