@@ -230,3 +230,32 @@ describe.skipIf(cpuGroup === undefined)('the CPU group of the confined commands,
     await Promise.all(started.map(({ ended }) => ended));
   });
 });
+
+const hasUnshare = spawnSync('unshare', ['--version']).status === 0;
+const cgroupLimits =
+  linux && asRoot && createSandbox({ network: 'off' }, { mode: 'required' }).limits.processesBy === 'cgroup';
+describe.skipIf(!cgroupLimits || !hasUnshare)('cgroups shared with another PID namespace', () => {
+  it("a process of another PID namespace never removes this process's command cgroups", () => {
+    const box = createSandbox({ network: 'off' }, { mode: 'required' });
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'echo ran'], cwd: root, env: process.env });
+    // Meanwhile a process in a PID namespace of its own, where this process's pid does not exist,
+    // takes its cgroups (removing those it takes for a dead process's).
+    const sweeper = join(root, 'sweeper.ts');
+    writeFileSync(
+      sweeper,
+      `import { commandsCpuGroup, findPidsCgroup } from ${JSON.stringify(resolve(import.meta.dirname, 'internal/limits.ts'))};\n` +
+        `findPidsCgroup();\ncommandsCpuGroup();\n`,
+    );
+    const tsx = resolve(import.meta.dirname, '../node_modules/.bin/tsx');
+    const swept = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', tsx, sweeper], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(swept.status, swept.stderr).toBe(0);
+    const ran = spawnSync(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, encoding: 'utf8' });
+    wrapped.release();
+    expect(ran.stderr).toBe('');
+    expect(ran.stdout).toBe('ran\n');
+    expect(ran.status).toBe(0);
+  });
+});

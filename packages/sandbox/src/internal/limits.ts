@@ -9,7 +9,15 @@
 // CPU group of its own (weighted as one process group): with the kernel's autogroups, each command
 // (a session of its own) would weigh as much as the process that starts them, so 50 commands at once
 // left that process (its event loop) a fiftieth of the CPU.
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmdirSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 export interface SandboxLimits {
@@ -100,11 +108,29 @@ function sweepOrphans(parent: PidsCgroup): void {
   } catch {
     return;
   }
-  for (const name of names) {
-    const owner = /^aleph-sandbox-(\d+)-\d+$/.exec(name)?.[1];
-    if (owner === undefined || Number(owner) === process.pid || alive(Number(owner))) continue;
-    removeCgroup(join(parent.dir, name));
+  for (const name of names) if (orphaned(name)) removeCgroup(join(parent.dir, name));
+}
+
+/**
+ * Cgroups are named by their process's PID namespace and pid: a process in another PID namespace
+ * (a container, a test's own namespace) sharing the hierarchy cannot see that pid, so its cgroups
+ * are never taken for a dead process's (removing a live command's cgroup made it fail to start).
+ */
+const OWNER = `${pidNamespace()}-${process.pid}`;
+
+function pidNamespace(): string {
+  try {
+    return /\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
+  } catch {
+    return '0';
   }
+}
+
+/** A cgroup of a dead process of this PID namespace (never another namespace's, nor this process's). */
+function orphaned(name: string): boolean {
+  const [, namespace, pid] = /^aleph-sandbox-(\d+)-(\d+)-(?:\d+|cpu)$/.exec(name) ?? [];
+  if (pid === undefined || `${namespace}-${pid}` === OWNER || namespace !== OWNER.split('-')[0]) return false;
+  return !alive(Number(pid));
 }
 
 function alive(pid: number): boolean {
@@ -119,7 +145,7 @@ function alive(pid: number): boolean {
 let sequence = 0;
 
 function usable(cgroup: PidsCgroup): boolean {
-  const probe = join(cgroup.dir, `aleph-sandbox-probe-${process.pid}-${(sequence += 1)}`);
+  const probe = join(cgroup.dir, `aleph-sandbox-probe-${OWNER}-${(sequence += 1)}`);
   try {
     if (cgroup.version === 2) {
       const control = readFileSync(join(cgroup.dir, 'cgroup.subtree_control'), 'utf8');
@@ -142,7 +168,7 @@ function usable(cgroup: PidsCgroup): boolean {
 /** A new pids cgroup for one command, its `pids.max` set; undefined when it cannot be made. */
 export function commandCgroup(parent: PidsCgroup, processes: number): string | undefined {
   sweep(parent);
-  const dir = join(parent.dir, `aleph-sandbox-${process.pid}-${(sequence += 1)}`);
+  const dir = join(parent.dir, `aleph-sandbox-${OWNER}-${(sequence += 1)}`);
   try {
     mkdirSync(dir);
     writeFileSync(join(dir, 'pids.max'), String(processes));
@@ -176,13 +202,9 @@ function makeCpuGroup(root: string): string | undefined {
   // Mounted under its controllers' names (`cpu,cpuacct`), usually with a `cpu` link to it.
   const mount = [v1[1] ?? '', 'cpu'].find((name) => existsSync(join(root, name))) ?? 'cpu';
   const parent = join(root, mount, v1[2] ?? '');
-  const dir = join(parent, `aleph-sandbox-${process.pid}-cpu`);
+  const dir = join(parent, `aleph-sandbox-${OWNER}-cpu`);
   try {
-    for (const name of readdirSync(parent)) {
-      const owner = /^aleph-sandbox-(\d+)-cpu$/.exec(name)?.[1];
-      if (owner !== undefined && Number(owner) !== process.pid && !alive(Number(owner)))
-        removeCgroup(join(parent, name), false);
-    }
+    for (const name of readdirSync(parent)) if (orphaned(name)) removeCgroup(join(parent, name), false);
     if (!existsSync(dir)) mkdirSync(dir); // one of a process that had this pid before: taken over
     writeFileSync(join(dir, 'cpu.shares'), '1024');
   } catch {
