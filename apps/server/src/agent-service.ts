@@ -772,6 +772,7 @@ export class AgentService {
       env: process.env,
       stripEnv: this.#stripEnv(),
       wrap: this.#wrap,
+      deniedPaths: this.#options.denied?.map((entry) => entry.path),
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);

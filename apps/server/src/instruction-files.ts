@@ -7,7 +7,16 @@
 // (the git root) and the user's Claude folder, nothing else. Each file is capped, and so is the whole;
 // a cut says so in the prompt. Nothing here throws: a file that cannot be read, an import cycle, an
 // import from outside, a cap reached — each is a warning naming the file, and the run goes on.
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, realpathSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readlinkSync,
+  readSync,
+  realpathSync,
+} from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { deniedBy, type DeniedEntry } from './workdir-files.js';
@@ -59,7 +68,7 @@ export function projectRoot(cwd: string): string {
 
 function exists(path: string): boolean {
   try {
-    lstatSync(path);
+    lstatSync(path, { bigint: true }); // bigint: a FIFO in Node 20's shared stat array broke the next import()
     return true;
   } catch {
     return false;
@@ -112,7 +121,7 @@ function readHead(fd: number, bytes: number, limit: number): { text: string; who
 /** The real path of an open descriptor (Linux); undefined where /proc does not say. */
 function openedPath(fd: number): string | undefined {
   try {
-    return realpathSync(`/proc/self/fd/${fd}`);
+    return readlinkSync(`/proc/self/fd/${fd}`);
   } catch {
     return undefined;
   }
@@ -209,7 +218,7 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
       return;
     }
     try {
-      const stat = fstatSync(fd);
+      const stat = fstatSync(fd, { bigint: true }); // as in exists()
       if (!stat.isFile()) {
         warnings.push(`${said} is not a file; skipped`);
         return;
@@ -220,7 +229,7 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
         warnings.push(`${said} changed while it was being opened; skipped`);
         return;
       }
-      size = stat.size;
+      size = Number(stat.size);
       loaded.add(real);
       const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
       if (room <= 0) {

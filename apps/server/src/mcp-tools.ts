@@ -67,10 +67,13 @@ export async function startRunMcp(options: {
   readonly stripEnv: readonly string[];
   readonly wrap: McpCommandWrapper;
   readonly onNotice: (notice: { server: string; message: string }) => void;
+  /** The sandbox's denied paths: the cwd's `.mcp.json` may not lead into one. */
+  readonly deniedPaths?: readonly string[] | undefined;
 }): Promise<RunMcp> {
   const list = loadMcpServers({
     env: options.env,
     projectDir: options.cwd,
+    deniedPaths: options.deniedPaths,
     entries: options.entries,
     entriesFile: options.configPath ?? 'aleph.toml',
   });

@@ -2,8 +2,8 @@
 // server-filesystem (stdio) and server-everything (Streamable HTTP, started here); the model calls
 // their tools as mcp__<server>__<tool> and reads the results; a killed server is an error result
 // naming it and the run goes on; `aleph run` lists the servers and says what was left out.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -187,3 +187,33 @@ it("a stdio server gets the user's environment, not the script runner's, without
     await llm.close();
   }
 }, 150_000);
+
+it('a .mcp.json the model made a FIFO, or a link to a deny_read file, neither hangs the server nor shows the file', async () => {
+  const fifo = join(work, 'fifo-project');
+  const linked = join(work, 'linked-project');
+  mkdirSync(join(linked, 'secret'), { recursive: true });
+  mkdirSync(fifo, { recursive: true });
+  writeFileSync(join(linked, 'secret', 'key'), '{"DENIED-SECRET-6262": ');
+  execFileSync('mkfifo', [join(fifo, '.mcp.json')]);
+  symlinkSync(join(linked, 'secret', 'key'), join(linked, '.mcp.json'));
+  const llm: FakeLlm = await startFakeLlm(() => ({ text: 'Nothing to do.\nVERDICT: PASS' }));
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n\n[sandbox]\ndeny_read = ["${join(linked, 'secret')}"]\n`;
+  const server = await startServerProcess(config, { CLAUDE_CONFIG_DIR: join(work, 'no-claude') });
+  try {
+    const env = { ALEPH_URL: server.url, ALEPH_TOKEN: server.token };
+    const first = await runToExit([CLI, 'run', 'say hello', '--cwd', fifo], env);
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    expect(first.stdout).toContain(`${join(fifo, '.mcp.json')}: is not a regular file; not read`);
+    const second = await runToExit([CLI, 'run', 'say hello', '--cwd', linked], env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain(
+      `${join(linked, '.mcp.json')}: lies under ${join(linked, 'secret')}, a path the sandbox denies; not read`,
+    );
+    expect(second.stdout + second.stderr + server.stdout()).not.toContain('DENIED-SECRET-6262');
+    expect(JSON.stringify(llm.requests.map((request) => request.body))).not.toContain('DENIED-SECRET-6262');
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+}, 120_000);

@@ -1,8 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { expandVariables, loadMcpServers, parseMcpJson, parseMcpServerEntries } from './config.js';
+import { PROJECT_FILE_MAX_BYTES } from './internal/project-file.js';
 
 const env = { HOME: '/home/me', EMPTY: '', TOKEN: 't0k' };
 const parse = (json: unknown) =>
@@ -115,6 +117,56 @@ it("[[mcp_servers]] entries: a name each, Aleph's own fields, and the first of t
       parseMcpServerEntries([{ name: 'x', command: 'y', sandbox: 'yes' }], 'aleph.toml', { env }).problems[0]
         ?.message,
     ).toBe('aleph.toml: mcp_servers[0].sandbox: must be true or false');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('a project .mcp.json that is a FIFO, a device, a link out or into a denied path is said and never read', () => {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-file-')));
+  try {
+    const project = join(dir, 'proj');
+    mkdirSync(join(project, 'secret'), { recursive: true });
+    writeFileSync(join(project, 'secret', 'key'), 'DENIED-SECRET-3131');
+    writeFileSync(join(dir, 'host.txt'), 'HOST-SECRET-4242');
+    const file = join(project, '.mcp.json');
+    const load = () =>
+      loadMcpServers({ env, projectDir: project, deniedPaths: [join(project, 'secret')] }).problems.map(
+        (problem) => problem.message,
+      );
+    // A FIFO: the load runs in a child, so that a blocking open fails the test instead of hanging it.
+    execFileSync('mkfifo', [file]);
+    const script = `import { loadMcpServers } from ${JSON.stringify(join(import.meta.dirname, 'config.ts'))};
+      console.log(JSON.stringify(loadMcpServers({ env: {}, projectDir: ${JSON.stringify(project)} }).problems));`;
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      timeout: 20_000,
+      encoding: 'utf8',
+      cwd: join(import.meta.dirname, '..', '..', '..'),
+    });
+    expect(JSON.parse(out)).toEqual([{ source: file, message: `${file}: is not a regular file; not read` }]);
+    rmSync(file);
+    symlinkSync('/dev/zero', file);
+    expect(load()).toEqual([`${file}: is a link to a path outside the project (${project}); not read`]);
+    rmSync(file);
+    symlinkSync(join(dir, 'host.txt'), file);
+    expect(load()).toEqual([`${file}: is a link to a path outside the project (${project}); not read`]);
+    rmSync(file);
+    symlinkSync(join(project, 'secret', 'key'), file);
+    expect(load()).toEqual([
+      `${file}: lies under ${join(project, 'secret')}, a path the sandbox denies; not read`,
+    ]);
+    rmSync(file);
+    writeFileSync(file, ' '.repeat(PROJECT_FILE_MAX_BYTES + 1));
+    expect(load()).toEqual([
+      `${file}: is ${PROJECT_FILE_MAX_BYTES + 1} bytes, over the limit of ${PROJECT_FILE_MAX_BYTES}; not read`,
+    ]);
+    rmSync(file);
+    // A link inside the project to a regular file is read as before.
+    writeFileSync(join(project, 'servers.json'), JSON.stringify({ mcpServers: { x: { command: 'true' } } }));
+    symlinkSync('servers.json', file);
+    const list = loadMcpServers({ env, projectDir: project });
+    expect(list.problems).toEqual([]);
+    expect(list.servers.map((server) => server.name)).toEqual(['x']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

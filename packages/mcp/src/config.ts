@@ -2,9 +2,9 @@
 // {command, args, env} | {type: "http", url, headers}}}`) and `[[mcp_servers]]` entries of the same
 // fields. Values are expanded as Claude Code expands them (`${VAR}`, `${VAR:-default}`). A bad entry
 // never stops the others: it is a problem naming the file and the key, and that server is left out.
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { readProjectFile } from './internal/project-file.js';
 
 /** Claude Code's defaults: `MCP_TIMEOUT` (start) and `MCP_TOOL_TIMEOUT` (per call), in ms. */
 export const DEFAULT_START_TIMEOUT_MS = 30_000;
@@ -237,6 +237,11 @@ export function loadMcpServers(
     readonly projectDir?: string | undefined;
     readonly entries?: readonly unknown[];
     readonly entriesFile?: string;
+    /**
+     * Real paths the project's `.mcp.json` may not lead into (the sandbox's denied paths). It is
+     * read only when its real path lies inside `projectDir`, it is a regular file of at most 1 MiB.
+     */
+    readonly deniedPaths?: readonly string[] | undefined;
   },
 ): McpServerList {
   const fromConfig = parseMcpServerEntries(
@@ -247,18 +252,10 @@ export function loadMcpServers(
   let fromProject: McpServerList = { servers: [], problems: [] };
   if (options.projectDir !== undefined) {
     const file = join(options.projectDir, '.mcp.json');
-    if (existsSync(file)) {
-      let text: string | undefined;
-      try {
-        text = readFileSync(file, 'utf8');
-      } catch (error) {
-        fromProject = {
-          servers: [],
-          problems: [{ source: file, message: `${file}: ${(error as Error).message}` }],
-        };
-      }
-      if (text !== undefined) fromProject = parseMcpJson(text, file, options);
-    }
+    const read = readProjectFile(file, options.projectDir, options.deniedPaths);
+    if (typeof read === 'string') fromProject = parseMcpJson(read, file, options);
+    else if (read !== undefined)
+      fromProject = { servers: [], problems: [{ source: file, message: read.problem }] };
   }
   const servers: McpServerConfig[] = [];
   const problems = [...fromConfig.problems, ...fromProject.problems];

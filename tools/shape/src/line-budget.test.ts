@@ -18,8 +18,8 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2898, files: 12 },
   gateway: { lines: 4070, files: 25 },
   sandbox: { lines: 1884, files: 9 },
-  server: { lines: 4950, files: 24 },
-  mcp: { lines: 910, files: 7 },
+  server: { lines: 4963, files: 24 },
+  mcp: { lines: 1000, files: 8 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 2656, files: 10 },
 };
