@@ -383,7 +383,10 @@ describe.skipIf(binary === undefined)('terminals across cluster nodes', { timeou
       .poll(async () => (await onA.ack(sessionId, received), received), { timeout: 120_000, interval: 200 })
       .toBeGreaterThan(held);
     await expect
-      .poll(async () => (await onA.ack(sessionId, received), offsetOnB()), { timeout: 120_000, interval: 200 })
+      .poll(async () => (await onA.ack(sessionId, received), offsetOnB()), {
+        timeout: 120_000,
+        interval: 200,
+      })
       .toBeGreaterThan(held + 1024 * 1024);
     await onB.closeSession(sessionId);
   });
