@@ -2,11 +2,14 @@
 // cluster-wide ordered events with resume, and runs that move when their node dies.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AckPolicy, RetentionPolicy } from '@nats-io/jetstream';
-import type { BusEvent } from '@aleph/gateway';
+import type { BusEvent, RemoteViewer } from '@aleph/gateway';
 import { eventBusContract } from '@aleph/gateway/testing';
 import type { SessionEventBody } from '@aleph/harness';
 import { natsServerBinary, startNatsServer, type NatsServer } from './testing.js';
 import {
+  ClusterTerminals,
+  type HostSession,
+  type TerminalHost,
   ClusterError,
   connectCluster,
   JetStreamEventBus,
@@ -250,7 +253,9 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     const b = await JetStreamEventBus.open(await node(cluster, 'b'));
     let reads = 0;
     const spy = connectionA.nc.subscribe(`$JS.API.STREAM.MSG.GET.${cluster}_events`, {
-      callback: () => (reads += 1),
+      callback: () => {
+        reads += 1;
+      },
     });
     // New sessions (a terminal's, a run's): numbered from 1, with no read of the stream's tail.
     expect(await a.publish('pty.exit', 'fresh-1', { n: 1 })).toBe(1);
@@ -410,4 +415,72 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     subscription.unsubscribe();
     expect(got).toEqual(Array.from({ length: 100 }, (_, index) => index));
   });
+
+  it("a follower whose client read nothing for longer than a consumer's inactive threshold goes on where it was", async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a');
+    const b = await node(cluster, 'b');
+    const busA = await JetStreamEventBus.open(a);
+    const busB = await JetStreamEventBus.open(b);
+    const listeners = new Set<(chunk: Buffer, offset: number) => void>();
+    const disposable = (): Disposable => ({ [Symbol.dispose]: () => undefined });
+    let written = 0;
+    const session: HostSession = {
+      id: 'slow-reader',
+      pid: process.pid,
+      command: 'test',
+      args: [],
+      cols: 80,
+      rows: 24,
+      createdAt: Date.now(),
+      scrollback: { start: 0, end: 0, read: () => ({ offset: written, data: Buffer.alloc(0) }) },
+      exitInfo: undefined,
+      onData: (listener) => (listeners.add(listener), { [Symbol.dispose]: () => listeners.delete(listener) }),
+      onExit: disposable,
+      hold: disposable,
+      watch: disposable,
+    };
+    const host: TerminalHost = {
+      on: () => undefined,
+      off: () => undefined,
+      get: (id) => (id === session.id ? session : undefined),
+      list: () => [session],
+      callLocal: () => Promise.reject(new Error('not here')),
+    };
+    const owner = await ClusterTerminals.open(a, busA);
+    const front = await ClusterTerminals.open(b, busB);
+    try {
+      owner.attach(host);
+      let received = 0;
+      let acked = 0;
+      const viewer: RemoteViewer = {
+        id: 'v',
+        open: true,
+        sessions: new Set([session.id]),
+        wants: () => true,
+        sendOutput: (_id, _offset, data) => void (received += data.length),
+        backlog: () => received - acked,
+        acked: () => acked,
+      };
+      await front.follow(viewer, session.id, 0);
+      // 8 MiB written at once; the client reads ~1 MiB of it and then nothing for 8 s.
+      for (let index = 0; index < 128; index++) {
+        const chunk = Buffer.alloc(64 * 1024, index % 256);
+        for (const listener of listeners) listener(chunk, written);
+        written += chunk.length;
+      }
+      await expect.poll(() => received, { timeout: 30_000 }).toBeGreaterThan(1024 * 1024);
+      await new Promise((resolve) => setTimeout(resolve, 8_000));
+      // It reads on: every byte arrives.
+      await expect
+        .poll(() => ((acked = received), front.ack(viewer, session.id, acked), received), {
+          timeout: 60_000,
+          interval: 100,
+        })
+        .toBe(written);
+    } finally {
+      await front.close();
+      await owner.close();
+    }
+  }, 120_000);
 });

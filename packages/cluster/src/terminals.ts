@@ -1111,6 +1111,7 @@ export class ClusterTerminals implements RemoteTerminals {
     }
     const high = 1024 * 1024;
     const low = 256 * 1024;
+    let again: number | undefined;
     for await (const message of messages) {
       if (feed.stopped) break;
       const offset = Number(message.headers?.get(OFFSET_HEADER));
@@ -1131,12 +1132,19 @@ export class ClusterTerminals implements RemoteTerminals {
       const from = Math.max(offset, feed.next);
       // Paced by the client: past the high-water mark, wait until it has read down to the low one.
       if (feed.viewer.backlog(feed.sessionId) > high) {
+        const waitedFrom = Date.now();
         while (!feed.stopped && feed.viewer.open && feed.viewer.backlog(feed.sessionId) > low)
           await new Promise<void>((resolve) => {
             feed.wake = resolve;
             setTimeout(resolve, 20);
           });
         feed.wake = undefined;
+        // A consumer nobody pulled from for its inactive threshold is gone from the server: after
+        // a long wait the feed goes on from this message with a new one.
+        if (Date.now() - waitedFrom > INACTIVE_MS / 2) {
+          again = message.seq;
+          break;
+        }
       }
       if (feed.stopped || !feed.viewer.open) break;
       for (let at = from; at < end; at += MAX_FRAME_BYTES)
@@ -1149,6 +1157,7 @@ export class ClusterTerminals implements RemoteTerminals {
       feed.idleSince = Date.now();
     }
     await messages.close().catch(() => undefined);
+    if (again !== undefined && !feed.stopped && feed.viewer.open) await this.#runFeed(feed, again);
   }
 
   #report(feed: Feed, left = false): void {

@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 4963, files: 24 },
   mcp: { lines: 1000, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2656, files: 10 },
+  cluster: { lines: 2665, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
