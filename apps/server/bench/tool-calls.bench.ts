@@ -141,7 +141,7 @@ inhibit_sleep = false
 
 /**
  * The real server as users start it (bin/aleph-server, what `pnpm start` runs: dist/main.js with its
- * allocator setting) under `flags` (node's, through NODE_OPTIONS), with a config and a state dir of its own.
+ * allocator setting; with `flags`, node's, dist/main.js run with the same setting), with a config and a state dir of its own.
  */
 async function startServer(
   config: string,
@@ -149,15 +149,16 @@ async function startServer(
 ): Promise<{ url: string; token: string; child: ChildProcess; stop(): Promise<void> }> {
   const state = mkdtempSync(join(tmpdir(), 'aleph-bench-state-'));
   writeFileSync(join(state, 'aleph.toml'), config);
-  const child = spawn(LAUNCHER, ['--config', join(state, 'aleph.toml')], {
-    env: {
-      ...process.env,
-      ...(flags.length > 0 ? { NODE_OPTIONS: flags.join(' ') } : {}),
-      ALEPH_STATE_DIR: state,
-      ALEPH_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const env = { ...process.env, ALEPH_STATE_DIR: state, ALEPH_LOG_LEVEL: 'warn' };
+  const args = ['--config', join(state, 'aleph.toml')];
+  // Node refuses --cpu-prof in NODE_OPTIONS: with flags, node runs dist/main.js as the launcher would.
+  const child =
+    flags.length === 0
+      ? spawn(LAUNCHER, args, { env, stdio: ['ignore', 'pipe', 'inherit'] })
+      : spawn(process.execPath, [...flags, join(HERE, '../dist/main.js'), ...args], {
+          env: { ...env, MALLOC_ARENA_MAX: '1', ALEPH_LAUNCHER_SET: 'MALLOC_ARENA_MAX' },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   children.add(child);
   void exited.then(() => children.delete(child));
