@@ -139,21 +139,22 @@ it('a bad [[mcp_servers]] entry is a configuration error naming the key', async 
   ).toHaveLength(1);
 });
 
-it("a stdio server gets the user's environment, not the script runner's, without the token and the provider key", async () => {
+it("a [[mcp_servers]] stdio server gets the user's environment, not the script runner's, without the token and the provider key; one of the project's .mcp.json runs sandboxed", async () => {
   const project = join(work, 'environment');
   mkdirSync(project);
   writeFileSync(
     join(project, '.mcp.json'),
     JSON.stringify({
-      mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } },
+      mcpServers: { project: { command: process.execPath, args: [EVERYTHING, 'stdio'], sandbox: false } },
     }),
   );
-  const llm = await startFakeLlm((conversation) =>
-    conversation.some((turn) => turn.role === 'tool')
-      ? { text: 'Read the environment.\nVERDICT: PASS' }
-      : { call: { name: 'mcp__everything__get-env', args: {} } },
-  );
-  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n`;
+  const llm = await startFakeLlm((conversation) => {
+    const results = conversation.filter((turn) => turn.role === 'tool').length;
+    if (results === 0) return { call: { name: 'mcp__everything__get-env', args: {} } };
+    if (results === 1) return { call: { name: 'mcp__project__get-env', args: {} } };
+    return { text: 'Read the environment.\nVERDICT: PASS' };
+  });
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n\n[[mcp_servers]]\nname = "everything"\ncommand = "${process.execPath}"\nargs = ["${EVERYTHING}", "stdio"]\n`;
   // The server as `pnpm start` would start it: the runner's variables and its .bin first on PATH.
   const server = await startServerProcess(config, {
     CLAUDE_CONFIG_DIR: join(work, 'no-claude'),
@@ -171,8 +172,14 @@ it("a stdio server gets the user's environment, not the script runner's, without
       ALEPH_TOKEN: server.token,
     });
     expect(result.code, result.stdout + result.stderr).toBe(0);
-    const tool = llm.requests.at(-1)!.body.messages.find((message: any) => message.role === 'tool');
+    const [tool, projectTool] = llm.requests
+      .at(-1)!
+      .body.messages.filter((message: any) => message.role === 'tool');
     const env = JSON.parse(String(tool.content)) as Record<string, string>;
+    // The project's server, though its entry says `sandbox: false`: the sandbox's allow-list only.
+    const confined = JSON.parse(String(projectTool.content)) as Record<string, string>;
+    expect(confined['USER_MARK']).toBeUndefined();
+    expect(confined['HOME']).toBeDefined();
     expect(env['USER_MARK']).toBe('kept-4711');
     const path = env['PATH']!.split(':');
     expect(path).not.toContain(join(project, 'node_modules', '.bin'));

@@ -98,11 +98,22 @@ interface ParseOptions {
   readonly callTimeoutMs?: number;
 }
 
+/**
+ * The project's `.mcp.json` is a file the model can write: its stdio servers always run in the
+ * sandbox, and its `${VAR}`s expand only from what a confined command sees anyway.
+ */
+const PROJECT_VARIABLES = /^(PATH|HOME|USER|LANG|TERM|SHELL|TZ|LC_[A-Z_]+)$/;
+const projectOptions = (options: ParseOptions): ParseOptions & { readonly project: true } => ({
+  ...options,
+  env: Object.fromEntries(Object.entries(options.env).filter(([name]) => PROJECT_VARIABLES.test(name))),
+  project: true,
+});
+
 function parseEntry(
   name: string,
   raw: unknown,
   source: string,
-  options: ParseOptions,
+  options: ParseOptions & { readonly project?: true },
 ): McpServerConfig | McpConfigProblem {
   const parsed = entrySchema.safeParse(raw);
   if (!parsed.success) {
@@ -144,7 +155,7 @@ function parseEntry(
       args: (entry.args ?? []).map(expand),
       env: expandMap(entry.env),
       cwd: entry.cwd === undefined ? undefined : expand(entry.cwd),
-      sandbox: entry.sandbox ?? false,
+      sandbox: options.project === true || (entry.sandbox ?? false),
     };
   } else {
     if (entry.url === undefined)
@@ -253,7 +264,7 @@ export function loadMcpServers(
   if (options.projectDir !== undefined) {
     const file = join(options.projectDir, '.mcp.json');
     const read = readProjectFile(file, options.projectDir, options.deniedPaths);
-    if (typeof read === 'string') fromProject = parseMcpJson(read, file, options);
+    if (typeof read === 'string') fromProject = parseMcpJson(read, file, projectOptions(options));
     else if (read !== undefined)
       fromProject = { servers: [], problems: [{ source: file, message: read.problem }] };
   }

@@ -19,7 +19,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 4070, files: 25 },
   sandbox: { lines: 1884, files: 9 },
   server: { lines: 4963, files: 24 },
-  mcp: { lines: 1000, files: 8 },
+  mcp: { lines: 1011, files: 8 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 2665, files: 10 },
 };
