@@ -139,7 +139,7 @@ it('a project .mcp.json that is a FIFO, a device, a link out or into a denied pa
     const script = `import { loadMcpServers } from ${JSON.stringify(join(import.meta.dirname, 'config.ts'))};
       console.log(JSON.stringify(loadMcpServers({ env: {}, projectDir: ${JSON.stringify(project)} }).problems));`;
     const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      timeout: 20_000,
+      timeout: 60_000, // a blocking open fails it; tsx starts slowly under load
       encoding: 'utf8',
       cwd: join(import.meta.dirname, '..', '..', '..'),
     });
@@ -170,7 +170,7 @@ it('a project .mcp.json that is a FIFO, a device, a link out or into a denied pa
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-});
+}, 120_000);
 
 it("the project's .mcp.json, which the model can write: its stdio servers run sandboxed and its variables come from the sandbox's few", () => {
   const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-project-')));

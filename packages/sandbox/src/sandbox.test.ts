@@ -6,12 +6,14 @@ import {
   accessSync,
   chmodSync,
   constants,
+  existsSync,
   linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -255,10 +257,45 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     rmSync(file); // a tmp cleaner
     box.wrap({ file: 'true', args: [], cwd: work, env: {} }).release();
     expect(readFileSync(file)).toEqual(bytes);
-    writeFileSync(file, 'not a filter');
+    // A valid program (return allow), so a command of a test file running beside this one that
+    // reads it meanwhile still starts: only the content differs.
+    writeFileSync(file, Buffer.from([6, 0, 0, 0, 0, 0, 0xff, 0x7f]));
     box.wrap({ file: 'true', args: [], cwd: work, env: {} }).release();
     expect(readFileSync(file)).toEqual(bytes);
   });
+
+  it.each(['off', 'on'] as const)(
+    'refuses setuid and setgid bits (chmod, open with O_CREAT), allows a plain chmod (network %s)',
+    async (network) => {
+      const dir = `suid-${network}`;
+      const create = (mode: number, name: string) =>
+        `${JSON.stringify(process.execPath)} -e "try { require('fs').closeSync(require('fs').openSync('${name}', 'wx', ${mode})); console.log('created ${name}') } catch (e) { console.log('open ${name}: ' + e.code) }"`;
+      const ran = await sh(
+        'required',
+        [
+          `mkdir ${dir} && cd ${dir} && cp /bin/sh ./suid && cp /bin/sh ./plain`,
+          'chmod 4755 ./suid 2>&1; echo "chmod u+s: $?"',
+          'chmod 2755 ./suid 2>&1; echo "chmod g+s: $?"',
+          'chmod 755 ./plain; echo "chmod 755: $?"',
+          'mkdir d; chmod g+s d 2>&1; echo "dir g+s: $?"',
+          create(0o4755, 'made-suid'),
+          create(0o755, 'made-plain'),
+        ].join('\n'),
+        network,
+      );
+      expect(ran.stdout).toMatch(/Operation not permitted/);
+      expect(ran.stdout).toMatch(/^chmod u\+s: 1$/m);
+      expect(ran.stdout).toMatch(/^chmod g\+s: 1$/m);
+      expect(ran.stdout).toMatch(/^chmod 755: 0$/m);
+      expect(ran.stdout).toMatch(/^dir g\+s: 1$/m);
+      expect(ran.stdout).toMatch(/^open made-suid: EPERM$/m);
+      expect(ran.stdout).toMatch(/^created made-plain$/m);
+      // On the host: no file with a set-id bit, the plain chmod kept.
+      expect(statSync(join(work, dir, 'suid')).mode & 0o6000).toBe(0);
+      expect(statSync(join(work, dir, 'plain')).mode & 0o7777).toBe(0o755);
+      expect(existsSync(join(work, dir, 'made-suid'))).toBe(false);
+    },
+  );
 
   const connect = (network: 'on' | 'off', mode: SandboxMode = 'required') =>
     run(

@@ -23,7 +23,7 @@ import {
   protectedInProject,
   releaseStandIns,
 } from './internal/project-mounts.js';
-import { unixSocketFilterFile } from './internal/seccomp.js';
+import { sandboxFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
   isWithin,
@@ -367,7 +367,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
   let probe = probeSandbox(options);
   // With the network off, no Unix sockets either: the host's (Docker, the session bus) are on the
   // read-only root. The file is checked on every command (a tmp cleaner may remove it).
-  const filter = (): string | undefined => (resolved.network === 'off' ? unixSocketFilterFile() : undefined);
+  const filter = (): string | undefined => sandboxFilterFile(resolved.network);
   let disableUserns = false;
   if (probe.kind === 'available' && probe.backend === 'bubblewrap') {
     disableUserns = canDisableUserns(probe.path);
