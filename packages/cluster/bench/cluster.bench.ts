@@ -220,7 +220,7 @@ async function main(): Promise<void> {
         isError: false,
       } as never);
       await store.append(id, { type: 'turn_step', step: { iteration: index } } as never);
-      await store.flush(id);
+      await store.flush();
       stepSamples.push(performance.now() - t);
     }
     stepSamples.sort((x, y) => x - y);

@@ -28,34 +28,13 @@ const WRONG_LAST_SEQUENCE = 10071;
 interface Tail {
   /** Stream sequence of the session's last message this store knows of (0: none). */
   lastStreamSeq: number;
-  /** The next event's `seq` (events stored, and those waiting in `pending`). */
+  /** Events in the log (the next event's `seq`). */
   count: number;
-  /** Events appended but not written yet (write-behind): they go with the next write, or at flush. */
-  pending: { event: SessionEvent; json: string }[];
-  /** Writes of one session are chained so they land in order. */
+  /** Appends of one session are chained so they land in order. */
   chain: Promise<unknown>;
   /** This node lost the run (its lease): every further append is refused here, before NATS. */
   relinquished?: boolean;
-  /** A write failed: the log's tail here is no longer known, and every further append says why. */
-  failed?: Error;
 }
-
-/**
- * Events written behind: a tool's result and the turn's end go with the next event that is
- * written at once, or at the turn's flush, in one message. Whatever must be durable before it acts —
- * the model's reply naming the tool calls, a take-over's claim, the end — is written at once (a
- * result not yet written when its node dies is a call in flight: the next node reports it so).
- */
-const WRITE_BEHIND = new Set<string>(['tool_result', 'turn_step']);
-/** Most characters of events in one message (NATS's default payload limit is 1 MiB). */
-const MAX_MESSAGE_CHARS = 256 * 1024;
-
-const tailOf = (lastStreamSeq: number, count: number): Tail => ({
-  lastStreamSeq,
-  count,
-  pending: [],
-  chain: Promise.resolve(),
-});
 
 export interface JetStreamSessionStoreOptions {
   /** The harness's `summarize` (a list of runs reads each log); injected so this package imports types only. */
@@ -103,7 +82,7 @@ export class JetStreamSessionStore implements SessionStore {
 
   create(): Promise<string> {
     const id = randomUUID();
-    this.#tails.set(id, tailOf(0, 0));
+    this.#tails.set(id, { lastStreamSeq: 0, count: 0, chain: Promise.resolve() });
     return Promise.resolve(id);
   }
 
@@ -119,99 +98,56 @@ export class JetStreamSessionStore implements SessionStore {
 
   async append(sessionId: string, body: SessionEventBody): Promise<SessionEvent> {
     const tail = await this.#tail(sessionId);
-    this.#check(sessionId, tail);
-    const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
-    tail.count += 1;
-    tail.pending.push({ event, json: JSON.stringify(event) });
-    if (WRITE_BEHIND.has(body.type)) return event;
-    const written = await this.#drain(sessionId, tail);
-    return written.get(event) ?? event;
-  }
-
-  #check(sessionId: string, tail: Tail): void {
-    if (tail.relinquished === true)
-      throw new ClusterError('fenced', `session ${sessionId} is held by another node now; this node lost it`);
-    if (tail.failed !== undefined) throw tail.failed;
-  }
-
-  /**
-   * Writes every pending event, in messages of up to MAX_MESSAGE_CHARS (an array of events when
-   * more than one), each fenced on the session's last message. Answers the events as written (a
-   * take-over's claim may move to after what the lost node still wrote).
-   */
-  #drain(sessionId: string, tail: Tail): Promise<Map<SessionEvent, SessionEvent>> {
-    const written = new Map<SessionEvent, SessionEvent>();
     const write = tail.chain.then(async () => {
-      while (tail.pending.length > 0) {
-        this.#check(sessionId, tail);
-        let chars = 0;
-        let count = 0;
-        for (const { json } of tail.pending) {
-          if (count > 0 && chars + json.length > MAX_MESSAGE_CHARS) break;
-          chars += json.length;
-          count += 1;
+      if (tail.relinquished === true)
+        throw new ClusterError(
+          'fenced',
+          `session ${sessionId} is held by another node now; this node lost it`,
+        );
+      const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
+      try {
+        const ack = await untilStored(this.#connection, () =>
+          this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
+            msgID: `${this.#writer}:${sessionId}:${event.seq}`,
+            expect: { lastSubjectSequence: tail.lastStreamSeq },
+          }),
+        );
+        tail.lastStreamSeq = ack.seq;
+        tail.count += 1;
+        return event;
+      } catch (error) {
+        if (
+          error instanceof JetStreamApiError &&
+          error.code === WRONG_LAST_SEQUENCE &&
+          body.type === 'resumed'
+        ) {
+          // A take-over claims the log whatever the node that lost it still wrote: read the tail
+          // again and claim after it (that node's next append is refused).
+          const { last, load } = await this.#read(sessionId);
+          tail.lastStreamSeq = last;
+          tail.count = load.events.length;
+          const again = { ...event, seq: tail.count };
+          const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(again), {
+            msgID: `${this.#writer}:${sessionId}:${again.seq}`,
+            expect: { lastSubjectSequence: tail.lastStreamSeq },
+          });
+          tail.lastStreamSeq = ack.seq;
+          tail.count += 1;
+          return again;
         }
-        const batch = tail.pending.slice(0, count);
-        try {
-          await this.#write(sessionId, tail, batch, written);
-        } catch (error) {
-          tail.pending.length = 0;
-          tail.failed = error instanceof Error ? error : new Error(String(error));
-          throw error;
-        }
-        tail.pending.splice(0, count);
+        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
+          throw new ClusterError(
+            'fenced',
+            `session ${sessionId} was appended to by another node; this node no longer holds it`,
+            {
+              cause: error,
+            },
+          );
+        throw error;
       }
     });
     tail.chain = write.catch(() => undefined);
-    return write.then(() => written);
-  }
-
-  async #write(
-    sessionId: string,
-    tail: Tail,
-    batch: { event: SessionEvent; json: string }[],
-    written: Map<SessionEvent, SessionEvent>,
-  ): Promise<void> {
-    const first = batch[0]!.event;
-    const payload = batch.length === 1 ? batch[0]!.json : `[${batch.map(({ json }) => json).join(',')}]`;
-    try {
-      const ack = await untilStored(this.#connection, () =>
-        this.#js.publish(this.#subject(sessionId), payload, {
-          msgID: `${this.#writer}:${sessionId}:${first.seq}`,
-          expect: { lastSubjectSequence: tail.lastStreamSeq },
-        }),
-      );
-      tail.lastStreamSeq = ack.seq;
-      for (const { event } of batch) written.set(event, event);
-    } catch (error) {
-      if (
-        error instanceof JetStreamApiError &&
-        error.code === WRONG_LAST_SEQUENCE &&
-        batch.length === 1 &&
-        first.type === 'resumed'
-      ) {
-        // A take-over claims the log whatever the node that lost it still wrote: read the tail
-        // again and claim after it (that node's next append is refused).
-        const { last, load } = await this.#read(sessionId);
-        tail.lastStreamSeq = last;
-        const again = { ...first, seq: load.events.length };
-        const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(again), {
-          msgID: `${this.#writer}:${sessionId}:${again.seq}`,
-          expect: { lastSubjectSequence: tail.lastStreamSeq },
-        });
-        tail.lastStreamSeq = ack.seq;
-        tail.count = again.seq + 1;
-        written.set(first, again);
-        return;
-      }
-      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
-        throw new ClusterError(
-          'fenced',
-          `session ${sessionId} was appended to by another node; this node no longer holds it`,
-          { cause: error },
-        );
-      throw error;
-    }
+    return await write;
   }
 
   /**
@@ -223,15 +159,9 @@ export class JetStreamSessionStore implements SessionStore {
     if (tail !== undefined) tail.relinquished = true;
   }
 
-  /** Writes what was written behind; everything appended so far is durable once it resolves. */
-  async flush(sessionId: string): Promise<void> {
-    const tail = this.#tails.get(sessionId);
-    if (tail === undefined || (tail.pending.length === 0 && tail.failed === undefined)) {
-      await tail?.chain;
-      return;
-    }
-    this.#check(sessionId, tail);
-    await this.#drain(sessionId, tail);
+  /** Appends are durable once JetStream acknowledged them. */
+  flush(): Promise<void> {
+    return Promise.resolve();
   }
 
   /**
@@ -240,7 +170,12 @@ export class JetStreamSessionStore implements SessionStore {
    */
   async load(sessionId: string): Promise<SessionLoad> {
     const { load, last } = await this.#read(sessionId);
-    if (!this.#tails.has(sessionId)) this.#tails.set(sessionId, tailOf(last, load.events.length));
+    if (!this.#tails.has(sessionId))
+      this.#tails.set(sessionId, {
+        lastStreamSeq: last,
+        count: load.events.length,
+        chain: Promise.resolve(),
+      });
     return load;
   }
 
@@ -271,10 +206,7 @@ export class JetStreamSessionStore implements SessionStore {
       });
       for await (const message of messages) {
         try {
-          // One event, or several written together (an array).
-          const stored = message.json<SessionEvent | SessionEvent[]>();
-          if (Array.isArray(stored)) events.push(...stored);
-          else events.push(stored);
+          events.push(message.json<SessionEvent>());
         } catch {
           corruptLines.push(events.length + corruptLines.length + 1);
         }
@@ -291,14 +223,9 @@ export class JetStreamSessionStore implements SessionStore {
     return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
   }
 
-  async end(sessionId: string): Promise<void> {
-    const tail = this.#tails.get(sessionId);
-    try {
-      if (tail !== undefined && tail.relinquished !== true && tail.failed === undefined)
-        await this.flush(sessionId);
-    } finally {
-      this.#tails.delete(sessionId);
-    }
+  end(sessionId: string): Promise<void> {
+    this.#tails.delete(sessionId);
+    return Promise.resolve();
   }
 
   async summaries(): Promise<SessionSummary[]> {
