@@ -3,7 +3,7 @@
 // (`[hooks] files`) and plugins (`<plugin>/hooks/hooks.json`, with `CLAUDE_PLUGIN_ROOT`). Hooks
 // from all of them are merged; identical ones run once. What Aleph does not run (other events,
 // `prompt`/`agent`/`http` hooks) is a warning at load that names the hook, never a silent skip.
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { z } from 'zod';
@@ -91,6 +91,27 @@ function displayPath(path: string, projectDir: string, home: string | null): str
   return path;
 }
 
+/** Bytes of one hooks file read at most. */
+const HOOKS_FILE_MAX_BYTES = 1024 * 1024;
+
+/**
+ * A hooks file's text: opened without blocking (a FIFO in its place would hold the thread for
+ * good), a regular file of bounded size only. BigInt stats: Node 20's shared stat array left
+ * holding a FIFO's made the next import() fail.
+ */
+function readSettingsText(path: string): string {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stat = fstatSync(fd, { bigint: true });
+    if (!stat.isFile()) throw new Error('not a regular file');
+    if (stat.size > BigInt(HOOKS_FILE_MAX_BYTES))
+      throw new Error(`${stat.size} bytes, over the limit of ${HOOKS_FILE_MAX_BYTES}`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** A hooks file's hooks (settings file or plugin `hooks.json`). */
 export function parseClaudeCodeHooksFile(
   path: string,
@@ -99,7 +120,7 @@ export function parseClaudeCodeHooksFile(
 ): { hooks: ClaudeCodeCommandHook[]; warnings: string[]; disableAllHooks: boolean } {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
+    raw = JSON.parse(readSettingsText(path));
   } catch (error) {
     throw new VerificationError('invalid_hooks_file', `${path}: ${(error as Error).message}`, {
       cause: error,
