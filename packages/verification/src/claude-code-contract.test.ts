@@ -1,7 +1,8 @@
 // The rest of Claude Code's hook contract, each case through real hook processes: stop_hook_active
 // set only by a Stop hook's block, tool_response in the shapes of Bash/Read/Write/Edit with
 // duration_ms, CLAUDECODE and CLAUDE_CODE_SESSION_ID, prompt_id on stdin.
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
@@ -120,3 +121,31 @@ it('PostToolUse: tool_response in Claude Code shapes, duration_ms, prompt_id, CL
     },
   });
 });
+
+it('PostToolUse of a write to a FIFO or a link to /dev/zero: the file before is not read, nothing blocks', async () => {
+  const dir = tempDir();
+  execFileSync('mkfifo', [join(dir, 'pipe')]);
+  symlinkSync('/dev/zero', join(dir, 'zero'));
+  const hooks = new ClaudeCodeToolHooks(
+    [
+      {
+        name: 'record',
+        event: 'PostToolUse',
+        command: 'jq -c .tool_response >> post.log',
+        timeoutMs: 10_000,
+      },
+    ],
+    { projectDir: dir, promptId: 'p' },
+  );
+  const ctx = { sessionId: 's', signal, projectDir: dir, durationMs: 1 };
+  for (const path of ['pipe', 'zero']) {
+    const call = { id: path, name: 'write_file', args: { path, content: 'x' } };
+    await hooks.before(call, ctx); // a blocking read would hang here (the test's timeout)
+    await hooks.after(call, { output: 'refused' }, ctx);
+  }
+  const lines = readFileSync(join(dir, 'post.log'), 'utf8').trim().split('\n');
+  expect(lines.map((line) => JSON.parse(line))).toMatchObject([
+    { type: 'update', filePath: join(dir, 'pipe') },
+    { type: 'update', filePath: join(dir, 'zero') },
+  ]);
+}, 30_000);

@@ -13,7 +13,8 @@ import type { CommandWrapper, ProcessOutcome } from './internal/run-process.js';
 import { matchPermissionRule } from './internal/permission-rule.js';
 import { claudeToolName, fromClaudeInput, toClaudeInput } from './internal/tool-names.js';
 import { claudeToolResponse, type FileBefore } from './internal/tool-response.js';
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 
 /** originalFile is read up to this size; a larger file is told as null. */
@@ -349,10 +350,19 @@ async function fileBefore(args: unknown, projectDir: string): Promise<FileBefore
   const path = (args as { path?: unknown } | null)?.path;
   if (typeof path !== 'string') return { existed: false, original: null };
   const file = isAbsolute(path) ? path : resolve(projectDir, path);
+  // The path is the model's: opened without blocking (a FIFO), read only as a regular file, and
+  // no further than the cap (a link to /dev/zero).
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK).catch(() => undefined);
+  if (handle === undefined) return { existed: false, original: null };
   try {
-    const bytes = await readFile(file);
-    return { existed: true, original: bytes.length > ORIGINAL_FILE_CAP ? null : bytes.toString('utf8') };
+    const stats = await handle.stat({ bigint: true });
+    if (!stats.isFile() || stats.size > BigInt(ORIGINAL_FILE_CAP)) return { existed: true, original: null };
+    const buffer = Buffer.alloc(Number(stats.size) + 1);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    return { existed: true, original: bytesRead > stats.size ? null : buffer.toString('utf8', 0, bytesRead) };
   } catch {
-    return { existed: false, original: null };
+    return { existed: true, original: null };
+  } finally {
+    await handle.close();
   }
 }

@@ -14,7 +14,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3137, files: 18 },
-  verification: { lines: 2747, files: 24 },
+  verification: { lines: 2757, files: 24 },
   harness: { lines: 2898, files: 12 },
   gateway: { lines: 4070, files: 25 },
   sandbox: { lines: 1959, files: 9 },
