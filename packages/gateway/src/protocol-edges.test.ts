@@ -217,3 +217,21 @@ describe('pty.spawn on a named node, and pty.kill', () => {
     expect(unknown?.code).toBe('unknown_session');
   });
 });
+
+describe('events.subscribe bounds what a connection holds', () => {
+  it('at most 256 distinct topics (asking again for one it has is free), at most 4096 sessions in a filter', async () => {
+    const client = await h.connect();
+    const topics = Array.from({ length: 256 }, (_, index) => `pty.topic-${index}`);
+    expect((await client.call('events.subscribe', { topics })).topics).toHaveLength(256);
+    expect((await client.call('events.subscribe', { topics: ['pty.topic-7'] })).topics).toHaveLength(256);
+    const over = await refusal(client.call('events.subscribe', { topics: ['pty.one-more'] }));
+    expect(over?.code).toBe('invalid_params');
+    expect(over?.message).toMatch(/at most 256 topics \(it has 256; 1 more asked\)/);
+    await client.call('events.unsubscribe', { topics: ['pty.topic-0'] });
+    expect((await client.call('events.subscribe', { topics: ['pty.one-more'] })).topics).toHaveLength(256);
+    const sessions = Array.from({ length: 4097 }, (_, index) => `s${index}`);
+    const filter = await refusal(client.call('events.subscribe', { topics: ['pty.*'], sessions }));
+    expect(filter?.code).toBe('invalid_params');
+    expect(filter?.message).toMatch(/sessions/);
+  });
+});

@@ -145,7 +145,7 @@ export const methods = {
     params: z.strictObject({
       topics: z.array(z.string().min(1)).min(1),
       /** Limit pty.* events to these sessions (replaces any earlier filter); omit for all. */
-      sessions: z.array(z.string().min(1)).optional(),
+      sessions: z.array(z.string().min(1)).max(4096).optional(),
     }),
     result: z.object({ topics: z.array(z.string()) }),
   },

@@ -163,6 +163,9 @@ function registerTerminalMethods(
   );
 }
 
+/** Distinct topics one connection may hold: each event is matched against them. */
+const MAX_TOPICS = 256;
+
 /** The methods that shape what one connection is sent: acks, follow, binary frames, subscriptions. */
 function registerStreamMethods(
   table: MethodTable,
@@ -236,7 +239,14 @@ function registerStreamMethods(
   );
 
   table.register('events.subscribe', methods['events.subscribe'].params, (params, context) => {
-    for (const topic of params.topics) context.connection.topics.add(topic);
+    const { topics } = context.connection;
+    const more = new Set(params.topics.filter((topic) => !topics.has(topic))).size;
+    if (topics.size + more > MAX_TOPICS)
+      throw new GatewayError(
+        'invalid_params',
+        `params.topics: a connection has at most ${MAX_TOPICS} topics (it has ${topics.size}; ${more} more asked): unsubscribe some first, or use a pattern (pty.*)`,
+      );
+    for (const topic of params.topics) topics.add(topic);
     if (params.sessions !== undefined) context.connection.sessions = new Set(params.sessions);
     registry.syncWatches();
     remote?.sync(remoteViewer(context.connection));
