@@ -134,6 +134,9 @@ it('a bad [[mcp_servers]] entry is a configuration error naming the key', async 
   expect(() => parseConfig('[[mcp_servers]]\nname = "x"\ntype = "ws"\nurl = "ws://a"\n')).toThrow(
     /unknown transport "ws"/,
   );
+  expect(() => parseConfig('[[mcp_servers]]\nname = "x"\ncommand = "y"\nsanbox = true\n')).toThrow(
+    'aleph.toml: [mcp_servers][0] sanbox: unknown key (known: name, type, command,',
+  );
   expect(
     parseConfig('[[mcp_servers]]\nname = "x"\ncommand = "${NOT_SET_ANYWHERE}"\n').mcp_servers,
   ).toHaveLength(1);

@@ -117,6 +117,17 @@ it("[[mcp_servers]] entries: a name each, Aleph's own fields, and the first of t
       parseMcpServerEntries([{ name: 'x', command: 'y', sandbox: 'yes' }], 'aleph.toml', { env }).problems[0]
         ?.message,
     ).toBe('aleph.toml: mcp_servers[0].sandbox: must be true or false');
+    // Your own configuration is read strictly: a misspelt key would have run the server unconfined.
+    const strict = (entry: Record<string, unknown>) =>
+      parseMcpServerEntries([{ name: 'x', ...entry }], 'aleph.toml', { env }).problems.map((p) => p.message);
+    expect(strict({ command: 'y', sanbox: true })).toEqual([
+      expect.stringMatching(
+        /^aleph\.toml: mcp_servers\[0\]\.sanbox: unknown key \(known: name, type, command, .*sandbox/,
+      ),
+    ]);
+    expect(strict({ command: 'y', url: 'http://127.0.0.1:1/mcp' })).toEqual([
+      'aleph.toml: mcp_servers[0].url: give command (a stdio server) or url (http, sse), not both',
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -67,6 +67,8 @@ const entrySchema = z.looseObject({
   tool_timeout_secs: seconds.optional(),
 });
 
+const ENTRY_KEYS = Object.keys(entrySchema.shape);
+
 const TRANSPORTS = ['stdio', 'http', 'streamable-http', 'sse'] as const;
 
 /**
@@ -234,7 +236,19 @@ export function parseMcpServerEntries(
       return;
     }
     const { name: _name, ...fields } = raw as Record<string, unknown>;
-    collect([[name, fields, source]], options, into);
+    // Your own configuration: a misspelt key (`sanbox = true`) is an error, not a server run as you.
+    const unknown = Object.keys(fields).find((key) => !ENTRY_KEYS.includes(key));
+    if (unknown !== undefined)
+      into.problems.push({
+        source,
+        message: `${source}.${unknown}: unknown key (known: name, ${ENTRY_KEYS.join(', ')})`,
+      });
+    else if (fields['command'] !== undefined && fields['url'] !== undefined)
+      into.problems.push({
+        source,
+        message: `${source}.url: give command (a stdio server) or url (http, sse), not both`,
+      });
+    else collect([[name, fields, source]], options, into);
   });
   return into;
 }
