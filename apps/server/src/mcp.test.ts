@@ -1,9 +1,17 @@
-// MCP servers in a real server run, from npm: `.mcp.json` in the run's project root names
-// server-filesystem (stdio) and server-everything (Streamable HTTP, started here); the model calls
+// MCP servers in a real server run, from npm: `[[mcp_servers]]` names server-filesystem (stdio),
+// the project's `.mcp.json` server-everything (Streamable HTTP, started here); the model calls
 // their tools as mcp__<server>__<tool> and reads the results; a killed server is an error result
 // naming it and the run goes on; `aleph run` lists the servers and says what was left out.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -39,9 +47,13 @@ afterAll(() => {
   rmSync(work, { recursive: true, force: true });
 });
 
-async function run(project: string, brain: Brain, prompt: string) {
+/** A stdio server of your own configuration (a `.mcp.json` one runs sandboxed: the repository may lie under /tmp, hidden there). */
+const ownServer = (name: string, args: string[]) =>
+  `\n[[mcp_servers]]\nname = "${name}"\ncommand = "${process.execPath}"\nargs = ${JSON.stringify(args)}\n`;
+
+async function run(project: string, brain: Brain, prompt: string, extra = '') {
   const llm: FakeLlm = await startFakeLlm(brain);
-  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 8\n\n[power]\ninhibit_sleep = false\n`;
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 8\n\n[power]\ninhibit_sleep = false\n${extra}`;
   const server: ServerProcess = await startServerProcess(config, {
     CLAUDE_CONFIG_DIR: join(work, 'no-claude'),
   });
@@ -59,7 +71,7 @@ async function run(project: string, brain: Brain, prompt: string) {
   }
 }
 
-it('a run with .mcp.json: server-filesystem (stdio) and server-everything (Streamable HTTP) tools, results to the model', async () => {
+it('a run with MCP servers: server-filesystem ([[mcp_servers]], stdio) and server-everything (.mcp.json, Streamable HTTP) tools, results to the model', async () => {
   const project = join(work, 'project');
   mkdirSync(project);
   writeFileSync(join(project, 'notes.txt'), 'MCP-CONTENT-4711\n');
@@ -67,7 +79,6 @@ it('a run with .mcp.json: server-filesystem (stdio) and server-everything (Strea
     join(project, '.mcp.json'),
     JSON.stringify({
       mcpServers: {
-        filesystem: { command: process.execPath, args: [FILESYSTEM, '${PROJECT_ROOT:-.}'] },
         remote: { type: 'http', url: `http://127.0.0.1:${everythingPort}/mcp` },
         broken: { type: 'websocket', url: 'ws://nowhere' },
       },
@@ -82,7 +93,12 @@ it('a run with .mcp.json: server-filesystem (stdio) and server-everything (Strea
     if (tools.length === 1) return { call: { name: 'mcp__remote__echo', args: { message: 'through http' } } };
     return { text: `Read: ${tools.map((turn) => turn.text).join(' | ')}\nVERDICT: PASS` };
   };
-  const result = await run(project, brain, 'read notes.txt through MCP');
+  const result = await run(
+    project,
+    brain,
+    'read notes.txt through MCP',
+    ownServer('filesystem', [FILESYSTEM, project]),
+  );
   expect(result.code).toBe(0);
   expect(result.stdout).toMatch(/^mcp: filesystem \(stdio, \d+ tools\), remote \(http, \d+ tools\)$/m);
   expect(result.stdout).toContain(
@@ -105,17 +121,19 @@ it('a killed MCP server: the call is an error naming it, and the run goes on', a
   const project = join(work, 'killed');
   mkdirSync(project);
   // A server that is SIGKILLed on its first call: its process is gone mid-run.
-  writeFileSync(
-    join(project, '.mcp.json'),
-    JSON.stringify({ mcpServers: { fragile: { command: process.execPath, args: [HOSTILE, 'killed'] } } }),
-  );
+
   const brain: Brain = (conversation) => {
     const tools = conversation.filter((turn) => turn.role === 'tool');
     if (tools.length === 0) return { call: { name: 'mcp__fragile__ping', args: {} } };
     if (tools.length === 1) return { call: { name: 'shell', args: { command: 'echo still-running' } } };
     return { text: `Done despite: ${tools[0]!.text}\nVERDICT: PARTIAL` };
   };
-  const result = await run(project, brain, 'use the fragile server');
+  const result = await run(
+    project,
+    brain,
+    'use the fragile server',
+    ownServer('fragile', [HOSTILE, 'killed']),
+  );
   expect(result.code).toBe(0);
   const messages = result.llm.requests.at(-1)!.body.messages as any[];
   const toolMessages = messages
@@ -145,18 +163,18 @@ it('a bad [[mcp_servers]] entry is a configuration error naming the key', async 
 it("a [[mcp_servers]] stdio server gets the user's environment, not the script runner's, without the token and the provider key; one of the project's .mcp.json runs sandboxed", async () => {
   const project = join(work, 'environment');
   mkdirSync(project);
+  // The project's "server" writes what it sees into the project (then ends: it serves nothing).
   writeFileSync(
     join(project, '.mcp.json'),
     JSON.stringify({
-      mcpServers: { project: { command: process.execPath, args: [EVERYTHING, 'stdio'], sandbox: false } },
+      mcpServers: { project: { command: '/bin/sh', args: ['-c', 'env > project-env.txt'], sandbox: false } },
     }),
   );
-  const llm = await startFakeLlm((conversation) => {
-    const results = conversation.filter((turn) => turn.role === 'tool').length;
-    if (results === 0) return { call: { name: 'mcp__everything__get-env', args: {} } };
-    if (results === 1) return { call: { name: 'mcp__project__get-env', args: {} } };
-    return { text: 'Read the environment.\nVERDICT: PASS' };
-  });
+  const llm = await startFakeLlm((conversation) =>
+    conversation.some((turn) => turn.role === 'tool')
+      ? { text: 'Read the environment.\nVERDICT: PASS' }
+      : { call: { name: 'mcp__everything__get-env', args: {} } },
+  );
   const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n\n[[mcp_servers]]\nname = "everything"\ncommand = "${process.execPath}"\nargs = ["${EVERYTHING}", "stdio"]\n`;
   // The server as `pnpm start` would start it: the runner's variables and its .bin first on PATH.
   const server = await startServerProcess(config, {
@@ -175,14 +193,13 @@ it("a [[mcp_servers]] stdio server gets the user's environment, not the script r
       ALEPH_TOKEN: server.token,
     });
     expect(result.code, result.stdout + result.stderr).toBe(0);
-    const [tool, projectTool] = llm.requests
-      .at(-1)!
-      .body.messages.filter((message: any) => message.role === 'tool');
+    const tool = llm.requests.at(-1)!.body.messages.find((message: any) => message.role === 'tool');
     const env = JSON.parse(String(tool.content)) as Record<string, string>;
     // The project's server, though its entry says `sandbox: false`: the sandbox's allow-list only.
-    const confined = JSON.parse(String(projectTool.content)) as Record<string, string>;
-    expect(confined['USER_MARK']).toBeUndefined();
-    expect(confined['HOME']).toBeDefined();
+    expect(result.stdout).toMatch(/mcp project \(stdio\) left out/);
+    const confined = readFileSync(join(project, 'project-env.txt'), 'utf8');
+    expect(confined).toMatch(/^HOME=/m);
+    expect(confined).not.toMatch(/USER_MARK|npm_|token-secret-1234|provider-secret-5678/);
     expect(env['USER_MARK']).toBe('kept-4711');
     const path = env['PATH']!.split(':');
     expect(path).not.toContain(join(project, 'node_modules', '.bin'));
