@@ -80,17 +80,23 @@ export interface PidsCgroup {
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
-/** The pids cgroup dir this process is in, if it may make children there with their own `pids.max`. */
-export function findPidsCgroup(root: string = CGROUP_ROOT): PidsCgroup | undefined {
-  let lines: string[];
+function ownCgroupLines(): string[] | undefined {
   try {
-    lines = readFileSync('/proc/self/cgroup', 'utf8').split('\n');
+    return readFileSync('/proc/self/cgroup', 'utf8').split('\n');
   } catch {
     return undefined;
   }
-  const v1 = lines
-    .map((line) => /^\d+:([^:]*):(.*)$/.exec(line))
-    .find((m) => m?.[1]?.split(',').includes('pids'));
+}
+
+/** The cgroup v1 line of `controller` (its controllers' names, its path), if the process has one. */
+const v1Controller = (lines: string[], controller: string): RegExpExecArray | null | undefined =>
+  lines.map((line) => /^\d+:([^:]*):(.*)$/.exec(line)).find((m) => m?.[1]?.split(',').includes(controller));
+
+/** The pids cgroup dir this process is in, if it may make children there with their own `pids.max`. */
+export function findPidsCgroup(root: string = CGROUP_ROOT): PidsCgroup | undefined {
+  const lines = ownCgroupLines();
+  if (lines === undefined) return undefined;
+  const v1 = v1Controller(lines, 'pids');
   const candidates: PidsCgroup[] = [];
   if (v1 !== undefined && v1 !== null) candidates.push({ dir: join(root, 'pids', v1[2] ?? ''), version: 1 });
   const v2 = lines.map((line) => /^0::(.*)$/.exec(line)).find((m) => m !== null);
@@ -189,15 +195,9 @@ export function commandsCpuGroup(root: string = CGROUP_ROOT): string | undefined
 
 function makeCpuGroup(root: string): string | undefined {
   if (process.getuid?.() !== 0) return undefined;
-  let lines: string[];
-  try {
-    lines = readFileSync('/proc/self/cgroup', 'utf8').split('\n');
-  } catch {
-    return undefined;
-  }
-  const v1 = lines
-    .map((line) => /^\d+:([^:]*):(.*)$/.exec(line))
-    .find((m) => m?.[1]?.split(',').includes('cpu'));
+  const lines = ownCgroupLines();
+  if (lines === undefined) return undefined;
+  const v1 = v1Controller(lines, 'cpu');
   if (v1 === undefined || v1 === null) return undefined;
   // Mounted under its controllers' names (`cpu,cpuacct`), usually with a `cpu` link to it.
   const mount = [v1[1] ?? '', 'cpu'].find((name) => existsSync(join(root, name))) ?? 'cpu';
