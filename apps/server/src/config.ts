@@ -103,13 +103,14 @@ export const configSchema = z.strictObject({
       network: z.enum(['off', 'on'], { error: 'must be "off" or "on"' }).default('off'),
       deny_read: z.array(z.string().min(1), { error: 'must be an array of paths' }).default([]),
       env: z.array(z.string().min(1), { error: 'must be an array of variable names' }).default([]),
-      /** Per command; unset keys keep the sandbox's defaults (1024 tasks, 8 GiB, 64 GiB, 24 h). */
+      /** Per command; unset keys keep the sandbox's defaults (1024 tasks, 8 GiB, 64 GiB, 24 h, 1 GiB). */
       limits: z
         .strictObject({
           processes: positiveInt.optional(),
           memory_mib: positiveInt.optional(),
           file_size_mib: positiveInt.optional(),
           cpu_secs: positiveInt.optional(),
+          tmp_mib: positiveInt.optional(),
         })
         .prefault({}),
     })

@@ -196,6 +196,7 @@ deny_read = ["${join(home, '.local', 'state', 'aleph')}", "${join(home, 'secrets
 processes = 64
 memory_mib = 256
 file_size_mib = 1
+tmp_mib = 1
 
 [hooks]
 files = ["../hooks/extra.json"]
@@ -326,7 +327,7 @@ files = ["../hooks/extra.json"]
     expect(outputs[0]).not.toMatch(/paired/);
   }, 120_000);
 
-  it('a fork bomb, a 10 GiB allocation and a file past the limit end with a clear error; the server keeps answering', async (context) => {
+  it('a fork bomb, a 10 GiB allocation, a file past the limit and a full /tmp end with a clear error; the server keeps answering', async (context) => {
     requireVariant(context);
     // As root the task count is bounded by a pids cgroup when one is writable (RLIMIT_NPROC never binds uid 0).
     const bounded =
@@ -334,6 +335,7 @@ files = ["../hooks/extra.json"]
     const outputs = await hostileRun([
       'python3 -c "b = bytearray(10 * 2**30)" 2>&1 | tail -1',
       'head -c 4000000 /dev/zero > big; echo "head ended: $?"; ls -l big',
+      'head -c 700000 /dev/zero > /tmp/a && head -c 700000 /dev/zero > /tmp/b; echo "tmp ended: $?"',
       ...(bounded
         ? [
             `bash -c ':(){ :|:& };: ; sleep 2' 2>&1 | grep -m1 -o 'Resource temporarily unavailable'; echo end`,
@@ -345,10 +347,11 @@ files = ["../hooks/extra.json"]
     expect(outputs[0], labelled).toMatch(/MemoryError/);
     expect(outputs[1], labelled).toMatch(/head ended: 153/); // SIGXFSZ
     expect(outputs[1], labelled).toMatch(/ 1048576 /); // written up to the limit, not past it
+    expect(outputs[2], labelled).toMatch(/No space left on device(.|\n)*tmp ended: 1/); // tmp_mib
     if (bounded) {
-      expect(outputs[2], labelled).toMatch(/Resource temporarily unavailable(.|\n)*end/);
+      expect(outputs[3], labelled).toMatch(/Resource temporarily unavailable(.|\n)*end/);
       // The one-line reason comes from the pids cgroup (root); unprivileged, the failing forks say it.
-      if (uid === 0) expect(outputs[2], labelled).toMatch(/the process limit \(64 tasks\) was reached/);
+      if (uid === 0) expect(outputs[3], labelled).toMatch(/the process limit \(64 tasks\) was reached/);
     }
     expect(outputs.at(-1), labelled).toMatch(/still-here/);
     const runs = await client!.request<unknown[]>('agent.list', {});

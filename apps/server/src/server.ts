@@ -270,6 +270,7 @@ function buildSandbox(
           memoryBytes: mib(config.sandbox.limits.memory_mib),
           fileSizeBytes: mib(config.sandbox.limits.file_size_mib),
           cpuSeconds: config.sandbox.limits.cpu_secs,
+          tmpBytes: mib(config.sandbox.limits.tmp_mib),
         },
         env: [
           'CLAUDE_PROJECT_DIR',

@@ -148,6 +148,26 @@ describe.skipIf(!linux || users.length === 0).each(users)('limits, as %s', (user
     );
   });
 
+  // What is written to a tmpfs is memory: unsized, /tmp took half the host's RAM.
+  it('a write past the size of /tmp or /dev/shm fails with ENOSPC; /dev and /run are read-only; nothing is left', async () => {
+    const policy: SandboxPolicy = { network: 'off', limits: { tmpBytes: 4 * 1024 ** 2 } };
+    const ran = await confined(
+      user,
+      policy,
+      'df -k /tmp /dev/shm | tail -n +2 | while read -r fs size rest; do echo "size $size"; done; ' +
+        'head -c 3000000 /dev/zero > /dev/shm/half && echo shm-written; ' +
+        'touch /dev/x /run/x; ' +
+        'dd if=/dev/zero of=/tmp/fill bs=1M count=16',
+    );
+    expect(ran.stdout).toBe('size 4096\nsize 4096\nshm-written\n');
+    expect(ran.stderr).toMatch(/touch: cannot touch '\/dev\/x': Read-only file system/);
+    expect(ran.stderr).toMatch(/touch: cannot touch '\/run\/x': Read-only file system/);
+    expect(ran.stderr).toMatch(/dd: error writing '\/tmp\/fill': No space left on device/);
+    expect(ran.status).not.toBe(0);
+    const next = await confined(user, policy, 'ls -A /tmp /dev/shm');
+    expect(next.stdout).toBe('/dev/shm:\n\n/tmp:\n');
+  });
+
   it('a process past its CPU time ends, and says why', async () => {
     const ran = await confined(user, { network: 'off', limits: { cpuSeconds: 1 } }, 'while :; do :; done');
     expect(ran.status).toBe(152);

@@ -601,12 +601,47 @@ describe('bad input', () => {
     expect(createSandbox({ network: 'off' }, { mode: 'auto', bwrapPath, home }).backend).toBe('none');
   });
 
+  it.skipIf(!linux)(
+    'a bwrap that cannot size a tmpfs (before 0.8) still confines, and says /tmp has no size',
+    async () => {
+      fake = mkdtempSync('/var/tmp/aleph-fake-bwrap-');
+      const bwrapPath = join(fake, 'bwrap');
+      const real = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim();
+      writeFileSync(
+        bwrapPath,
+        `#!/bin/sh\ncase "$*" in *--size*) echo "bwrap: Unknown option --size" >&2; exit 1;; esac\nexec ${real} "$@"\n`,
+      );
+      chmodSync(bwrapPath, 0o755);
+      const box = createSandbox(
+        { network: 'off', limits: { tmpBytes: 4096 } },
+        { mode: 'required', bwrapPath, home },
+      );
+      expect(box.backend).toBe('bubblewrap');
+      expect(box.limits.tmpBy).toBe('none');
+      expect(box.limits.note).toMatch(
+        /this bwrap cannot size a tmpfs \(--size, bubblewrap 0\.8\): \/tmp and \/dev\/shm have no size limit/,
+      );
+      const ran = await run(
+        box.wrap({
+          file: '/bin/sh',
+          args: ['-c', 'head -c 100000 /dev/zero > /tmp/f && echo written; touch /run/x'],
+          cwd: work,
+          env: process.env,
+        }),
+      );
+      expect(ran.stdout).toBe('written\n');
+      expect(ran.stderr).toMatch(/Read-only file system/);
+      expect(sandbox('required').limits.tmpBy).toBe('size');
+    },
+  );
+
   it('a limit that is not a positive integer names the key', () => {
     for (const [key, value] of [
       ['processes', 0],
       ['memoryBytes', -1],
       ['fileSizeBytes', 1.5],
       ['cpuSeconds', Number.NaN],
+      ['tmpBytes', 0],
       ['processes', 2 ** 60],
     ] as const) {
       const error = catchError(() =>

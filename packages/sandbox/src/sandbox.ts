@@ -124,6 +124,9 @@ export interface ProtectedPath {
 export interface LimitsReport extends ResolvedLimits {
   /** `rlimit`: RLIMIT_NPROC inside (not root); `cgroup`: a pids cgroup per command; `none`: unbounded (why in `note`). */
   readonly processesBy: 'rlimit' | 'cgroup' | 'none';
+  /** `size`: the private /tmp and /dev/shm have `tmpBytes` each; `none`: no size (why in `note`). */
+  readonly tmpBy: 'size' | 'none';
+  /** What is not bounded here, and why. */
   readonly note?: string;
 }
 
@@ -191,6 +194,15 @@ function canDisableUserns(path: string): boolean {
   return runBwrap(path, { file: path, args: [...baseArgs('off', true), '--', 'true'] }, '') === undefined;
 }
 
+/** Whether this bwrap can size a tmpfs (`--size`, bubblewrap 0.8). */
+function canSizeTmpfs(path: string, disableUserns: boolean): boolean {
+  const args = [...baseArgs('off', disableUserns, 1024 ** 2), '--', 'true'];
+  return runBwrap(path, { file: path, args }, '') === undefined;
+}
+
+const TMP_NOT_SIZED =
+  'this bwrap cannot size a tmpfs (--size, bubblewrap 0.8): /tmp and /dev/shm have no size limit';
+
 /** Runs bwrap once; a failure as a probe result naming its first line of stderr. */
 function runBwrap(
   path: string,
@@ -221,6 +233,7 @@ function probePolicy(
   policy: ResolvedPolicy,
   filter: string | undefined,
   disableUserns: boolean,
+  tmpBytes: number | undefined,
 ): SandboxProbe | undefined {
   const cwd = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-sandbox-probe-')));
   const project = prepareMounts(cwd, policy, mountedInside(policy, cwd));
@@ -232,6 +245,7 @@ function probePolicy(
           seccompFd,
           project: project.args,
           disableUserns,
+          tmpBytes,
         }),
       { filterFile: filter },
     );
@@ -325,7 +339,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     deniedPaths: policy.deny,
     readOnlyPaths: policy.readOnly,
     protectedPaths: (cwd) => protectedPaths(cwd, policy),
-    limits: { ...policy.limits, processesBy: 'none', note: NO_LIMITS_OFF },
+    limits: { ...policy.limits, processesBy: 'none', tmpBy: 'none', note: NO_LIMITS_OFF },
     keep: () => () => {},
     wrap: (command) => ({
       file: command.file,
@@ -341,21 +355,22 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
 function limitsOf(
   policy: ResolvedPolicy,
   prlimit: string | undefined,
+  tmpSized: boolean,
 ): { report: LimitsReport; cgroup?: PidsCgroup } {
-  if (prlimit === undefined) {
-    return {
-      report: { ...policy.limits, processesBy: 'none', note: 'prlimit (util-linux) not found: no limits' },
-    };
-  }
-  if (process.getuid?.() !== 0) return { report: { ...policy.limits, processesBy: 'rlimit' } };
+  const report = (processesBy: LimitsReport['processesBy'], note?: string): LimitsReport => {
+    const notes = [note, tmpSized ? undefined : TMP_NOT_SIZED].filter((text) => text !== undefined);
+    const tmpBy = tmpSized ? 'size' : 'none';
+    return { ...policy.limits, processesBy, tmpBy, ...(notes.length > 0 ? { note: notes.join('; ') } : {}) };
+  };
+  if (prlimit === undefined) return { report: report('none', 'prlimit (util-linux) not found: no limits') };
+  if (process.getuid?.() !== 0) return { report: report('rlimit') };
   const cgroup = findPidsCgroup();
-  if (cgroup !== undefined) return { report: { ...policy.limits, processesBy: 'cgroup' }, cgroup };
+  if (cgroup !== undefined) return { report: report('cgroup'), cgroup };
   return {
-    report: {
-      ...policy.limits,
-      processesBy: 'none',
-      note: 'run as root with no writable pids cgroup: the number of processes is not bounded (RLIMIT_NPROC does not apply to uid 0)',
-    },
+    report: report(
+      'none',
+      'run as root with no writable pids cgroup: the number of processes is not bounded (RLIMIT_NPROC does not apply to uid 0)',
+    ),
   };
 }
 
@@ -369,9 +384,11 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
   // read-only root. The file is checked on every command (a tmp cleaner may remove it).
   const filter = (): string | undefined => sandboxFilterFile(resolved.network);
   let disableUserns = false;
+  let tmpBytes: number | undefined;
   if (probe.kind === 'available' && probe.backend === 'bubblewrap') {
     disableUserns = canDisableUserns(probe.path);
-    probe = probePolicy(probe.path, resolved, filter(), disableUserns) ?? probe;
+    if (canSizeTmpfs(probe.path, disableUserns)) tmpBytes = resolved.limits.tmpBytes;
+    probe = probePolicy(probe.path, resolved, filter(), disableUserns, tmpBytes) ?? probe;
   }
   switch (probe.kind) {
     case 'missing':
@@ -384,7 +401,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       const { backend, path } = probe;
       const inherited = options.env ?? process.env;
       const prlimit = backend === 'bubblewrap' ? onPath('prlimit', inherited) : undefined;
-      const limits = limitsOf(resolved, prlimit);
+      const limits = limitsOf(resolved, prlimit, tmpBytes !== undefined);
       return {
         backend,
         mode,
@@ -394,7 +411,12 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
         limits:
           backend === 'bubblewrap'
             ? limits.report
-            : { ...resolved.limits, processesBy: 'none', note: 'sandbox-exec: limits are not set on macOS' },
+            : {
+                ...resolved.limits,
+                processesBy: 'none',
+                tmpBy: 'none',
+                note: 'sandbox-exec: limits are not set on macOS',
+              },
         keep: (cwd) => {
           if (backend !== 'bubblewrap') return () => {};
           try {
@@ -429,6 +451,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
                   seccompFd,
                   project: project.args,
                   disableUserns,
+                  tmpBytes,
                   prefix: prlimit === undefined ? [] : prlimitArgs(prlimit, resolved.limits),
                 }),
               {

@@ -4,14 +4,22 @@
 // (ancestors before what they hold), then the denied paths over all of them, then the readable
 // files over those. Every tmpfs is mounted and every readable file bound before any tmpfs is made read-only,
 // and a denied path inside a denied dir gets no mount of its own (it is hidden already, and its
-// mount point could not be made on the read-only tmpfs).
+// mount point could not be made on the read-only tmpfs). The only writable tmpfs are /tmp and
+// /dev/shm, sized when bwrap can (`--size`, bubblewrap 0.8): /dev, /run and the shields over the
+// server's temp dir end read-only, since what is written to a tmpfs is memory.
 import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, sep } from 'node:path';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
-/** Everything but the cwd and the denied paths: the same for every command. */
-export function baseArgs(network: 'off' | 'on', disableUserns = true): string[] {
+/** `--size` for the next tmpfs, when this bwrap sizes them. */
+const sized = (bytes: number | undefined): string[] => (bytes === undefined ? [] : ['--size', String(bytes)]);
+
+/**
+ * Everything but the cwd and the denied paths: the same for every command. `tmpBytes`: the size of
+ * the private /tmp and /dev/shm (unset: a bwrap older than 0.8, which cannot size a tmpfs).
+ */
+export function baseArgs(network: 'off' | 'on', disableUserns = true, tmpBytes?: number): string[] {
   return [
     // Ending bwrap ends the sandbox; its pid 1 ending kills every process left in it.
     '--die-with-parent',
@@ -29,11 +37,16 @@ export function baseArgs(network: 'off' | 'on', disableUserns = true): string[] 
     '/',
     '--dev',
     '/dev',
+    // Its own, sized: bwrap's /dev/shm is a directory of the /dev tmpfs (made read-only below).
+    ...sized(tmpBytes),
+    '--tmpfs',
+    '/dev/shm',
     '--proc',
     '/proc',
     // A uid-0 command (the server run as root) passes sysctl's owner check: /proc/sys writable meant
     // kernel.core_pattern, i.e. code run as root outside every namespace. The host's entries, read-only.
     ...PROC_KNOBS.flatMap((name) => ['--ro-bind-try', `/proc/${name}`, `/proc/${name}`]),
+    ...sized(tmpBytes),
     '--tmpfs',
     '/tmp',
     // Unix sockets ignore read-only mounts: /run holds docker's, dbus', databases'. DNS may live there.
@@ -117,7 +130,13 @@ export interface BubblewrapOptions {
   /** Runs first inside, exec'ing the command: `prlimit …` */
   readonly prefix?: readonly string[] | undefined;
   readonly disableUserns?: boolean | undefined;
+  /** The size of /tmp and /dev/shm; unset when this bwrap cannot size a tmpfs. */
+  readonly tmpBytes?: number | undefined;
 }
+
+/** The dirs of `--tmpfs DIR` pairs in `args`. */
+const tmpfsDirs = (args: readonly string[]): string[] =>
+  args.flatMap((arg, index) => (index > 0 && args[index - 1] === '--tmpfs' ? [arg] : []));
 
 export function bubblewrapArgs(
   policy: ResolvedPolicy,
@@ -126,7 +145,7 @@ export function bubblewrapArgs(
   unset: readonly string[],
   options: BubblewrapOptions = {},
 ): string[] {
-  const args = baseArgs(policy.network, options.disableUserns);
+  const args = baseArgs(policy.network, options.disableUserns, options.tmpBytes);
   if (options.seccompFd !== undefined) args.push('--seccomp', String(options.seccompFd));
   for (const name of unset) args.push('--unsetenv', name);
   const temp = tempDirArgs(cwd);
@@ -138,6 +157,10 @@ export function bubblewrapArgs(
   }
   for (const path of command.readable ?? []) args.push('--ro-bind', path, path);
   for (const { path, kind } of denials) if (kind === 'dir') args.push('--remount-ro', path);
+  // Not recursive: what is mounted in them (/dev/pts, /dev/shm, a cwd under /run) keeps its mode.
+  for (const dir of ['/dev', '/run', ...tmpfsDirs([...temp.before, ...temp.after])]) {
+    if (dir !== cwd) args.push('--remount-ro', dir);
+  }
   args.push('--chdir', cwd, '--', ...(options.prefix ?? []), command.file, ...command.args);
   return args;
 }

@@ -29,6 +29,11 @@ export interface SandboxLimits {
   readonly fileSizeBytes?: number | undefined;
   /** CPU time per process, seconds. Default 24 hours. */
   readonly cpuSeconds?: number | undefined;
+  /**
+   * Size of the command's private `/tmp`, and of its `/dev/shm`, bytes (each a tmpfs: what is
+   * written there is memory until the command ends). A write past it fails with `ENOSPC`. Default 1 GiB.
+   */
+  readonly tmpBytes?: number | undefined;
 }
 
 export interface ResolvedLimits {
@@ -36,6 +41,7 @@ export interface ResolvedLimits {
   readonly memoryBytes: number;
   readonly fileSizeBytes: number;
   readonly cpuSeconds: number;
+  readonly tmpBytes: number;
 }
 
 export const DEFAULT_LIMITS: ResolvedLimits = {
@@ -43,6 +49,7 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
   memoryBytes: 8 * 1024 ** 3,
   fileSizeBytes: 64 * 1024 ** 3,
   cpuSeconds: 24 * 3600,
+  tmpBytes: 1024 ** 3,
 };
 
 export const resolveLimits = (limits: SandboxLimits | undefined): ResolvedLimits => ({
@@ -50,6 +57,7 @@ export const resolveLimits = (limits: SandboxLimits | undefined): ResolvedLimits
   memoryBytes: limits?.memoryBytes ?? DEFAULT_LIMITS.memoryBytes,
   fileSizeBytes: limits?.fileSizeBytes ?? DEFAULT_LIMITS.fileSizeBytes,
   cpuSeconds: limits?.cpuSeconds ?? DEFAULT_LIMITS.cpuSeconds,
+  tmpBytes: limits?.tmpBytes ?? DEFAULT_LIMITS.tmpBytes,
 });
 
 /** Which limit is not a positive integer; undefined when all are. */
