@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2898, files: 12 },
   gateway: { lines: 4080, files: 25 },
   sandbox: { lines: 2013, files: 9 },
-  server: { lines: 4964, files: 24 },
+  server: { lines: 5181, files: 25 },
   mcp: { lines: 1025, files: 8 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 2592, files: 10 },
