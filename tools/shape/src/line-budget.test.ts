@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 5181, files: 25 },
   mcp: { lines: 1025, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2592, files: 10 },
+  cluster: { lines: 2661, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
