@@ -1,14 +1,21 @@
 // What an idle server holds: the packages its configuration does not use yet are not loaded (the
 // provider's AI SDK package until the first run, the MCP SDK while no run has an MCP server, the
-// OpenTelemetry API while no telemetry endpoint is set, not even for a run's spans).
+// OpenTelemetry API while no telemetry endpoint is set, not even for a run's spans); V8's optimizing
+// compiler compiles nothing until the server is idle; the C heap's free pages are given back then.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { connectGateway } from '@aleph/gateway/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startFakeLlm, writeCatStop, type FakeLlm } from '../test/fake-llm.js';
-import { startServerProcess } from '../test/server-process.js';
+import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
+
+const IDLE_MEMORY = pathToFileURL(resolve(import.meta.dirname, '../dist/idle-memory.js')).href;
+/** Whether a process has the native module that trims the C heap (dist/native) mapped. */
+const trimLoaded = (pid: number): boolean =>
+  readFileSync(`/proc/${pid}/maps`, 'utf8').includes('release-memory.node');
 
 /**
  * `node --import <recorder>?out=<path>`: appends the URL of every module the process resolves to
@@ -59,6 +66,7 @@ it('the provider package loads at the first run, the MCP SDK and OpenTelemetry n
         .flatMap((url) => DEFERRED.exec(url)?.[1] ?? []);
     expect(readFileSync(out, 'utf8')).toContain('/apps/server/dist/server.js');
     expect(deferred()).toEqual([]);
+    await expect.poll(() => trimLoaded(server.child.pid!), { timeout: 30_000 }).toBe(true);
 
     await client.subscribe(['agent.done']);
     const done = new Promise<Record<string, unknown>>((resolve) =>
@@ -71,5 +79,64 @@ it('the provider package loads at the first run, the MCP SDK and OpenTelemetry n
     await client.close();
     await server.stop();
     rmSync(server.stateDir, { recursive: true, force: true });
+  }
+});
+
+it('V8 optimizes nothing with TurboFan until the server is idle, then as usual; the C heap is trimmed then', async () => {
+  const probe = `
+import v8 from 'node:v8';
+import { readFileSync } from 'node:fs';
+const idle = await import(${JSON.stringify(IDLE_MEMORY)});
+const mapped = () => readFileSync('/proc/self/maps', 'utf8').includes('release-memory.node');
+const before = v8.cachedDataVersionTag();
+idle.deferOptimization();
+const during = v8.cachedDataVersionTag();
+const deferred = idle.optimizationIsDeferred();
+const trimmedEarly = mapped();
+await idle.releaseStartupMemory();
+console.log(JSON.stringify({ before, during, deferred, after: v8.cachedDataVersionTag(), again: idle.optimizationIsDeferred(), trimmedEarly, trimmed: mapped() }));
+`;
+  const plain = await runToExit(['--input-type=module', '-e', probe]);
+  expect(plain.stderr).toBe('');
+  const seen = JSON.parse(plain.stdout) as Record<string, unknown>;
+  // The flags' hash (part of the tag) changes while TurboFan is off and is the same again after.
+  expect(seen).toMatchObject({ deferred: true, again: false, trimmedEarly: false, trimmed: true });
+  expect(seen['during']).not.toBe(seen['before']);
+  expect(seen['after']).toBe(seen['before']);
+
+  // A node option that chooses V8's tiers is the user's: left as given, before and after.
+  const chosen = await runToExit(['--no-opt', '--input-type=module', '-e', probe]);
+  const kept = JSON.parse(chosen.stdout) as Record<string, unknown>;
+  expect(kept).toMatchObject({ deferred: false, again: false, trimmed: true });
+  expect(kept['during']).toBe(kept['before']);
+  expect(kept['after']).toBe(kept['before']);
+});
+
+it('the server starts with no TurboFan compilation, and trims its C heap once idle', async () => {
+  const config = join(work, 'trace.toml');
+  writeFileSync(config, '[gateway]\nport = 0\n\n[sandbox]\nmode = "off"\n\n[power]\ninhibit_sleep = false\n');
+  const state = mkdtempSync(join(tmpdir(), 'aleph-idle-state-'));
+  const child = spawn(process.execPath, ['--trace-opt', MAIN, '--config', config], {
+    env: { ...process.env, ALEPH_STATE_DIR: state, ALEPH_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise((done) => child.once('exit', done));
+  try {
+    await expect
+      .poll(() => (child.exitCode === null ? stdout : `exited: ${stderr}`), { timeout: 60_000 })
+      .toMatch(/^no LLM provider|exited/m);
+    const start = stdout.slice(0, stdout.search(/^no LLM provider/m));
+    expect(start).toMatch(/^Aleph listening on /m);
+    // --trace-opt prints a line for every function sent to TurboFan.
+    expect(start).not.toMatch(/TURBOFAN/);
+    await expect.poll(() => trimLoaded(child.pid!), { timeout: 30_000 }).toBe(true);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+    rmSync(state, { recursive: true, force: true });
   }
 });

@@ -4,13 +4,7 @@
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
-import { VerificationError } from '@aleph/verification';
-import { ConfigError, loadConfig } from './config.js';
-import { ConfinedWrites } from './confined-writes.js';
-import { mcpStartLines } from './mcp-tools.js';
-import { ProviderConfigError } from './providers.js';
-import { startServer } from './server.js';
-import { forgetLauncherSettings, releaseStartupMemory } from './idle-memory.js';
+import { deferOptimization, forgetLauncherSettings, releaseStartupMemory } from './idle-memory.js';
 import { invocationDir, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
 
@@ -44,6 +38,7 @@ function closeInheritedDescriptors(): void {
 }
 
 async function main(): Promise<number> {
+  deferOptimization();
   forgetLauncherSettings();
   closeInheritedDescriptors();
   let values;
@@ -59,19 +54,24 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  // A config file the model's commands could have written (changed during an agent run in its
-  // folder or above) is not read as configuration: it could turn the sandbox off or add hooks.
-  const confinedWrites = new ConfinedWrites(stateDir());
-  const distrust = (path: string): string | undefined => {
-    const run = confinedWrites.changedDuringRun(path);
-    return run === undefined
-      ? undefined
-      : `${path} changed during agent run ${run.runId} in ${run.cwd} (${new Date(run.from).toISOString()} to ${new Date(run.to).toISOString()}), whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
-  };
+  // The server's modules load only now, with V8's optimizing compiler held back until it is idle.
+  const [
+    { VerificationError },
+    { ConfigError, loadConfig },
+    { mcpStartLines },
+    { ProviderConfigError },
+    { startServer },
+  ] = await Promise.all([
+    import('@aleph/verification'),
+    import('./config.js'),
+    import('./mcp-tools.js'),
+    import('./providers.js'),
+    import('./server.js'),
+  ]);
   let loaded;
   try {
     const cwd = invocationDir();
-    loaded = loadConfig({ ...(values.config === undefined ? {} : { path: values.config }), cwd, distrust });
+    loaded = loadConfig(values.config === undefined ? { cwd } : { path: values.config, cwd });
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`aleph: bad configuration\n${error.message}`);
@@ -92,12 +92,7 @@ async function main(): Promise<number> {
   }
   let server;
   try {
-    server = await startServer({
-      config: loaded.config,
-      stateDir: stateDir(),
-      configPath: loaded.path,
-      confinedWrites,
-    });
+    server = await startServer({ config: loaded.config, stateDir: stateDir(), configPath: loaded.path });
   } catch (error) {
     if (
       error instanceof ProviderConfigError ||
@@ -143,7 +138,7 @@ async function main(): Promise<number> {
   } else {
     console.log(`provider: ${server.providerId}`);
   }
-  releaseStartupMemory();
+  void releaseStartupMemory();
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       console.log(`${signal}: shutting down`);
