@@ -39,6 +39,7 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
+import type { ConfinedWrites } from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
@@ -67,6 +68,8 @@ export interface AgentServiceOptions {
   readonly queue?: ClusterRunQueue;
   /** The config file read ([[mcp_servers]] problems name it). */
   readonly configPath?: string | undefined;
+  /** Where each run's window is kept: files changed in it may be the model's (`ConfinedWrites`). */
+  readonly confinedWrites?: ConfinedWrites | undefined;
 }
 
 /** What a queued run carries to the node that takes it (never a secret). */
@@ -478,6 +481,8 @@ export class AgentService {
     );
     // The project's protected paths as they are when the run starts, for it and its sub-agents.
     const realCwd = realpathSync(cwd);
+    // From now until the run has ended (its MCP servers too), what changes under its cwd may be the model's.
+    const endWindow = this.#options.confinedWrites?.begin(runId, realCwd);
     const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
     const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
       ({ path }) => !known.has(path),
@@ -633,6 +638,7 @@ export class AgentService {
           return result;
         }),
     };
+    if (endWindow !== undefined) void record.done.then(endWindow, endWindow);
     this.#runs.set(runId, record);
     this.#pruneFinished();
     logger.info({ runId, sessionId, cwd, sandbox }, 'run started');

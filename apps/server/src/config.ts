@@ -2,7 +2,7 @@
 // command in), else built-in defaults; relative paths inside it are from the file's folder.
 // Parsed with smol-toml, validated with zod; an unknown key or a bad value is an error naming the
 // key and, where it can be found, its line. Environment variables override the common keys.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseMcpServerEntries } from '@aleph/mcp';
 import { stopHookEntrySchema } from '@aleph/verification';
@@ -239,8 +239,37 @@ export interface LoadedConfig {
   readonly path: string | undefined;
 }
 
+/**
+ * The file's text, read without blocking (a FIFO would hold the start for good) and only from a
+ * regular file.
+ */
+function readConfigText(path: string): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    throw new ConfigError(
+      `config file ${path} cannot be read: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
+    );
+  }
+  try {
+    const stat = fstatSync(fd, { bigint: true });
+    if (stat.isDirectory()) throw new ConfigError(`config file ${path} is a directory, not a file`);
+    if (!stat.isFile()) throw new ConfigError(`config file ${path} is not a regular file`);
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function loadConfig(
-  options: { path?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  options: {
+    path?: string;
+    cwd?: string;
+    env?: NodeJS.ProcessEnv;
+    /** Refuses a file the model may have written: the reason, or undefined to read it. */
+    distrust?: (path: string) => string | undefined;
+  } = {},
 ): LoadedConfig {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
@@ -251,9 +280,9 @@ export function loadConfig(
   } else if (existsSync(resolve(cwd, 'aleph.toml'))) {
     path = resolve(cwd, 'aleph.toml');
   }
-  if (path !== undefined && statSync(path).isDirectory())
-    throw new ConfigError(`config file ${path} is a directory, not a file`);
-  const config = parseConfig(path === undefined ? '' : readFileSync(path, 'utf8'), path ?? 'defaults');
+  const distrusted = path === undefined ? undefined : options.distrust?.(path);
+  if (distrusted !== undefined) throw new ConfigError(distrusted);
+  const config = parseConfig(path === undefined ? '' : readConfigText(path), path ?? 'defaults');
   // Paths in the file mean what they say from the file's folder, wherever the server was started.
   const base = path === undefined ? cwd : dirname(path);
   config.hooks.files = config.hooks.files.map((file) => resolve(base, file));

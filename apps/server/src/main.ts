@@ -4,6 +4,7 @@
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
+import { ConfinedWrites } from './confined-writes.js';
 import { deferOptimization, forgetLauncherSettings, releaseStartupMemory } from './idle-memory.js';
 import { invocationDir, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
@@ -68,10 +69,19 @@ async function main(): Promise<number> {
     import('./providers.js'),
     import('./server.js'),
   ]);
+  // A config file the model's commands could have written (changed during an agent run in its
+  // folder or above) is not read as configuration: it could turn the sandbox off or add hooks.
+  const confinedWrites = new ConfinedWrites(stateDir());
+  const distrust = (path: string): string | undefined => {
+    const run = confinedWrites.changedDuringRun(path);
+    return run === undefined
+      ? undefined
+      : `${path} changed during agent run ${run.runId} in ${run.cwd} (${new Date(run.from).toISOString()} to ${new Date(run.to).toISOString()}), whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
+  };
   let loaded;
   try {
     const cwd = invocationDir();
-    loaded = loadConfig(values.config === undefined ? { cwd } : { path: values.config, cwd });
+    loaded = loadConfig({ ...(values.config === undefined ? {} : { path: values.config }), cwd, distrust });
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`aleph: bad configuration\n${error.message}`);
@@ -92,7 +102,12 @@ async function main(): Promise<number> {
   }
   let server;
   try {
-    server = await startServer({ config: loaded.config, stateDir: stateDir(), configPath: loaded.path });
+    server = await startServer({
+      config: loaded.config,
+      stateDir: stateDir(),
+      configPath: loaded.path,
+      confinedWrites,
+    });
   } catch (error) {
     if (
       error instanceof ProviderConfigError ||

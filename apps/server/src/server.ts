@@ -10,6 +10,7 @@ import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys, shownCommand } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
+import { ConfinedWrites } from './confined-writes.js';
 import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
@@ -25,6 +26,8 @@ export interface StartOptions {
   readonly logger?: Logger;
   /** The config file read (may hold `[gateway] token`): denied to the sandbox and the file tools. */
   readonly configPath?: string | undefined;
+  /** The runs' windows (read from the state dir when not given). */
+  readonly confinedWrites?: ConfinedWrites | undefined;
 }
 
 export interface RunningServer {
@@ -156,6 +159,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     readOnly: sandbox.readOnlyPaths.map((path) => ({ path, key: 'kept read-only: a [hooks] files entry' })),
     logger: logger.child({ component: 'agent' }),
     configPath: options.configPath,
+    confinedWrites: options.confinedWrites ?? new ConfinedWrites(stateDir),
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
     ...(cluster === undefined ? {} : { queue: cluster.queue }),

@@ -23,6 +23,7 @@ const binary = natsServerBinary();
 if (binary === undefined && process.env.CI)
   throw new Error('nats-server is missing (Debian package nats-server)');
 
+const QUARTER_MIB = 256 * 1024;
 const user = (content: string): SessionEventBody => ({ type: 'user', content });
 
 describe.skipIf(binary === undefined)('cluster over nats-server', () => {
@@ -406,6 +407,74 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
           timeout: 60_000,
           interval: 100,
         })
+        .toBe(written);
+    } finally {
+      await front.close();
+      await owner.close();
+    }
+  }, 120_000);
+
+  it('a follower whose client reads a message every two seconds gets every byte', async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a');
+    const b = await node(cluster, 'b');
+    const busA = await JetStreamEventBus.open(a);
+    const busB = await JetStreamEventBus.open(b);
+    const listeners = new Set<(chunk: Buffer, offset: number) => void>();
+    const disposable = (): Disposable => ({ [Symbol.dispose]: () => undefined });
+    let written = 0;
+    const session: HostSession = {
+      id: 'trickle-reader',
+      pid: process.pid,
+      command: 'test',
+      args: [],
+      cols: 80,
+      rows: 24,
+      createdAt: Date.now(),
+      scrollback: { start: 0, end: 0, read: () => ({ offset: written, data: Buffer.alloc(0) }) },
+      exitInfo: undefined,
+      onData: (listener) => (listeners.add(listener), { [Symbol.dispose]: () => listeners.delete(listener) }),
+      onExit: disposable,
+      hold: disposable,
+      watch: disposable,
+    };
+    const host: TerminalHost = {
+      on: () => undefined,
+      off: () => undefined,
+      get: (id) => (id === session.id ? session : undefined),
+      list: () => [session],
+      callLocal: () => Promise.reject(new Error('not here')),
+    };
+    const owner = await ClusterTerminals.open(a, busA);
+    const front = await ClusterTerminals.open(b, busB);
+    try {
+      owner.attach(host);
+      let received = 0;
+      let messages = 0;
+      let busyUntil = 0;
+      const viewer: RemoteViewer = {
+        id: 'v',
+        open: true,
+        sessions: new Set([session.id]),
+        wants: () => true,
+        sendOutput: (_id, _offset, data) => {
+          const before = Math.floor(received / QUARTER_MIB);
+          received += data.length;
+          // Each 256 KiB the client gets keeps it busy for 2 s (the first ten times): a feed waits on
+          // it less than the 2.5 s after which it takes a new consumer, ten times in a row.
+          if (Math.floor(received / QUARTER_MIB) > before && ++messages <= 10) busyUntil = Date.now() + 2_000;
+        },
+        backlog: () => (Date.now() < busyUntil ? 8 * 1024 * 1024 : 0),
+        acked: () => received,
+      };
+      await front.follow(viewer, session.id, 0);
+      for (let index = 0; index < 128; index++) {
+        const chunk = Buffer.alloc(64 * 1024, index % 256);
+        for (const listener of listeners) listener(chunk, written);
+        written += chunk.length;
+      }
+      await expect
+        .poll(() => (front.ack(viewer, session.id, received), received), { timeout: 60_000, interval: 200 })
         .toBe(written);
     } finally {
       await front.close();

@@ -19,7 +19,9 @@
 // - every node watches the others' registrations: a node not seen for the lease TTL is lost, and its
 //   sessions end for every client with `pty.exit` reason `node_lost` (one node claims each, by
 //   revision, so it is said once).
+import { randomBytes } from 'node:crypto';
 import {
+  AckPolicy,
   DeliverPolicy,
   type ConsumerMessages,
   type JetStreamClient,
@@ -29,6 +31,7 @@ import {
 import type { KV } from '@nats-io/kv';
 import {
   headers as natsHeaders,
+  nanos,
   RequestError,
   TimeoutError,
   type Msg,
@@ -63,8 +66,13 @@ const FORWARDED = new Set<string>([
 const MAX_MESSAGE_BYTES = 256 * 1024;
 /** Most bytes sent to a client in one piece (a client's frame carries at most this much). */
 const MAX_FRAME_BYTES = 64 * 1024;
-/** An ordered consumer nobody reads is removed by the server after this long. */
+/** A consumer nobody pulls from is removed by the server after this long. */
 const INACTIVE_MS = 5_000;
+/** A follower's pulls: how long one waits for messages, and the heartbeats the server sends meanwhile. */
+const PULL_EXPIRES_MS = 10_000;
+const HEARTBEAT_MS = 2_000;
+/** What a follower's consumer reports when it cannot go on as it is: the follower takes a new one. */
+const TROUBLE = new Set(['heartbeats_missed', 'consumer_not_found', 'consumer_deleted', 'no_responders']);
 /** How often a follower tells the owner how far its client is, while nothing changes. */
 const REPORT_EVERY_MS = 500;
 /** A viewer not reported for this long has gone (its node died or it left): it is kept as detached. */
@@ -196,6 +204,8 @@ class Feed {
   readonly done: Promise<void>;
   finish: () => void = () => undefined;
   idleSince = Date.now();
+  /** The stream sequence of the last message this feed went past (sent, skipped or the end marker). */
+  lastSeq = 0;
 
   constructor(viewer: RemoteViewer, sessionId: string, owner: string, from: number) {
     this.viewer = viewer;
@@ -1088,63 +1098,122 @@ export class ClusterTerminals implements RemoteTerminals {
     });
   }
 
+  /** Follows the session's output from stream sequence `seq`, one consumer after another, until done. */
   async #runFeed(feed: Feed, seq: number): Promise<void> {
+    for (let from: number | undefined = Math.max(1, seq); from !== undefined;)
+      from = feed.stopped || !feed.viewer.open ? undefined : await this.#followFrom(feed, from);
+  }
+
+  /**
+   * Follows with one consumer of this feed's own from stream sequence `seq`; answers where to go on
+   * with a new one (undefined: done). The client library asks for more messages only as earlier ones
+   * are taken, and the server removes a consumer nobody pulls from after INACTIVE_MS: a feed that
+   * waited on its client while no pull was asked for half that, or whose consumer reports trouble,
+   * goes on from the first message its client has not had. (The library's ordered consumer would
+   * recreate itself after trouble as one the server keeps for minutes, pulling nothing.)
+   */
+  async #followFrom(feed: Feed, seq: number): Promise<number | undefined> {
+    const name = `feed_${randomBytes(8).toString('hex')}`;
     // At most 16 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
     const messages = await whileWanted(
       this.#connection,
       async () => {
-        const consumer = await this.#js.consumers.get(this.#stream, {
-          filter_subjects: this.#subject(feed.sessionId),
+        const info = await this.#jsm.consumers.add(this.#stream, {
+          name,
+          filter_subject: this.#subject(feed.sessionId),
           deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: Math.max(1, seq),
-          inactive_threshold: INACTIVE_MS,
+          opt_start_seq: seq,
+          ack_policy: AckPolicy.None,
+          max_deliver: 1,
+          inactive_threshold: nanos(INACTIVE_MS),
+          num_replicas: 1,
+          mem_storage: true,
         });
-        return await consumer.consume({ max_messages: 16 });
+        return await this.#js.consumers
+          .getConsumerFromInfo(info)
+          .consume({ max_messages: 16, idle_heartbeat: HEARTBEAT_MS, expires: PULL_EXPIRES_MS });
       },
       () => !feed.stopped,
     );
-    if (messages === undefined) return;
+    if (messages === undefined) return undefined;
     feed.messages = messages;
-    if (feed.stopped) {
-      await messages.close();
-      return;
+    let lastPull = Date.now();
+    let trouble = false;
+    void (async () => {
+      for await (const status of messages.status()) {
+        if (status.type === 'next') lastPull = Date.now();
+        else if (TROUBLE.has(status.type)) {
+          trouble = true;
+          feed.wake?.();
+          void messages.close().catch(() => undefined);
+        }
+      }
+    })().catch(() => undefined);
+    feed.lastSeq = Math.max(feed.lastSeq, seq - 1);
+    try {
+      if (feed.stopped) return undefined;
+      const next = await this.#deliver(
+        feed,
+        messages,
+        () => trouble || Date.now() - lastPull > INACTIVE_MS / 2,
+      );
+      if (next !== undefined) return next;
+    } catch (error) {
+      if (feed.stopped) return undefined;
+      this.#options.onError(error, `following ${feed.sessionId} from ${feed.owner}`);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      trouble = true;
+    } finally {
+      void messages.close().catch(() => undefined); // (settles only once iterated: not awaited)
+      // Gone at once (the server would remove it a few seconds later).
+      this.#jsm.consumers.delete(this.#stream, name).catch(() => undefined);
     }
+    // The consumer ended early (trouble): on from the first message the feed has not gone past.
+    return trouble && feed.exit === undefined && !feed.stopped ? feed.lastSeq + 1 : undefined;
+  }
+
+  /**
+   * Sends the consumer's messages to the client as its backlog allows; answers the sequence of the
+   * message to go on from with a new consumer when, after waiting on the client, `stale()` says this
+   * one may be gone.
+   */
+  async #deliver(feed: Feed, messages: ConsumerMessages, stale: () => boolean): Promise<number | undefined> {
     const high = 1024 * 1024;
     const low = 256 * 1024;
-    let again: number | undefined;
     for await (const message of messages) {
       if (feed.stopped) break;
       const offset = Number(message.headers?.get(OFFSET_HEADER));
       const exit = message.headers?.get(EXIT_HEADER);
-      if (!Number.isFinite(offset)) continue;
+      if (!Number.isFinite(offset)) {
+        feed.lastSeq = message.seq;
+        continue;
+      }
       if (exit !== undefined && exit !== '') {
         try {
           feed.exit = JSON.parse(exit) as ExitInfo;
         } catch {
           feed.exit = { exitCode: null, signal: null, reason: 'exited' };
         }
+        feed.lastSeq = message.seq;
         break;
       }
       const data = Buffer.from(message.data);
       const end = offset + data.length;
-      if (end <= feed.next) continue;
+      if (end <= feed.next) {
+        feed.lastSeq = message.seq;
+        continue;
+      }
       // A gap (output the stream no longer keeps, or lost while NATS was away) shows in the offsets.
       const from = Math.max(offset, feed.next);
       // Paced by the client: past the high-water mark, wait until it has read down to the low one.
       if (feed.viewer.backlog(feed.sessionId) > high) {
-        const waitedFrom = Date.now();
         while (!feed.stopped && feed.viewer.open && feed.viewer.backlog(feed.sessionId) > low)
           await new Promise<void>((resolve) => {
             feed.wake = resolve;
             setTimeout(resolve, 20);
           });
         feed.wake = undefined;
-        // A consumer nobody pulled from for its inactive threshold is gone from the server: after
-        // a long wait the feed goes on from this message with a new one.
-        if (Date.now() - waitedFrom > INACTIVE_MS / 2) {
-          again = message.seq;
-          break;
-        }
+        if (stale()) return message.seq;
       }
       if (feed.stopped || !feed.viewer.open) break;
       for (let at = from; at < end; at += MAX_FRAME_BYTES)
@@ -1154,10 +1223,10 @@ export class ClusterTerminals implements RemoteTerminals {
           data.subarray(at - offset, Math.min(end, at + MAX_FRAME_BYTES) - offset),
         );
       feed.next = end;
+      feed.lastSeq = message.seq;
       feed.idleSince = Date.now();
     }
-    await messages.close().catch(() => undefined);
-    if (again !== undefined && !feed.stopped && feed.viewer.open) await this.#runFeed(feed, again);
+    return undefined;
   }
 
   #report(feed: Feed, left = false): void {

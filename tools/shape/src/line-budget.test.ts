@@ -18,10 +18,10 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2898, files: 12 },
   gateway: { lines: 4080, files: 25 },
   sandbox: { lines: 2013, files: 9 },
-  server: { lines: 5082, files: 26 },
+  server: { lines: 5299, files: 27 },
   mcp: { lines: 1025, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2592, files: 10 },
+  cluster: { lines: 2661, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

@@ -1,0 +1,149 @@
+// Files the model may have written: a run's window over its cwd, remembered across restarts, and the
+// server refusing an aleph.toml a run's command wrote (a real server, real bubblewrap, a fake model
+// speaking OpenAI's wire) until the user touches it.
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectGateway } from '@aleph/gateway/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
+import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
+import { ConfinedWrites } from './confined-writes.js';
+
+const root = mkdtempSync(join(tmpdir(), 'aleph-confined-writes-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function folders(name: string): { state: string; project: string; sub: string; sibling: string } {
+  const base = join(root, name);
+  const [state, project, sibling] = ['state', 'project', 'sibling'].map((part) => join(base, part));
+  const sub = join(project!, 'sub');
+  for (const dir of [state!, sub, sibling!]) mkdirSync(dir, { recursive: true });
+  return { state: state!, project: project!, sub, sibling: sibling! };
+}
+
+describe('ConfinedWrites', () => {
+  it('names the run during which a file under its cwd changed, and nothing for a file elsewhere', () => {
+    const { state, project, sub, sibling } = folders('window');
+    const writes = new ConfinedWrites(state);
+    const end = writes.begin('run-1', project);
+    writeFileSync(join(sub, 'settings.json'), '{}');
+    writeFileSync(join(sibling, 'settings.json'), '{}');
+    end();
+    expect(writes.changedDuringRun(join(sub, 'settings.json'))).toMatchObject({
+      runId: 'run-1',
+      cwd: project,
+    });
+    expect(writes.changedDuringRun(join(sibling, 'settings.json'))).toBeUndefined();
+    expect(writes.changedDuringRun(join(sub, 'missing.json'))).toBeUndefined();
+  });
+
+  it('a file changed before the run is not its (a change time the model cannot set back)', () => {
+    const { state, project } = folders('before');
+    writeFileSync(join(project, 'aleph.toml'), '');
+    utimesSync(join(project, 'aleph.toml'), new Date(), new Date(Date.now() + 60_000)); // mtime, not ctime
+    // The run starts a minute later than the file's change, as seen by its clock.
+    const writes = new ConfinedWrites(state, () => Date.now() + 60_000);
+    writes.begin('run-later', project)();
+    expect(writes.changedDuringRun(join(project, 'aleph.toml'))).toBeUndefined();
+  });
+
+  it("a link out of a run's cwd to a file changed during it counts as that file", () => {
+    const { state, project, sibling } = folders('links');
+    const writes = new ConfinedWrites(state);
+    const end = writes.begin('run-links', project);
+    writeFileSync(join(project, 'target.toml'), '');
+    end();
+    symlinkSync(join(project, 'target.toml'), join(sibling, 'aleph.toml'));
+    expect(writes.changedDuringRun(join(sibling, 'aleph.toml'))?.runId).toBe('run-links');
+  });
+
+  it('remembers the windows after a restart, and ends one a killed process left open at the next start', () => {
+    const { state, project, sub } = folders('restart');
+    const first = new ConfinedWrites(state);
+    first.begin('ended', project)();
+    first.begin('left-open', join(project, 'sub')); // never ended: the process was killed
+    writeFileSync(join(sub, 'late.json'), '{}');
+    appendFileSync(join(state, 'confined-writes.jsonl'), '{"run":"torn","cw'); // a torn last line
+    const second = new ConfinedWrites(state);
+    expect(second.changedDuringRun(join(sub, 'late.json'))?.runId).toMatch(/^(ended|left-open)$/);
+    const lines = readFileSync(join(state, 'confined-writes.jsonl'), 'utf8').trim().split('\n');
+    expect(
+      lines.map((line) => JSON.parse(line) as { run: string }).filter((entry) => entry.run === 'left-open'),
+    ).toHaveLength(2);
+  });
+});
+
+const linux = process.platform === 'linux';
+
+describe.skipIf(!linux)('an aleph.toml written by the model', () => {
+  let llm: FakeLlm;
+  /** The prompt is a JSON array of shell commands, run one by one. */
+  const commands: Brain = (conversation) => {
+    const steps = JSON.parse(conversation.find((turn) => turn.role === 'user')?.text ?? '[]') as string[];
+    const next = steps[conversation.filter((turn) => turn.role === 'tool').length];
+    return next === undefined ? { text: 'done' } : { call: { name: 'shell', args: { command: next } } };
+  };
+  beforeAll(async () => {
+    llm = await startFakeLlm(commands);
+  });
+  afterAll(async () => {
+    await llm.close();
+  });
+
+  it(
+    'is refused at the next start from that folder, naming the run, until the user touches it',
+    { timeout: 90_000 },
+    async () => {
+      const { project } = folders('server');
+      const server = await startServerProcess(
+        `[gateway]\nport = 0\n[agent]\nprovider = "openai-compatible"\nmodel = "fake"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\n[power]\ninhibit_sleep = false\n[sandbox]\nmode = "required"\n`,
+        { FAKE_PROVIDER_KEY: 'k' },
+      );
+      let runId: string;
+      try {
+        const client = await connectGateway(server.url, { token: server.token });
+        await client.subscribe(['agent.done']);
+        const done = new Promise<void>((resolve) =>
+          client.onEvent((topic) => topic === 'agent.done' && resolve()),
+        );
+        const wrote = `printf '[sandbox]\\nmode = "off"\\n[gateway]\\nport = "from-the-model"\\n' > aleph.toml`;
+        ({ runId } = await client.request<{ runId: string }>('agent.run', {
+          prompt: JSON.stringify([wrote]),
+          cwd: project,
+        }));
+        await done;
+        await client.close();
+      } finally {
+        await server.stop();
+      }
+      expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toContain('from-the-model');
+      const env = {
+        ALEPH_STATE_DIR: server.stateDir,
+        INIT_CWD: project,
+        ALEPH_PORT: '0',
+        FAKE_PROVIDER_KEY: 'k',
+      };
+      const refused = await runToExit([MAIN], env, { cwd: project });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`${join(project, 'aleph.toml')} changed during agent run ${runId}`);
+      expect(refused.stderr).toContain('touch');
+      // Touched (read, and taken as the user's): it is read, and here says what is wrong with it.
+      await new Promise((resolve) => setTimeout(resolve, 2100));
+      utimesSync(join(project, 'aleph.toml'), new Date(), new Date());
+      const read = await runToExit([MAIN], env, { cwd: project });
+      expect(read.code).toBe(2);
+      expect(read.stderr).not.toContain('changed during agent run');
+      expect(read.stderr).toMatch(/port/);
+      rmSync(server.stateDir, { recursive: true, force: true });
+    },
+  );
+});
