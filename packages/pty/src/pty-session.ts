@@ -32,6 +32,7 @@ import {
   provenSpawnable,
   spawnWithoutFork,
   spawnWithoutForkLater,
+  startTimeOf,
   type HelperExit,
   type HelperSpawnOptions,
 } from './internal/spawner.js';
@@ -287,8 +288,9 @@ export class PtySession {
     this.#pty = pty;
     this.pid = this.#pty.pid;
     this.#scope = helperOf(this.#pty);
-    recordSpawned(this.pid, { leader: true }); // what close() may signal: this session, nothing else
-    watchSession(this.pid); // if this process dies, even by SIGKILL, the session goes with it
+    const startTime = startTimeOf(this.#pty); // the helper read it: no /proc read here
+    recordSpawned(this.pid, { leader: true, startTime }); // what close() may signal: this session, nothing else
+    watchSession(this.pid, startTime); // if this process dies, even by SIGKILL, the session goes with it
     const internals = internalsOf(this.#pty); // the master's descriptor, its stream, the slave's path
     if (internals !== undefined) {
       this.#fd = internals.fd;
@@ -315,11 +317,12 @@ export class PtySession {
       readTurns.leave(this.#unthrottle);
       this.#releaseSlave();
       // Whatever the program left running in its session (a `sleep 1000 &`) goes with it.
-      void (treeAlive(this.pid, this.#scope) ? this.#endTree() : Promise.resolve()).then(() => {
-        if (treeAlive(this.pid, this.#scope)) return;
+      const forget = (): void => {
         unwatchSession(this.pid);
         forgetSpawned(this.pid);
-      });
+      };
+      if (!treeAlive(this.pid, this.#scope)) forget();
+      else void this.#endTree().then(() => treeAlive(this.pid, this.#scope) || forget());
       for (const listener of this.#exitListeners) listener(info);
       this.#dataListeners.clear();
       this.#exitListeners.clear();

@@ -7,9 +7,16 @@ export interface ReplayChunk {
   readonly data: Buffer;
 }
 
+/** The ring's first size: it grows (doubling) to `capacity` only as output comes. */
+const FIRST_SIZE = 4096;
+
 export class Scrollback {
   readonly capacity: number;
-  readonly #ring: Buffer;
+  /**
+   * Shorter than `capacity` until that much output came (then nothing has wrapped yet: byte `n` is
+   * at `n`), so a quiet terminal holds a few KiB, not the whole capacity.
+   */
+  #ring: Buffer;
   /** Total bytes ever appended: the offset one past the newest byte. */
   #end = 0;
 
@@ -17,7 +24,7 @@ export class Scrollback {
     if (!Number.isInteger(capacity) || capacity <= 0)
       throw new RangeError('scrollback capacity must be a positive integer');
     this.capacity = capacity;
-    this.#ring = Buffer.allocUnsafe(capacity);
+    this.#ring = Buffer.allocUnsafe(Math.min(capacity, FIRST_SIZE));
   }
 
   get end(): number {
@@ -30,6 +37,12 @@ export class Scrollback {
   }
 
   append(chunk: Uint8Array): void {
+    if (this.#ring.length < this.capacity && this.#end + chunk.length > this.#ring.length) {
+      const size = Math.min(this.capacity, Math.max(2 * this.#ring.length, this.#end + chunk.length));
+      const ring = Buffer.allocUnsafe(size);
+      this.#ring.copy(ring, 0, 0, this.#end);
+      this.#ring = ring;
+    }
     let data = chunk;
     if (data.length > this.capacity) data = data.subarray(data.length - this.capacity);
     const at = (this.#end + (chunk.length - data.length)) % this.capacity;

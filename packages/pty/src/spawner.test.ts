@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PtyManager, PtySession } from './index.js';
 import { sessionBelow } from './internal/process-table.js';
 import { tableFor } from './internal/process-tree.js';
-import { spawnWithoutFork, spawnWithoutForkLater } from './internal/spawner.js';
+import { spawnWithoutFork, spawnWithoutForkLater, startTimeOf } from './internal/spawner.js';
 import { alive, collect, until } from '../test/support.js';
 
 const sessions: PtySession[] = [];
@@ -41,6 +41,16 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     session.write('hello\r');
     await output.waitFor(/got hello\r\n/);
     expect(await session.exited).toEqual({ exitCode: 7, signal: null, reason: 'exited' });
+  });
+
+  it("answers with the program's start time, as /proc gives it (no /proc read of ours at a spawn)", async () => {
+    const pty = await spawnWithoutForkLater('/bin/sleep', ['5'], { cols: 80, rows: 24, cwd: '/', env: {} });
+    expect(pty).toBeDefined();
+    const text = readFileSync(`/proc/${pty!.pid}/stat`, 'utf8');
+    const startTime = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[19]);
+    expect(startTimeOf(pty!)).toBe(startTime);
+    process.kill(pty!.pid, 'SIGKILL');
+    await new Promise((resolve) => pty!.onExit(resolve));
   });
 
   it('delivers Ctrl-C to the foreground job, which only a controlling terminal does', async () => {

@@ -5,6 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -277,5 +278,31 @@ describe.skipIf(!cgroupLimits || !hasUnshare)('cgroups shared with another PID n
     expect(ran.stderr).toBe('');
     expect(ran.stdout).toBe('ran\n');
     expect(ran.status).toBe(0);
+  });
+});
+
+describe.skipIf(!cgroupLimits)("a command's pids cgroup, as root", () => {
+  it('is made by its wrapper with the limit, holds the command while it runs, and is gone once released', async () => {
+    const box = createSandbox({ network: 'off', limits: { processes: 77 } }, { mode: 'required' });
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'sleep 2'], cwd: root, env: process.env });
+    const dir = wrapped.args.find((arg) => /\/aleph-sandbox-\d+-\d+-\d+$/.test(arg));
+    expect(dir).toBeDefined();
+    expect(existsSync(dir!)).toBe(false); // made by the command's wrapper, not here
+    const child = spawn(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, stdio: 'ignore' });
+    const ended = new Promise((settled) => child.on('close', settled));
+    const tasks = (): string[] => {
+      try {
+        return readFileSync(join(dir!, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+      } catch {
+        return [];
+      }
+    };
+    await expect
+      .poll(() => tasks().includes(String(child.pid)), { timeout: 30_000, interval: 20 })
+      .toBe(true);
+    expect(readFileSync(join(dir!, 'pids.max'), 'utf8').trim()).toBe('77');
+    expect(await ended).toBe(0);
+    wrapped.release();
+    await expect.poll(() => existsSync(dir!), { timeout: 10_000, interval: 50 }).toBe(false);
   });
 });

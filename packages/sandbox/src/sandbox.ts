@@ -13,7 +13,7 @@ import {
   commandsCpuGroup,
   findPidsCgroup,
   prlimitArgs,
-  removeCgroup,
+  releaseCgroup,
   type PidsCgroup,
   type ResolvedLimits,
 } from './internal/limits.js';
@@ -433,16 +433,13 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           if (backend === 'bubblewrap') {
             const confined = { ...command, readable };
             const project = prepareMounts(cwd, resolved, mountedInside(resolved, cwd));
-            const cgroup =
-              limits.cgroup === undefined
-                ? undefined
-                : commandCgroup(limits.cgroup, resolved.limits.processes);
+            const cgroup = limits.cgroup === undefined ? undefined : commandCgroup(limits.cgroup);
             let released = false;
             const release = (): void => {
               if (released) return;
               released = true;
               releaseStandIns(project.standIns);
-              if (cgroup !== undefined) removeCgroup(cgroup);
+              if (cgroup !== undefined) releaseCgroup(cgroup);
             };
             const wrapped = bubblewrapCommand(
               path,
@@ -457,6 +454,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
               {
                 filterFile: filter(),
                 cgroup,
+                processes: resolved.limits.processes,
                 cpuGroup: commandsCpuGroup(),
                 ...(prlimit === undefined ? {} : { limits: resolved.limits }),
               },

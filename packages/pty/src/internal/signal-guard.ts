@@ -107,13 +107,17 @@ let learned = 0;
 /**
  * Records a process this package just started (its pid and start time), so that it and what it
  * starts may be signalled later. A missing pid (the process never started) records nothing: false.
+ * `startTime`: read already, by whoever started it before it could be reaped (else read here).
  */
-export function recordSpawned(pid: number | undefined, options: { leader?: boolean } = {}): boolean {
+export function recordSpawned(
+  pid: number | undefined,
+  options: { leader?: boolean; startTime?: number | undefined } = {},
+): boolean {
   if (pid === undefined || !Number.isInteger(pid) || pid <= 1 || pid === process.pid) return false;
   if (process.platform === 'linux') {
-    const entry = readProcess(pid);
-    if (entry === undefined) return false; // gone already (or never ours to see)
-    known.set(pid, entry.startTime);
+    const startTime = options.startTime ?? readProcess(pid)?.startTime;
+    if (startTime === undefined) return false; // gone already (or never ours to see)
+    known.set(pid, startTime);
   } else known.set(pid, 0); // no start times to compare: see signalOwned
   if (options.leader === true) leaders.add(pid);
   return true;

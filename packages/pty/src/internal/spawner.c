@@ -7,9 +7,9 @@
 //
 // Requests come on the request FIFO: "<length>\n", then <length> bytes of NUL-terminated fields:
 // id, terminal path, cwd, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
-// FIFO, in order: "<id> <pid>\n" once the program runs (it is then a session leader with the
-// terminal as its controlling tty, as after forkpty), or "<id> E <why>\n". Exits are reported on
-// stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
+// FIFO, in order: "<id> <pid> <start time>\n" once the program runs (it is then a session leader
+// with the terminal as its controlling tty, as after forkpty; the start time is 0 if it could not be
+// read), or "<id> E <why>\n". Exits are reported on stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -174,7 +174,14 @@ static void spawn_program(char *request, size_t length, int reply) {
       } // reaped here, so no exit is reported for it
       answer_length = snprintf(answer, sizeof answer, "%s E %s\n", head[0], why);
     } else {
-      answer_length = snprintf(answer, sizeof answer, "%s %d\n", head[0], (int)pid);
+      // With its start time (its pid's identity: not reaped yet, it cannot be reused), so that the
+      // server need not read /proc for it.
+      char pid_text[24], state;
+      int parent, group, session;
+      unsigned long long started = 0;
+      snprintf(pid_text, sizeof pid_text, "%d", (int)pid);
+      if (!read_proc_stat_start(pid_text, &state, &parent, &group, &session, &started)) started = 0;
+      answer_length = snprintf(answer, sizeof answer, "%s %d %llu\n", head[0], (int)pid, started);
     }
   }
   for (char *at = answer; at < answer + answer_length - 1; at++)

@@ -287,7 +287,10 @@ function encodeRequest(id: number, tty: string, cwd: string, argv: readonly stri
 
 /** `late`: not answered in time (node-pty spawns instead); `lost`: the helper died before answering. */
 type Answer =
-  { kind: 'ran'; pid: number } | { kind: 'failed'; why: string } | { kind: 'late' } | { kind: 'lost' };
+  | { kind: 'ran'; pid: number; startTime: number | undefined }
+  | { kind: 'failed'; why: string }
+  | { kind: 'late' }
+  | { kind: 'lost' };
 
 /**
  * Hands out the whole answers read so far: to `waiting` (a blocked spawn's id: returned), to a
@@ -300,8 +303,11 @@ function dispatch(started: Helper, waiting?: number): Answer | undefined {
     started.replies = started.replies.slice(at + 1);
     started.answered = true;
     if (started.waiting.size > 0) awaitProgress(started);
+    // A program's start time (its pid's identity) comes with it: 0 or none, unknown (read /proc then).
     const answer: Answer =
-      pid === 'E' ? { kind: 'failed', why: why.join(' ') } : { kind: 'ran', pid: Number(pid) };
+      pid === 'E'
+        ? { kind: 'failed', why: why.join(' ') }
+        : { kind: 'ran', pid: Number(pid), startTime: Number(why[0]) || undefined };
     if (Number(answerId) === waiting) return answer;
     const later = started.waiting.get(Number(answerId));
     if (later !== undefined) later(answer);
@@ -534,7 +540,7 @@ function settle({ started, term }: Pending, answer: Answer): IPty | undefined {
     return undefined;
   }
   started.strikes = 0;
-  const terminal = new HelperTerminal(answer.pid, term.master, term.pty, started);
+  const terminal = new HelperTerminal(answer.pid, answer.startTime, term.master, term.pty, started);
   started.terminals.set(answer.pid, terminal);
   started.stdout.ref(); // until the helper reports this exit, as node-pty's exit watch would
   return terminal as unknown as IPty;
@@ -574,6 +580,11 @@ export function helperOf(pty: IPty): Scope | undefined {
   return pty instanceof HelperTerminal ? pty.scope : undefined;
 }
 
+/** The program's start time as the helper read it when it answered (undefined: read /proc). */
+export function startTimeOf(pty: IPty): number | undefined {
+  return pty instanceof HelperTerminal ? pty.startTime : undefined;
+}
+
 type Listener<T> = (value: T) => void;
 /** node-pty's exit event, and `lost`: the helper died first, so the status is unknown (not 0). */
 export interface HelperExit {
@@ -589,6 +600,8 @@ const disposable = <T>(set: Set<Listener<T>>, listener: Listener<T>) => {
 /** The members of node-pty's UnixTerminal that PtySession relies on, over our own terminal. */
 class HelperTerminal {
   readonly pid: number;
+  /** Its start time (clock ticks after boot), as the helper read it before it could be reaped. */
+  readonly startTime: number | undefined;
   /** The helper that runs it: its processes are below that one (see sessionBelow). */
   readonly helper: number;
   readonly scope: Scope;
@@ -607,8 +620,15 @@ class HelperTerminal {
   #writeRetry: NodeJS.Timeout | undefined;
   #watch: NodeJS.Timeout | undefined;
 
-  constructor(pid: number, master: number, slavePath: string, started: Helper) {
+  constructor(
+    pid: number,
+    startTime: number | undefined,
+    master: number,
+    slavePath: string,
+    started: Helper,
+  ) {
     this.pid = pid;
+    this.startTime = startTime;
     this.helper = started.pid;
     this.scope = { helper: started.pid, leaders: started.terminals };
     this._fd = master;

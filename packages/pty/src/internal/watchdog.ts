@@ -36,6 +36,7 @@ function start(): ChildProcess | undefined {
   // It must not keep this process alive; it goes when this process does (its stdin closes).
   child.unref();
   (child.stdin as unknown as { unref(): void } | null)?.unref();
+  forgotten = ''; // a new watchdog never heard of them
   if (watched.size > 0)
     child.stdin?.write([...watched].map(([pid, started]) => `+${pid} ${started}\n`).join(''));
   return child;
@@ -44,6 +45,24 @@ function start(): ChildProcess | undefined {
 /** Starts the watchdog now (a PtyManager does, when constructed), off the first spawn's path. */
 export function prepareWatchdog(): void {
   watchdog ??= start();
+}
+
+/**
+ * "-PID" lines not sent yet: each goes with the next registration's write (before it, so a pid
+ * reused meanwhile is registered after it was forgotten), or within FORGET_MS. Until then the
+ * watchdog still holds a session whose processes have all ended: harmless, as it signals nothing
+ * of a session whose leader's pid now names another process (see watchdog.c).
+ */
+let forgotten = '';
+let forgetTimer: NodeJS.Timeout | undefined;
+const FORGET_MS = 1000;
+
+function sendForgotten(): void {
+  clearTimeout(forgetTimer);
+  forgetTimer = undefined;
+  const lines = forgotten;
+  forgotten = '';
+  if (lines !== '') send(lines);
 }
 
 /** One line to the watchdog; the lines of one event-loop turn (a burst of spawns) go in one write. */
@@ -57,18 +76,26 @@ function send(line: string): void {
   stdin.write(line);
 }
 
-/** From now on, if this process dies, the session led by `pid` is ended with it. */
-export function watchSession(pid: number): void {
+/**
+ * From now on, if this process dies, the session led by `pid` is ended with it. `startTime`: read
+ * already (else read here).
+ */
+export function watchSession(pid: number, startTime?: number): void {
   if (watched.has(pid) || !Number.isInteger(pid) || pid <= 1) return;
   // With its start time: the watchdog never takes a process that reused the pid for this session.
-  const started = readProcess(pid)?.startTime ?? 0;
+  const started = startTime ?? readProcess(pid)?.startTime ?? 0;
   watched.set(pid, started);
   if (watchdog === undefined)
     watchdog = start(); // writes every watched pid, this one included
-  else send(`+${pid} ${started}\n`);
+  else {
+    send(`${forgotten}+${pid} ${started}\n`);
+    forgotten = '';
+  }
 }
 
 /** The session's processes have all ended: its pid may be reused, so the watchdog must let go. */
 export function unwatchSession(pid: number): void {
-  if (watched.delete(pid)) send(`-${pid}\n`);
+  if (!watched.delete(pid) || watchdog === undefined) return;
+  forgotten += `-${pid}\n`;
+  forgetTimer ??= setTimeout(sendForgotten, FORGET_MS).unref();
 }

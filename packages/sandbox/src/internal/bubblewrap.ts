@@ -178,8 +178,12 @@ const SECCOMP_FD = 9;
 
 export interface WrapperOptions {
   readonly filterFile?: string | undefined;
-  /** A pids cgroup the `sh` joins before bwrap starts (every task of the sandbox is counted in it). */
+  /**
+   * A pids cgroup the `sh` makes (unless it is there), gives `pids.max` = `processes` and joins
+   * before bwrap starts (every task of the sandbox is counted in it); if it cannot, nothing runs.
+   */
   readonly cgroup?: string | undefined;
+  readonly processes?: number | undefined;
   /** A CPU group the `sh` joins first, if it can (the scheduler's weight of every confined command together). */
   readonly cpuGroup?: string | undefined;
   /** The limits, to explain an end by SIGXCPU or SIGXFSZ, or failed forks in the cgroup. */
@@ -201,15 +205,16 @@ export function bubblewrapCommand(
   build: (seccompFd: number | undefined) => string[],
   options: WrapperOptions = {},
 ): { file: string; args: string[] } {
-  const { filterFile, cgroup, cpuGroup, limits } = options;
+  const { filterFile, cgroup, processes, cpuGroup, limits } = options;
   if (filterFile === undefined && cgroup === undefined && cpuGroup === undefined && limits === undefined) {
     return { file: bwrap, args: build(undefined) };
   }
   const open = filterFile === undefined ? '' : ` ${SECCOMP_FD}<"$filter"`;
   const join =
     '[ -z "$cpu" ] || { echo $$ > "$cpu/cgroup.procs"; } 2>/dev/null; ' +
-    'if [ -n "$cg" ]; then echo $$ > "$cg/cgroup.procs" || ' +
-    '{ echo "aleph sandbox: cannot join the pids cgroup $cg" >&2; exit 126; }; fi; ';
+    'if [ -n "$cg" ]; then { [ -d "$cg" ] || mkdir "$cg"; } && echo "$max" > "$cg/pids.max" && ' +
+    'echo $$ > "$cg/cgroup.procs" || ' +
+    '{ echo "aleph sandbox: cannot make or join the pids cgroup $cg" >&2; exit 126; }; fi; ';
   const explain =
     limits === undefined
       ? ''
@@ -218,10 +223,20 @@ export function bubblewrapCommand(
         `153) echo "aleph sandbox: killed by SIGXFSZ: a file reached the size limit (${limits.fileSizeBytes} bytes)" >&2;; esac; ` +
         'if [ -n "$cg" ] && grep -qs "^max [1-9]" "$cg/pids.events"; then ' +
         `echo "aleph sandbox: the process limit (${limits.processes} tasks) was reached: some forks failed" >&2; fi; `;
-  const script = `filter=$1; cg=$2; cpu=$3; shift 3; ${join}"$@"${open}; rc=$?; ${explain}exit $rc`;
+  const script = `filter=$1; cg=$2; cpu=$3; max=$4; shift 4; ${join}"$@"${open}; rc=$?; ${explain}exit $rc`;
   const fd = filterFile === undefined ? undefined : SECCOMP_FD;
   return {
     file: '/bin/sh',
-    args: ['-c', script, 'sh', filterFile ?? '', cgroup ?? '', cpuGroup ?? '', bwrap, ...build(fd)],
+    args: [
+      '-c',
+      script,
+      'sh',
+      filterFile ?? '',
+      cgroup ?? '',
+      cpuGroup ?? '',
+      processes === undefined ? 'max' : String(processes),
+      bwrap,
+      ...build(fd),
+    ],
   };
 }

@@ -15,6 +15,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  rmdir,
   rmdirSync,
   writeFileSync,
 } from 'node:fs';
@@ -179,18 +180,14 @@ function usable(cgroup: PidsCgroup): boolean {
   }
 }
 
-/** A new pids cgroup for one command, its `pids.max` set; undefined when it cannot be made. */
-export function commandCgroup(parent: PidsCgroup, processes: number): string | undefined {
+/**
+ * The pids cgroup of one command: only its name. The command's wrapper `sh` makes it, sets its
+ * `pids.max` and joins it before bwrap starts (see bubblewrapCommand), so that a cgroup's creation
+ * (the kernel's cgroup lock, contended while many sandboxes start) never holds up this process.
+ */
+export function commandCgroup(parent: PidsCgroup): string {
   sweep(parent);
-  const dir = join(parent.dir, `aleph-sandbox-${OWNER}-${(sequence += 1)}`);
-  try {
-    mkdirSync(dir);
-    writeFileSync(join(dir, 'pids.max'), String(processes));
-    return dir;
-  } catch {
-    removeCgroup(dir, false);
-    return undefined;
-  }
+  return join(parent.dir, `aleph-sandbox-${OWNER}-${(sequence += 1)}`);
 }
 
 /** This process's CPU group for its commands: made at the first call, removed at exit; undefined when none can be. */
@@ -245,4 +242,17 @@ export function removeCgroup(dir: string, retry = true): void {
       if (retry) setTimeout(() => removeCgroup(dir, false), 250).unref();
     }
   }
+}
+
+/**
+ * A command's cgroup, once it ended: removed off the event loop (the thread pool), once its tasks
+ * are gone. One its wrapper never made is no error; one whose last tasks are still exiting is
+ * removed a moment later, or at the next command's start.
+ */
+export function releaseCgroup(dir: string): void {
+  rmdir(dir, (error) => {
+    if (error === null || error.code === 'ENOENT') return;
+    stale.add(dir);
+    setTimeout(() => removeCgroup(dir, false), 250).unref();
+  });
 }
