@@ -749,6 +749,8 @@ export class AgentService {
       firstTokenTimeoutMs: config.agent.first_token_timeout_secs * 1000,
       idleTimeoutMs: config.agent.stream_idle_timeout_secs * 1000,
       defaultToolTimeoutMs: config.agent.tool_timeout_secs * 1000,
+      maxToolCallsPerTurn: config.agent.max_tool_calls_per_turn,
+      maxToolResultCharsPerTurn: config.agent.max_tool_results_kib_per_turn * 1024,
       contextBudget: { maxTokens: config.agent.max_context_tokens },
     };
   }

@@ -82,6 +82,10 @@ export const configSchema = z.strictObject({
       /** Anthropic prompt caching: cache breakpoints on the system prompt and the conversation's tail. */
       prompt_caching: z.boolean({ error: 'must be true or false' }).default(true),
       tool_timeout_secs: duration.default(120),
+      /** Tool calls one reply may make: the rest are answered with an error the model reads, not run. */
+      max_tool_calls_per_turn: positiveInt.default(64),
+      /** Tool output one turn keeps (KiB of characters): past it a result is replaced by a note. */
+      max_tool_results_kib_per_turn: positiveInt.default(1024),
       /** A sub-agent runs a whole loop of its own: its own bound, not tool_timeout_secs. */
       spawn_agent_timeout_secs: duration.default(3600),
       /** Sub-agents one session may have running at once: the excess of one reply is refused. */

@@ -61,6 +61,13 @@ export interface HarnessDeps {
   /** Between two parts of a streamed reply: past it the turn fails (the watchdog counts it). */
   readonly idleTimeoutMs?: number;
   readonly defaultToolTimeoutMs?: number;
+  /** Calls one reply may make (`DEFAULT_MAX_TOOL_CALLS_PER_TURN`): the rest are answered, not run. */
+  readonly maxToolCallsPerTurn?: number;
+  /**
+   * Characters of tool output one turn keeps, in the model's order (`DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN`):
+   * past them a result is replaced by a note saying so, in the log and to the model.
+   */
+  readonly maxToolResultCharsPerTurn?: number;
   readonly maxConsecutiveFailures?: number;
   readonly contextBudget?: ContextBudgetOptions;
   readonly guardrails?: Guardrails;
@@ -124,6 +131,10 @@ feedback, act on it, and stop again when you have.`;
 export const DEFAULT_MAX_ITERATIONS = 50;
 export const DEFAULT_TURN_TIMEOUT_MS = 300_000;
 export const DEFAULT_TOOL_TIMEOUT_MS = 120_000;
+/** Tool calls one reply may make; the model's API clients see tens at most. */
+export const DEFAULT_MAX_TOOL_CALLS_PER_TURN = 64;
+/** Characters of tool output one turn keeps (1 MiB of ASCII). */
+export const DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN = 1024 * 1024;
 export const DEFAULT_MAX_CONSECUTIVE_FAILURES = 3;
 
 const STOP_REASONS: ReadonlySet<string> = new Set<StopReason>([
@@ -791,7 +802,16 @@ export class AgentHarness {
    */
   async #act(turn: Turn, resolved: Extract<Resolution, { kind: 'calls' }>, reply: Reply): Promise<Acted> {
     const deps = this.#deps;
-    const hooked = await this.#beforeTools(resolved.effective, turn.where);
+    // A reply's calls past the cap are answered without running (nor asking a hook about them).
+    const maxCalls = deps.maxToolCallsPerTurn ?? DEFAULT_MAX_TOOL_CALLS_PER_TURN;
+    const all = resolved.effective;
+    const hooked = await this.#beforeTools(all.slice(0, maxCalls), turn.where);
+    for (const call of all.slice(maxCalls))
+      hooked.denied.set(
+        call.id,
+        `not run: one reply may make at most ${maxCalls} tool calls and this one made ${all.length}; make the rest in a later turn`,
+      );
+    hooked.calls = [...hooked.calls, ...all.slice(maxCalls)];
     if (hooked.stops.length > 0) {
       for (const call of resolved.effective) {
         const output = hooked.denied.get(call.id) ?? 'not run: a tool hook stopped the run';
@@ -824,6 +844,7 @@ export class AgentHarness {
       trace: acting.context,
     });
     endSpan(acting, { 'aleph.act.ok': outcomes.filter((outcome) => outcome.ok).length });
+    keepWithin(outcomes, deps.maxToolResultCharsPerTurn ?? DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN);
     if (turn.signal.aborted)
       return { kind: 'outcome', outcome: { kind: 'ended', reason: { kind: 'cancelled' }, reply } };
     return { kind: 'ran', outcomes, denied: new Set(hooked.denied.keys()) };
@@ -932,6 +953,26 @@ export class AgentHarness {
     });
     return { calls: hooked, denied, rewritten, stops };
   }
+}
+
+/**
+ * One turn's tool output, bounded: in the model's order, results are kept whole until `max`
+ * characters are spent; each one after is replaced by a note saying how long it was and why.
+ */
+function keepWithin(outcomes: ActOutcome[], max: number): void {
+  let spent = 0;
+  outcomes.forEach((outcome, index) => {
+    const { output } = outcome.result;
+    spent += output.length;
+    if (spent <= max) return;
+    outcomes[index] = {
+      ...outcome,
+      result: {
+        ...outcome.result,
+        output: `[${output.length} characters of output not kept: this turn's tool results passed ${max} characters; ask for it again in a turn of its own]`,
+      },
+    };
+  });
 }
 
 /** Where the run is, as hooks and verifiers are told (Claude Code's cwd, transcript_path, …). */

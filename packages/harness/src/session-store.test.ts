@@ -127,25 +127,29 @@ describe('file session store', () => {
     await store.close?.();
   });
 
-  it('lists thousands of sessions under a low open-file limit (reads a few logs at a time)', () => {
-    for (let index = 0; index < 2000; index += 1) {
-      const id = `s${index}`;
-      writeFileSync(join(dir, `${id}.jsonl`), `{"type":"user","content":"task ${index}","seq":0,"at":0}\n`);
-    }
-    const entry = resolve(import.meta.dirname, '../dist/index.js');
-    const script = `const { createFileSessionStore } = await import(${JSON.stringify(entry)});
+  it(
+    'lists thousands of sessions under a low open-file limit (reads a few logs at a time)',
+    { timeout: 120_000 },
+    () => {
+      for (let index = 0; index < 2000; index += 1) {
+        const id = `s${index}`;
+        writeFileSync(join(dir, `${id}.jsonl`), `{"type":"user","content":"task ${index}","seq":0,"at":0}\n`);
+      }
+      const entry = resolve(import.meta.dirname, '../dist/index.js');
+      const script = `const { createFileSessionStore } = await import(${JSON.stringify(entry)});
       const summaries = await createFileSessionStore(${JSON.stringify(dir)}).summaries();
       console.log(summaries.filter((s) => s.terminateReason?.kind === 'interrupted').length);`;
-    const output = execFileSync(
-      'sh',
-      ['-c', 'ulimit -n 256 && exec "$0" --input-type=module -e "$1"', process.execPath, script],
-      {
-        cwd: resolve(import.meta.dirname, '..'),
-        encoding: 'utf8',
-      },
-    );
-    expect(output.trim()).toBe('2000');
-  });
+      const output = execFileSync(
+        'sh',
+        ['-c', 'ulimit -n 256 && exec "$0" --input-type=module -e "$1"', process.execPath, script],
+        {
+          cwd: resolve(import.meta.dirname, '..'),
+          encoding: 'utf8',
+        },
+      );
+      expect(output.trim()).toBe('2000');
+    },
+  );
 
   it('holds no file handle once a run has ended: 50 runs, no leak', async () => {
     const fds = () => readdirSync('/proc/self/fd').length;
