@@ -232,7 +232,7 @@ export class AgentService {
     gateway.register(
       'agent.run',
       z.strictObject({
-        prompt: z.string().min(1),
+        prompt: z.string().refine((text) => text.trim() !== '', { error: 'must not be empty or blank' }),
         cwd: z.string().min(1).optional(),
         model: z.string().min(1).optional(),
         /** Continue this session (a follow-up): its history is the model's context. */

@@ -259,10 +259,11 @@ describe('the server process', () => {
         code: 'invalid_params',
         message: expect.stringContaining('is not a directory'),
       });
-      await expect(client.request('agent.run', { prompt: '' })).rejects.toMatchObject({
-        code: 'invalid_params',
-        message: expect.stringMatching(/^params\.prompt/),
-      });
+      for (const prompt of ['', ' \n\t '])
+        await expect(client.request('agent.run', { prompt, cwd: work })).rejects.toMatchObject({
+          code: 'invalid_params',
+          message: 'params.prompt: must not be empty or blank',
+        });
     } finally {
       await slow.close();
     }

@@ -234,4 +234,17 @@ describe('events.subscribe bounds what a connection holds', () => {
     expect(filter?.code).toBe('invalid_params');
     expect(filter?.message).toMatch(/sessions/);
   });
+
+  it('a topic of at most 256 characters, to subscribe as to unsubscribe', async () => {
+    const client = await h.connect();
+    const long = `pty.${'x'.repeat(253)}`;
+    for (const method of ['events.subscribe', 'events.unsubscribe'] as const) {
+      const refused = await refusal(client.call(method, { topics: [long] }));
+      expect(refused?.code).toBe('invalid_params');
+      expect(refused?.message).toMatch(/params\.topics\[0\]: must be at most 256 characters/);
+    }
+    expect((await client.call('events.subscribe', { topics: [long.slice(0, 256)] })).topics).toEqual([
+      long.slice(0, 256),
+    ]);
+  });
 });

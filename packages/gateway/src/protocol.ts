@@ -14,6 +14,8 @@ export {
 } from './internal/wire-constants.js';
 
 const sessionId = z.string().min(1, { error: 'must be a session id' });
+/** A topic or a pattern (`pty.*`, `*`): at most 256 characters. */
+const topic = z.string().min(1).max(256, { error: 'must be at most 256 characters' });
 const DIMENSION = 'must be an integer from 1 to 10000';
 const dimension = z.int({ error: DIMENSION }).min(1, { error: DIMENSION }).max(10_000, { error: DIMENSION });
 /** Text that reaches the OS as a C string (argv, env, a path): a NUL would cut it short there. */
@@ -143,14 +145,14 @@ export const methods = {
   },
   'events.subscribe': {
     params: z.strictObject({
-      topics: z.array(z.string().min(1)).min(1),
+      topics: z.array(topic).min(1),
       /** Limit pty.* events to these sessions (replaces any earlier filter); omit for all. */
       sessions: z.array(z.string().min(1)).max(4096).optional(),
     }),
     result: z.object({ topics: z.array(z.string()) }),
   },
   'events.unsubscribe': {
-    params: z.strictObject({ topics: z.array(z.string().min(1)).min(1) }),
+    params: z.strictObject({ topics: z.array(topic).min(1) }),
     result: z.object({ topics: z.array(z.string()) }),
   },
 } as const;

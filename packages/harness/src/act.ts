@@ -3,6 +3,7 @@
 // come back in the model's order. A duplicate read-only call (name, canonical args) reuses the first
 // result, within or across batches, until anything else runs; every call is bounded by its
 // timeout; a throw, a timeout or bad args become an error result.
+import { setMaxListeners } from 'node:events';
 import { hashToolArgs } from '@aleph/verification';
 import type { Context } from '@opentelemetry/api';
 import type { ToolService } from './tool-service.js';
@@ -151,6 +152,21 @@ async function runTraced(
 export type EvidenceCache = Map<string, ToolResult>;
 
 export async function act(calls: readonly ToolCall[], options: ActOptions): Promise<ActOutcome[]> {
+  // The batch's own signal, one listener on the caller's: each running call listens to it, and a
+  // reply of many calls is not a listener leak (Node warns past 10 on one signal).
+  const batch = new AbortController();
+  setMaxListeners(0, batch.signal);
+  const relay = (): void => batch.abort(options.signal.reason);
+  if (options.signal.aborted) relay();
+  else options.signal.addEventListener('abort', relay, { once: true });
+  try {
+    return await actOn(calls, { ...options, signal: batch.signal });
+  } finally {
+    options.signal.removeEventListener('abort', relay);
+  }
+}
+
+async function actOn(calls: readonly ToolCall[], options: ActOptions): Promise<ActOutcome[]> {
   const parsed = calls.map((call) => {
     const reason = options.denied?.get(call.id);
     return reason === undefined

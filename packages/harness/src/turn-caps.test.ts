@@ -85,3 +85,31 @@ describe('one turn, bounded', () => {
     ]);
   });
 });
+
+describe('a reply of many calls', () => {
+  it('runs them at once without a listener warning on any signal', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): number => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      const slow: Tool<{ id: string }> = {
+        name: 'slow',
+        description: 'waits a little',
+        input: z.object({ id: z.string() }),
+        claim: () => ({ kind: 'none' }),
+        execute: () => new Promise((resolve) => setTimeout(() => resolve({ output: 'ok' }), 50)),
+      };
+      const many = Array.from({ length: 40 }, (_, index) => ({ name: 'slow', args: { id: `s${index}` } }));
+      const result = await new AgentHarness({
+        provider: new ScriptedProvider([callTools(many), stop()]),
+        tools: [slow],
+        sessions: new InMemorySessionStore(),
+      }).run({ prompt: 'x' }, { signal: new AbortController().signal });
+      expect(result.toolTimeline).toHaveLength(40);
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings.filter((warning) => warning.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
