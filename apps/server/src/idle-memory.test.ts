@@ -141,3 +141,31 @@ it('the server starts with no TurboFan compilation, and trims its C heap once id
     rmSync(state, { recursive: true, force: true });
   }
 });
+
+it('after work, once the event loop has been quiet for a while, the release runs again: once, and never without work', async () => {
+  const probe = `
+import { readFileSync } from 'node:fs';
+const idle = await import(${JSON.stringify(IDLE_MEMORY)});
+const mapped = () => readFileSync('/proc/self/maps', 'utf8').includes('release-memory.node');
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+let releases = 0;
+const stop = idle.releaseAfterWork({ everyMs: 400, quietSamples: 2, busy: 0.2, onRelease: () => (releases += 1) });
+await sleep(2000);
+const whileIdle = { releases, mapped: mapped() };
+const end = performance.now() + 1000;
+while (performance.now() < end); // work: the loop busy for whole samples
+for (let waited = 0; waited < 30000 && releases === 0; waited += 100) await sleep(100);
+const afterWork = releases;
+await sleep(4000);
+stop();
+console.log(JSON.stringify({ whileIdle, afterWork, total: releases, mapped: mapped() }));
+`;
+  const { stdout, stderr } = await runToExit(['--input-type=module', '-e', probe]);
+  expect(stdout, stderr).toMatch(/^\{/);
+  expect(JSON.parse(stdout)).toEqual({
+    whileIdle: { releases: 0, mapped: false },
+    afterWork: 1,
+    total: 1,
+    mapped: true,
+  });
+});

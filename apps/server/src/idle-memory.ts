@@ -63,6 +63,53 @@ export function releaseStartupMemory(): Promise<void> {
   });
 }
 
+/** How {@link releaseAfterWork} tells work from idleness. */
+export interface AfterWorkOptions {
+  /** How often the event loop's utilization is sampled (default 10 s). */
+  readonly everyMs?: number;
+  /** Quiet samples in a row after work before the release (default 3: 30 s). */
+  readonly quietSamples?: number;
+  /** A sample at or above this utilization (0–1) is work (default 0.02). */
+  readonly busy?: number;
+  /** Called after each release. */
+  readonly onRelease?: () => void;
+}
+
+/**
+ * Work (runs, terminals, requests) grows the young generation and fragments the C heap again; an
+ * idle server after work would keep that. The event loop's utilization is sampled; once a sample
+ * was work and then enough quiet samples followed, the start-up's release runs again (all
+ * available garbage, then the C heap's free pages), once per stretch of work. A server that stays
+ * idle does nothing. Returns the function that stops the sampling.
+ */
+export function releaseAfterWork(options: AfterWorkOptions = {}): () => void {
+  const { everyMs = 10_000, quietSamples = 3, busy = 0.02, onRelease } = options;
+  let last = performance.eventLoopUtilization();
+  let worked = false;
+  let quiet = 0;
+  let released = false;
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(now, last);
+    last = now;
+    if (released) {
+      released = false; // the sample after a release holds the collection's own aftermath: not work
+    } else if (utilization >= busy) {
+      worked = true;
+      quiet = 0;
+    } else if (worked && ++quiet >= quietSamples) {
+      worked = false;
+      quiet = 0;
+      collectAllGarbage();
+      trimCHeap();
+      released = true;
+      onRelease?.();
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 function collectAllGarbage(): void {
   const query = (v8 as { queryObjects?: (ctor: unknown, options: { format: 'count' }) => number })
     .queryObjects;

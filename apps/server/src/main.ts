@@ -5,7 +5,12 @@ import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { ConfinedWrites } from './confined-writes.js';
-import { deferOptimization, forgetLauncherSettings, releaseStartupMemory } from './idle-memory.js';
+import {
+  deferOptimization,
+  forgetLauncherSettings,
+  releaseAfterWork,
+  releaseStartupMemory,
+} from './idle-memory.js';
 import { invocationDir, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
 
@@ -154,9 +159,11 @@ async function main(): Promise<number> {
     console.log(`provider: ${server.providerId}`);
   }
   void releaseStartupMemory();
+  const stopReleasing = releaseAfterWork();
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       console.log(`${signal}: shutting down`);
+      stopReleasing();
       server.close().then(resolve, resolve);
     };
     process.once('SIGINT', stop);
