@@ -2,7 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
   AGENT_ROLE_PROMPT,
@@ -22,6 +22,7 @@ import {
   buildStopHooksFromConfig,
   ClaudeCodeSessionHooks,
   ClaudeCodeToolHooks,
+  type ClaudeCodeHooks,
   type CommandWrapper,
   discoverClaudeCodeHooks,
   ExtensionStopHookVerifier,
@@ -216,6 +217,29 @@ export class AgentService {
       return { file: '/bin/sh', args: ['-c', 'echo "$1" >&2; exit 126', 'sh', reason], cwd: '/', env: {} };
     }
   };
+  /** The sandbox's denied paths: what reads a model-writable file in-process never reads. */
+  readonly #deniedPaths = (): string[] | undefined => this.#options.denied?.map((entry) => entry.path);
+
+  /**
+   * A run's Claude Code hooks. Only the cwd's own `.claude` is read-only to its commands: a
+   * subfolder's is writable to a run above it. A project settings file that changed (itself, its
+   * `.claude` folder, a link on the way) during a run in its folder or above runs its hooks in the
+   * sandbox, said in a warning; the rest run as the user.
+   */
+  #claudeHooks(cwd: string, config: Config): ClaudeCodeHooks {
+    const writes = this.#options.confinedWrites;
+    return discoverClaudeCodeHooks({
+      projectDir: cwd,
+      files: config.hooks.files,
+      deniedPaths: this.#deniedPaths(),
+      sandboxProjectFile: (file) => {
+        const run = writes?.changedDuringRun(dirname(file), file);
+        return run === undefined
+          ? undefined
+          : `changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there: its hooks run in the sandbox (if it is yours: \`touch ${dirname(file)} ${file}\`)`;
+      },
+    });
+  }
   /** Runs of earlier server processes, read from the store at start (their run id is their session id). */
   #earlier: readonly EarlierRun[] = [];
   /** Settled when restore() has read the store (agent.list waits for it). */
@@ -665,7 +689,7 @@ export class AgentService {
       onHookOutcome: (outcome: HookOutcome) =>
         this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
     };
-    const claudeHooks = discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files });
+    const claudeHooks = this.#claudeHooks(cwd, config);
     for (const warning of claudeHooks.warnings) {
       logger.warn({ runId }, warning);
       // A hook the user wrote that will not run as written (an event Aleph does not run, a typo'd
@@ -684,9 +708,11 @@ export class AgentService {
       { stop_hooks: config.stop_hooks },
       { cwd, onHookError, wrap: this.#wrap, parent, promptId: runId, ...hookOptions },
     );
+    // The project's own hooks files are the model's to write: their hooks run confined.
     const toolHooks = new ClaudeCodeToolHooks(claudeHooks, {
       projectDir: cwd,
       promptId: runId,
+      wrap: this.#wrap,
       ...hookOptions,
     });
     // The seed's order (orchestrator_init): StopHook → ExtensionStopHook → ToolLoop → ScratchpadGoal → MutationEvidence; then the goal gate.
@@ -696,6 +722,7 @@ export class AgentService {
         new ExtensionStopHookVerifier({
           hooks: claudeHooks,
           parent,
+          wrap: this.#wrap,
           onHookError,
           promptId: runId,
           ...hookOptions,
@@ -780,7 +807,7 @@ export class AgentService {
       env: process.env,
       stripEnv: this.#stripEnv(),
       wrap: this.#wrap,
-      deniedPaths: this.#options.denied?.map((entry) => entry.path),
+      deniedPaths: this.#deniedPaths(),
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);
@@ -797,16 +824,13 @@ export class AgentService {
     const systemPrompt =
       instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
     // Claude Code's session hooks (SessionStart, UserPromptSubmit, …), from the same settings files.
-    const hooks = new ClaudeCodeSessionHooks(
-      discoverClaudeCodeHooks({ projectDir: cwd, files: config.hooks.files }),
-      {
-        projectDir: cwd,
-        promptId: runId,
-        stripEnv: this.#stripEnv(),
-        wrap: this.#wrap,
-        onHookOutcome: (outcome) => this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
-      },
-    );
+    const hooks = new ClaudeCodeSessionHooks(this.#claudeHooks(cwd, config), {
+      projectDir: cwd,
+      promptId: runId,
+      stripEnv: this.#stripEnv(),
+      wrap: this.#wrap,
+      onHookOutcome: (outcome) => this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+    });
     const session = new RunSessionHooks(hooks, {
       sessionId,
       transcriptPath: sessions.transcriptPath?.(sessionId),

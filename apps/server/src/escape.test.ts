@@ -218,8 +218,12 @@ files = ["../hooks/extra.json"]
     if (root !== '') rmSync(root, { recursive: true, force: true });
   });
 
-  /** One agent run of `steps` in the project; each tool's output, in order. */
-  async function hostileRun(steps: string[]): Promise<string[]> {
+  /** The hook warnings of the last hostileRun. */
+  let hookWarnings: string[] = [];
+
+  /** One agent run of `steps` in the project (or `cwd`); each tool's output, in order. */
+  async function hostileRun(steps: string[], cwd = home): Promise<string[]> {
+    hookWarnings = [];
     evil = `touch ${pwned}`;
     const gateway = client as GatewayClient;
     await gateway.subscribe(['agent.*']);
@@ -227,12 +231,13 @@ files = ["../hooks/extra.json"]
     let resolveDone: () => void = () => {};
     const done = new Promise<void>((resolveRun) => (resolveDone = resolveRun));
     const runId = (
-      await gateway.request<{ runId: string }>('agent.run', { prompt: JSON.stringify(steps), cwd: home })
+      await gateway.request<{ runId: string }>('agent.run', { prompt: JSON.stringify(steps), cwd })
     ).runId;
     gateway.onEvent((topic, params) => {
       const event = params as Record<string, unknown>;
       if (event['runId'] !== undefined && event['runId'] !== runId) return;
       if (topic === 'agent.tool') outputs.push(String(event['output']));
+      if (topic === 'agent.hook' && event['kind'] === 'warning') hookWarnings.push(String(event['message']));
       if (topic === 'agent.done') resolveDone();
     });
     await done;
@@ -311,6 +316,69 @@ files = ["../hooks/extra.json"]
     const commit = git('commit', '-qam', 'second');
     expect(commit.status, commit.stderr).toBe(0);
     expect(existsSync(pwned)).toBe(false);
+  }, 180_000);
+
+  // Only the cwd's .claude is kept read-only: a subfolder's is the model's to write, and a later run
+  // started in that subfolder reads it. Its hooks run in the sandbox, for every event.
+  it("a subfolder's .claude/settings.json written by the model runs its hooks confined in a later run there", async (context) => {
+    requireVariant(context);
+    const hook = (event: string) =>
+      `"${event}":[{${event === 'PreToolUse' ? '"matcher":"Bash",' : ''}"hooks":[{"type":"command","command":"echo ${event} >> hooks-ran; touch ${pwned}"}]}]`;
+    const settings = `{"hooks":{${['SessionStart', 'PreToolUse', 'Stop'].map(hook).join(',')}}}`;
+    const planted = await hostileRun([
+      `mkdir -p sub/.claude && printf '%s' '${settings}' > sub/.claude/settings.json && echo planted`,
+    ]);
+    expect(planted[0]).toMatch(/planted/);
+    const sub = join(home, 'sub');
+    const outputs = await hostileRun(['echo second-run'], sub);
+    expect(outputs[0]).toMatch(/second-run/);
+    // They ran (in the project, writable inside), and wrote nothing outside it.
+    expect(readFileSync(join(sub, 'hooks-ran'), 'utf8').split('\n').sort()).toEqual([
+      '',
+      'PreToolUse',
+      'SessionStart',
+      'Stop',
+    ]);
+    expect(existsSync(pwned)).toBe(false);
+    expect(hookWarnings).toEqual([
+      expect.stringMatching(
+        /^\.claude\/settings\.json: changed during agent run \S+ in .*, whose commands could write there: its hooks run in the sandbox/,
+      ),
+    ]);
+    rmSync(sub, { recursive: true, force: true });
+  }, 180_000);
+
+  it("a subfolder's settings file written by the user, not during a run, runs its hooks as the user", async (context) => {
+    requireVariant(context);
+    const sub = join(home, 'user-sub');
+    const marker = join(root, 'user-hook-ran');
+    // Well after the last run's end (a file system's clock and ours may differ a little).
+    await new Promise((resolveWait) => setTimeout(resolveWait, 2500));
+    mkdirSync(join(sub, '.claude'), { recursive: true });
+    const stop = `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"touch ${marker}"}]}]}}`;
+    writeFileSync(join(sub, '.claude', 'settings.json'), stop);
+    if (uid !== process.getuid?.()) spawnSync('chown', ['-R', `${uid}:${gid}`, sub]);
+    await new Promise((resolveWait) => setTimeout(resolveWait, 2500));
+    await hostileRun(['echo user-run'], sub);
+    expect(hookWarnings).toEqual([]);
+    expect(existsSync(marker)).toBe(true); // outside the project: written unconfined
+    rmSync(marker, { force: true });
+    rmSync(sub, { recursive: true, force: true });
+  }, 180_000);
+
+  it("a subfolder's settings file linked out of it (to a denied file) is skipped with a warning, never read", async (context) => {
+    requireVariant(context);
+    const planted = await hostileRun([
+      'mkdir -p linked/.claude && ln -s ../../secrets/key linked/.claude/settings.json && echo planted',
+    ]);
+    expect(planted[0]).toMatch(/planted/);
+    const outputs = await hostileRun(['echo linked-run'], join(home, 'linked'));
+    expect(outputs[0]).toMatch(/linked-run/); // the run goes on
+    expect(hookWarnings).toEqual([
+      `.claude/settings.json: is a link to a path outside ${join(home, 'linked')}; skipped`,
+    ]);
+    expect(hookWarnings.join('\n')).not.toMatch(SECRET_TEXT);
+    rmSync(join(home, 'linked'), { recursive: true, force: true });
   }, 180_000);
 
   // A real host datagram socket receiving is in @aleph/sandbox's limits test; here, through the tool.

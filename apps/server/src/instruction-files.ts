@@ -7,16 +7,8 @@
 // (the git root) and the user's Claude folder, nothing else. Each file is capped, and so is the whole;
 // a cut says so in the prompt. Nothing here throws: a file that cannot be read, an import cycle, an
 // import from outside, a cap reached — each is a warning naming the file, and the run goes on.
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  openSync,
-  readlinkSync,
-  readSync,
-  realpathSync,
-} from 'node:fs';
+import { readModelWritableFile, type ModelFile } from '@aleph/sandbox';
+import { lstatSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { deniedBy, type DeniedEntry } from './workdir-files.js';
@@ -104,26 +96,31 @@ export function importsOf(text: string): string[] {
   return found;
 }
 
-/** Reads at most `limit` characters' worth of a file (a huge file is never read whole). */
-function readHead(fd: number, bytes: number, limit: number): { text: string; whole: boolean } {
-  const want = Math.min(bytes, limit * 4 + 4); // UTF-8: at most 4 bytes a character
-  const buffer = Buffer.alloc(want);
-  let read = 0;
-  while (read < want) {
-    const got = readSync(fd, buffer, read, want - read, read);
-    if (got === 0) break;
-    read += got;
-  }
-  const text = buffer.subarray(0, read).toString('utf8');
-  return { text, whole: read >= bytes };
-}
-
-/** The real path of an open descriptor (Linux); undefined where /proc does not say. */
-function openedPath(fd: number): string | undefined {
-  try {
-    return readlinkSync(`/proc/self/fd/${fd}`);
-  } catch {
-    return undefined;
+/** The warning for a file not read (`outside`: the caller says it), or none (a file looked for by name is not there). */
+function refusal(
+  read: Exclude<ModelFile, { kind: 'read' }>,
+  said: string,
+  imported: boolean,
+  denied: readonly DeniedEntry[],
+): string | undefined {
+  if (read.kind === 'missing') return imported ? `${said} not found; skipped` : undefined;
+  switch (read.why) {
+    case 'unresolved':
+      return imported
+        ? `${said} not found; skipped`
+        : `${said}: cannot be read (${read.code ?? 'error'}); skipped`;
+    case 'outside':
+      return 'outside';
+    case 'denied': {
+      const under = deniedBy(read.real ?? '', denied);
+      return `${said} is under ${under?.path ?? read.under ?? ''}, denied by ${under?.key ?? 'the sandbox'}; skipped`;
+    }
+    case 'not_file':
+      return `${said} is not a file; skipped`;
+    case 'changed':
+      return `${said} changed while it was being opened; skipped`;
+    default:
+      return `${said} cannot be read (${read.code ?? 'error'}); skipped`;
   }
 }
 
@@ -164,32 +161,34 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
   const add = (path: string, chain: readonly string[], importedBy?: string): void => {
     const name = shown(path);
     const said = importedBy === undefined ? name : `${importedBy}: @${name}`;
-    const allowed = (candidate: string): boolean => inside(root, candidate) || inside(realUserDir, candidate);
-    const deniedSay = (real: string): string | undefined => {
-      const under = deniedBy(real, options.denied ?? []);
-      return under === undefined ? undefined : `is under ${under.path}, denied by ${under.key}`;
-    };
     const outside = `${said} is outside the project (${root}) and the user's Claude folder; skipped`;
-    if (importedBy !== undefined && !allowed(path) && !inside(userDir, path)) {
+    if (
+      importedBy !== undefined &&
+      !inside(root, path) &&
+      !inside(realUserDir, path) &&
+      !inside(userDir, path)
+    ) {
       warnings.push(outside);
       return;
     }
-    let real: string;
-    try {
-      real = realpathSync(path);
-    } catch (error) {
-      // Not there is normal for a file looked for by name; for an import, or a dangling link, it is said.
-      if (importedBy !== undefined) warnings.push(`${said} not found; skipped`);
-      else if (exists(path))
-        warnings.push(
-          `${name}: cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`,
-        );
+    const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
+    // Never blocks (a FIFO), never follows a link out of the project and the Claude folder, nor to a
+    // denied path, and checks again what it opened (a folder on the way swapped for a link since).
+    const read = readModelWritableFile(path, {
+      roots: [root, realUserDir],
+      denied: (options.denied ?? []).map((entry) => entry.path),
+      maxBytes: Math.max(room, 0) * 4 + 4, // UTF-8: at most 4 bytes a character
+      larger: 'head',
+    });
+    if (read.kind !== 'read') {
+      const warning = refusal(read, said, importedBy !== undefined, options.denied ?? []);
+      // A file found by its name that is a link out of the project: the model may have made it.
+      const linked = `${said} is a link outside the project (${root}) and the user's Claude folder; skipped`;
+      if (warning === 'outside') warnings.push(importedBy === undefined ? linked : outside);
+      else if (warning !== undefined) warnings.push(warning);
       return;
     }
-    if (importedBy !== undefined && !allowed(real)) {
-      warnings.push(outside); // a link inside that leads out
-      return;
-    }
+    const { real } = read;
     if (chain.includes(real)) {
       warnings.push(
         `${said} is an import cycle (${[...chain, real].map(shown).join(' → ')}); not loaded again`,
@@ -197,55 +196,15 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
       return;
     }
     if (loaded.has(real)) return; // already in the prompt (found by name, or imported before)
-    if (importedBy === undefined && !allowed(real)) {
-      // A file found by its name that is a link out of the project: the model may have made it.
-      warnings.push(`${said} is a link outside the project (${root}) and the user's Claude folder; skipped`);
+    loaded.add(real);
+    if (room <= 0) {
+      warnings.push(
+        `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+      );
       return;
     }
-    const refusal = deniedSay(real);
-    if (refusal !== undefined) {
-      warnings.push(`${said} ${refusal}; skipped`);
-      return;
-    }
-    let head: { text: string; whole: boolean };
-    let size: number;
-    let fd: number;
-    try {
-      // Never blocks (a FIFO) and never follows a link swapped in after the check above.
-      fd = openSync(real, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-    } catch (error) {
-      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
-      return;
-    }
-    try {
-      const stat = fstatSync(fd, { bigint: true }); // as in exists()
-      if (!stat.isFile()) {
-        warnings.push(`${said} is not a file; skipped`);
-        return;
-      }
-      // What was opened, by its real path now (a folder on the way swapped for a link since).
-      const opened = openedPath(fd) ?? real;
-      if (!allowed(opened) || deniedSay(opened) !== undefined) {
-        warnings.push(`${said} changed while it was being opened; skipped`);
-        return;
-      }
-      size = Number(stat.size);
-      loaded.add(real);
-      const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
-      if (room <= 0) {
-        warnings.push(
-          `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
-        );
-        return;
-      }
-      head = readHead(fd, size, room);
-    } catch (error) {
-      warnings.push(`${said} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); skipped`);
-      return;
-    } finally {
-      closeSync(fd);
-    }
-    const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
+    const size = read.bytes;
+    const head = { text: read.text, whole: read.whole };
     if (head.text.includes('\u0000')) {
       warnings.push(`${said} is not text (it holds NUL bytes); skipped`);
       return;

@@ -26,5 +26,12 @@ export {
   type DeniedPath,
   type SandboxPolicy,
 } from './policy.js';
+export {
+  MODEL_FILE_MAX_BYTES,
+  readModelWritableFile,
+  type ModelFile,
+  type ModelFileOptions,
+  type ModelFileRefusal,
+} from './model-file.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';

@@ -26,6 +26,7 @@ export interface ClaudeCodeSessionHooksOptions {
   /** The prompt's id, on every hook's stdin as `prompt_id`. */
   readonly promptId?: string | undefined;
   readonly stripEnv?: readonly string[] | undefined;
+  /** Confines the hooks marked `sandbox` (a project settings file the model may have written); the rest run as the user. */
   readonly wrap?: CommandWrapper | undefined;
   readonly onHookOutcome?: HookOutcomeListener | undefined;
 }
@@ -240,7 +241,12 @@ export class ClaudeCodeSessionHooks {
     return Promise.all(
       matched.map(async (hook) => ({
         hook,
-        ...(await runCommandHook({ ...hook, stripEnv, wrap, claudeCode: true }, input, projectDir, signal)),
+        ...(await runCommandHook(
+          { ...hook, stripEnv, wrap: hook.sandbox === true ? wrap : undefined, claudeCode: true },
+          input,
+          projectDir,
+          signal,
+        )),
       })),
     );
   }

@@ -23,10 +23,10 @@ it('a .claude/settings.json that is a FIFO or over 1 MiB is refused, not read', 
         cwd: join(import.meta.dirname, '..', '..', '..'),
       }).trim();
     };
-    expect(discover()).toBe(`invalid_hooks_file ${file}: not a regular file`);
+    expect(discover()).toBe(`invalid_hooks_file ${file}: is not a regular file`);
     rmSync(file);
     writeFileSync(file, ' '.repeat(1024 * 1024 + 1));
-    expect(discover()).toBe(`invalid_hooks_file ${file}: 1048577 bytes, over the limit of 1048576`);
+    expect(discover()).toBe(`invalid_hooks_file ${file}: is 1048577 bytes, over the limit of 1048576`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

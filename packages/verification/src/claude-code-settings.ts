@@ -3,7 +3,8 @@
 // (`[hooks] files`) and plugins (`<plugin>/hooks/hooks.json`, with `CLAUDE_PLUGIN_ROOT`). Hooks
 // from all of them are merged; identical ones run once. What Aleph does not run (other events,
 // `prompt`/`agent`/`http` hooks) is a warning at load that names the hook, never a silent skip.
-import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { readModelWritableFile, type ModelFile } from '@aleph/sandbox';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { z } from 'zod';
@@ -43,6 +44,11 @@ export interface ClaudeCodeCommandHook {
   readonly args?: readonly string[];
   readonly timeoutMs: number;
   readonly pluginRoot?: string;
+  /**
+   * Runs through the runner's `wrap` (the sandbox): its file is one of the project's own that the
+   * caller's `sandboxProjectFile` named (the model's commands may have written it).
+   */
+  readonly sandbox?: boolean;
 }
 
 export interface ClaudeCodeHooks {
@@ -65,6 +71,17 @@ export interface DiscoverClaudeCodeHooksOptions {
   readonly files?: readonly string[];
   /** Plugin folders, each with a `hooks/hooks.json`. */
   readonly plugins?: readonly string[];
+  /**
+   * Real paths the project's settings files may not lead to (the sandbox's denied paths): such a
+   * file, or one whose real path is outside the project, is skipped with a warning, never read.
+   */
+  readonly deniedPaths?: readonly string[] | undefined;
+  /**
+   * For each of the project's own settings files that is there: why its hooks must run in the
+   * sandbox (it changed while the model's commands could write it), a warning after the file's
+   * name; undefined: they run as the user, as every other file's.
+   */
+  readonly sandboxProjectFile?: ((file: string) => string | undefined) | undefined;
 }
 
 const hookEntrySchema = z.looseObject({
@@ -91,25 +108,20 @@ function displayPath(path: string, projectDir: string, home: string | null): str
   return path;
 }
 
-/** Bytes of one hooks file read at most. */
-const HOOKS_FILE_MAX_BYTES = 1024 * 1024;
-
 /**
- * A hooks file's text: opened without blocking (a FIFO in its place would hold the thread for
- * good), a regular file of bounded size only. BigInt stats: Node 20's shared stat array left
- * holding a FIFO's made the next import() fail.
+ * A hooks file's text, read by @aleph/sandbox's readModelWritableFile (never blocking: a FIFO in its
+ * place held the thread for good; a regular file of at most 1 MiB), else invalid_hooks_file.
  */
-function readSettingsText(path: string): string {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const stat = fstatSync(fd, { bigint: true });
-    if (!stat.isFile()) throw new Error('not a regular file');
-    if (stat.size > BigInt(HOOKS_FILE_MAX_BYTES))
-      throw new Error(`${stat.size} bytes, over the limit of ${HOOKS_FILE_MAX_BYTES}`);
-    return readFileSync(fd, 'utf8');
-  } finally {
-    closeSync(fd);
-  }
+function settingsText(path: string, read: ModelFile = readModelWritableFile(path)): string {
+  if (read.kind === 'read') return read.text;
+  const why = read.kind === 'missing' ? 'does not exist' : read.reason;
+  throw new VerificationError('invalid_hooks_file', `${path}: ${why}`);
+}
+
+interface ParsedHooksFile {
+  hooks: ClaudeCodeCommandHook[];
+  warnings: string[];
+  disableAllHooks: boolean;
 }
 
 /** A hooks file's hooks (settings file or plugin `hooks.json`). */
@@ -117,14 +129,24 @@ export function parseClaudeCodeHooksFile(
   path: string,
   displayName: string = path,
   pluginRoot?: string,
-): { hooks: ClaudeCodeCommandHook[]; warnings: string[]; disableAllHooks: boolean } {
+): ParsedHooksFile {
+  return parseHooksText(settingsText(path), path, displayName, pluginRoot, false);
+}
+
+function parseHooksText(
+  text: string,
+  path: string,
+  displayName: string,
+  pluginRoot: string | undefined,
+  sandbox: boolean,
+): ParsedHooksFile {
   let raw: unknown;
   try {
-    raw = JSON.parse(readSettingsText(path));
+    raw = JSON.parse(text);
   } catch (error) {
-    throw new VerificationError('invalid_hooks_file', `${path}: ${(error as Error).message}`, {
-      cause: error,
-    });
+    // Never the text itself (V8 quotes it): a project file may be a link the model made.
+    const at = / at position \d+(?: \(line \d+ column \d+\))?/.exec((error as Error).message)?.[0] ?? '';
+    throw new VerificationError('invalid_hooks_file', `${path}: not valid JSON${at}`);
   }
   const parsed = hooksFileSchema.safeParse(raw);
   if (!parsed.success) {
@@ -180,6 +202,7 @@ export function parseClaudeCodeHooksFile(
               ? CLAUDE_CODE_HOOK_TIMEOUT_MS
               : Math.min(entry.timeout, MAX_HOOK_TIMEOUT_SECS) * 1000,
           ...(pluginRoot === undefined ? {} : { pluginRoot }),
+          ...(sandbox ? { sandbox } : {}),
         });
       }
     }
@@ -205,10 +228,10 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
       : home === null
         ? undefined
         : join(home, '.claude', 'settings.json');
-  const sources: { path: string; required: boolean; pluginRoot?: string }[] = [
+  const sources: { path: string; required: boolean; pluginRoot?: string; project?: boolean }[] = [
     ...(userSettings === undefined ? [] : [{ path: userSettings, required: false }]),
-    { path: join(projectDir, '.claude', 'settings.json'), required: false },
-    { path: join(projectDir, '.claude', 'settings.local.json'), required: false },
+    { path: join(projectDir, '.claude', 'settings.json'), required: false, project: true },
+    { path: join(projectDir, '.claude', 'settings.local.json'), required: false, project: true },
     ...(options.files ?? []).map((file) => {
       const pluginRoot = pluginRootOf(resolve(file));
       return { path: resolve(file), required: true, ...(pluginRoot === undefined ? {} : { pluginRoot }) };
@@ -227,11 +250,21 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
   for (const source of sources) {
     if (files.includes(source.path)) continue;
     if (!source.required && !existsSync(source.path)) continue;
-    const loaded = parseClaudeCodeHooksFile(
+    const shown = displayPath(source.path, projectDir, home);
+    const project = source.project === true;
+    // The project's own files (the model can write them): a link out of the project or to a denied path is skipped.
+    const read = readModelWritableFile(
       source.path,
-      displayPath(source.path, projectDir, home),
-      source.pluginRoot,
+      project ? { roots: [projectDir], denied: options.deniedPaths } : {},
     );
+    if (read.kind === 'refused' && (read.why === 'outside' || read.why === 'denied')) {
+      warnings.push(`${shown}: ${read.reason}; skipped`);
+      continue;
+    }
+    const text = settingsText(source.path, read);
+    const why = project ? options.sandboxProjectFile?.(source.path) : undefined;
+    if (why !== undefined) warnings.push(`${shown}: ${why}`);
+    const loaded = parseHooksText(text, source.path, shown, source.pluginRoot, why !== undefined);
     files.push(source.path);
     warnings.push(...loaded.warnings);
     if (loaded.disableAllHooks) disabledBy ??= displayPath(source.path, projectDir, home);

@@ -62,6 +62,7 @@ export interface ClaudeCodeToolHooksOptions {
   /** The run's project root: hooks run there; `tool_input` paths are absolute from it. */
   readonly projectDir: string;
   readonly stripEnv?: readonly string[];
+  /** Confines the hooks marked `sandbox` (a project settings file the model may have written); the rest run as the user. */
   readonly wrap?: CommandWrapper;
   readonly onHookOutcome?: HookOutcomeListener;
   /** The prompt's id, on every hook's stdin as `prompt_id`. */
@@ -311,7 +312,12 @@ export class ClaudeCodeToolHooks {
     return Promise.all(
       unique.map(async (hook) => {
         const run = await runCommandHook(
-          { ...hook, stripEnv: this.#options.stripEnv, wrap: this.#options.wrap, claudeCode: true },
+          {
+            ...hook,
+            stripEnv: this.#options.stripEnv,
+            wrap: hook.sandbox === true ? this.#options.wrap : undefined,
+            claudeCode: true,
+          },
           input,
           projectDir,
           signal,

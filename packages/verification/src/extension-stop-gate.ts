@@ -27,6 +27,7 @@ export type StopHookFunction = (ctx: StopHookContext, signal: AbortSignal) => Pr
 export interface ClaudeCodeHookRunOptions {
   /** Environment variable names no hook sees (`ALEPH_TOKEN`, the provider key …). */
   readonly stripEnv?: readonly string[];
+  /** Confines the hooks marked `sandbox` (a project settings file the model may have written); the rest run as the user. */
   readonly wrap?: CommandWrapper;
   readonly onHookOutcome?: HookOutcomeListener;
 }
@@ -50,6 +51,7 @@ export function claudeCodeStopHooks(
           pluginRoot: hook.pluginRoot,
           route: 'claude_code',
           ...options,
+          wrap: hook.sandbox === true ? options.wrap : undefined,
         }),
     );
 }

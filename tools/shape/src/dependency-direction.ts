@@ -18,12 +18,12 @@ import {
 export const ALLOWED_DEPENDENCIES: Readonly<Record<string, readonly string[]>> = {
   power: [],
   pty: [],
-  verification: [],
+  verification: ['sandbox'],
   harness: ['verification', 'power'],
   gateway: ['pty'],
   sandbox: [],
   cluster: ['gateway', 'harness'],
-  mcp: [],
+  mcp: ['sandbox'],
   console: ['gateway'],
   server: ['power', 'pty', 'verification', 'harness', 'gateway', 'sandbox', 'cluster', 'mcp'],
 };
