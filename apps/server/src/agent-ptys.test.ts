@@ -43,3 +43,18 @@ it('a spawn given up while it waits for a slot rejects with its reason and takes
   for (const each of running.slice(1)) each.write('\r');
   await Promise.all([...running, session].map((each) => each.exited));
 });
+
+it('a spawn that waits for a slot past its timeout rejects with a TimeoutError and takes no slot', async () => {
+  const signal = new AbortController().signal;
+  const hold = { ...program, args: ['-c', 'read line'] };
+  const running = await Promise.all(Array.from({ length: 4 }, () => spawnWhenFree(manager, hold, signal)));
+  const waiting = spawnWhenFree(manager, program, signal, undefined, 200);
+  await expect(waiting).rejects.toMatchObject({ name: 'AbortError', cause: { name: 'TimeoutError' } });
+  expect(manager.size).toBe(4);
+  // A free slot: the same bound does not get in the way.
+  running[0]!.write('\r');
+  await running[0]!.exited;
+  const session = await spawnWhenFree(manager, program, signal, undefined, 200);
+  for (const each of running.slice(1)) each.write('\r');
+  await Promise.all([...running, session].map((each) => each.exited));
+});

@@ -69,17 +69,20 @@ const shown = new WeakMap<PtySession, string>();
 export const shownCommand = (session: PtySession): string | undefined => shown.get(session);
 
 /**
- * Spawns in `manager`, waiting (until `signal` aborts) while all its slots are busy. `shownAs`: the
- * command pty.list shows for it (see shownCommand).
+ * Spawns in `manager`, waiting (until `signal` aborts, or `timeoutMs` from now: a TimeoutError)
+ * while all its slots are busy. `shownAs`: the command pty.list shows for it (see shownCommand).
  */
 export async function spawnWhenFree(
   manager: PtyManager,
   options: PtySpawnOptions,
   signal: AbortSignal,
   shownAs?: string,
+  timeoutMs?: number,
 ): Promise<PtySession> {
+  const deadline = Date.now() + (timeoutMs ?? 0);
+  let waiting: AbortSignal | undefined; // made once a wait begins (a timer and a signal cost the GC)
   for (;;) {
-    signal.throwIfAborted();
+    (waiting ?? signal).throwIfAborted();
     try {
       const session = await manager.start(options); // the event loop never waits for the program
       if (shownAs !== undefined) shown.set(session, shownAs);
@@ -87,6 +90,8 @@ export async function spawnWhenFree(
     } catch (error) {
       if (!(error instanceof PtyError) || error.code !== 'session_limit') throw error;
     }
-    await once(manager, 'exit', { signal });
+    const left = Math.max(0, deadline - Date.now());
+    waiting ??= timeoutMs === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(left)]);
+    await once(manager, 'exit', { signal: waiting });
   }
 }

@@ -211,7 +211,6 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
       let session;
       try {
         // Waiting for a free agent terminal counts toward the command's timeout.
-        const wait = AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]);
         session = await spawnWhenFree(
           env.ptyManager,
           {
@@ -222,9 +221,10 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             cols: 200,
             rows: 50,
           },
-          wait,
+          ctx.signal,
           // pty.list shows the command, not the sandbox's long command line around it
           ctx.sandbox && ctx.sandbox.backend !== 'none' ? shownAs(ctx.sandbox.backend, command) : undefined,
+          timeoutMs,
         );
       } catch (error) {
         spec.release?.(); // never started

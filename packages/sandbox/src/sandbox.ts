@@ -13,7 +13,7 @@ import {
   commandsCpuGroup,
   findPidsCgroup,
   prlimitArgs,
-  releaseCgroup,
+  removeCgroup,
   type PidsCgroup,
   type ResolvedLimits,
 } from './internal/limits.js';
@@ -439,7 +439,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
               if (released) return;
               released = true;
               releaseStandIns(project.standIns);
-              if (cgroup !== undefined) releaseCgroup(cgroup);
+              if (cgroup !== undefined) removeCgroup(cgroup);
             };
             const wrapped = bubblewrapCommand(
               path,

@@ -94,12 +94,24 @@ const privateDir = (path: string): boolean => isWithin(path, '/tmp') || isWithin
 const realTemp = new Map<string, string>();
 
 /**
+ * os.tmpdir(), worked out again only when TMPDIR, TMP or TEMP changed: each of its reads of the
+ * environment checks this process's credentials (five system calls), for every command.
+ */
+let tempDirFor: { key: string; dir: string } | undefined;
+function tempDir(): string {
+  const { TMPDIR, TMP, TEMP } = process.env;
+  const key = `${TMPDIR}\0${TMP}\0${TEMP}`;
+  if (tempDirFor?.key !== key) tempDirFor = { key, dir: tmpdir() };
+  return tempDirFor.dir;
+}
+
+/**
  * The server's temp dir holds the pty spawn helper's request FIFO (`aleph-pty-*`): whoever writes
  * it runs a command unconfined, and a FIFO on a read-only mount is still writable. Outside /tmp the
  * whole dir gets a tmpfs (`before`, under the cwd's bind); when the cwd contains it (`--cwd /tmp`),
  * each `aleph-*` entry of it does (`after`), but the one holding the cwd.
  */
-export function tempDirArgs(cwd: string, dir: string = tmpdir()): { before: string[]; after: string[] } {
+export function tempDirArgs(cwd: string, dir: string = tempDir()): { before: string[]; after: string[] } {
   let tmp = realTemp.get(dir);
   try {
     if (tmp === undefined) realTemp.set(dir, (tmp = realpathSync(dir)));

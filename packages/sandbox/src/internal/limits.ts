@@ -15,7 +15,6 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
-  rmdir,
   rmdirSync,
   writeFileSync,
 } from 'node:fs';
@@ -242,17 +241,4 @@ export function removeCgroup(dir: string, retry = true): void {
       if (retry) setTimeout(() => removeCgroup(dir, false), 250).unref();
     }
   }
-}
-
-/**
- * A command's cgroup, once it ended: removed off the event loop (the thread pool), once its tasks
- * are gone. One its wrapper never made is no error; one whose last tasks are still exiting is
- * removed a moment later, or at the next command's start.
- */
-export function releaseCgroup(dir: string): void {
-  rmdir(dir, (error) => {
-    if (error === null || error.code === 'ENOENT') return;
-    stale.add(dir);
-    setTimeout(() => removeCgroup(dir, false), 250).unref();
-  });
 }
