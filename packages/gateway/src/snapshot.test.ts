@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import unicode11Module from '@xterm/addon-unicode11';
 import headless from '@xterm/headless';
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import type { MethodResult } from './protocol.js';
 import { startGateway, until, type Harness } from '../test/support.js';
 
@@ -337,4 +337,31 @@ it('counts emoji 2 columns wide, as programs (glibc wcwidth), tmux and the conso
   expect(lines.slice(0, 2)).toEqual(['😀|', '😀Z']);
   expect(late.buffer.active.getLine(0)?.getCell(2)?.getChars()).toBe('|');
   await client.closeSession(sessionId);
+});
+
+it("a program's binary output parsed for a snapshot writes nothing to the server's console", async () => {
+  const logged: unknown[][] = [];
+  const spies = (['error', 'warn', 'info', 'log', 'debug'] as const).map((level) =>
+    vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void logged.push(args)),
+  );
+  try {
+    const client = await h.connect();
+    await client.subscribe(['pty.*']);
+    const { sessionId } = await client.spawn({
+      command: '/bin/sh',
+      args: ['-c', 'stty raw -echo; printf R; read -r line; head -c 200000 /dev/urandom; printf END'],
+      cols: 80,
+      rows: 24,
+    });
+    let seen = '';
+    await client.follow(sessionId, 0, (data) => void (seen = (seen + data.toString('latin1')).slice(-16)));
+    await until(() => seen.includes('R'), 'the program to start');
+    await client.request('pty.snapshot', { sessionId }); // the server's terminal exists from here
+    await client.input(sessionId, 'go\n');
+    await until(() => seen.endsWith('END'), 'the random bytes');
+    await client.request('pty.snapshot', { sessionId }); // parsed up to here
+    expect(logged.map((args) => String(args[0]).slice(0, 80))).toEqual([]);
+  } finally {
+    for (const spy of spies) spy.mockRestore();
+  }
 });

@@ -158,6 +158,7 @@ export class SessionScreen {
       ...start,
       scrollback: scrollbackFor(start.cols, start.rows),
       allowProposedApi: true,
+      logLevel: 'off', // (xterm.js writes each parse error of a program's binary output to the console)
     });
     // Unicode 11 widths (emoji 2 columns), as programs (glibc's wcwidth), tmux and the console count.
     this.#terminal.loadAddon(new unicode11Module.Unicode11Addon());
