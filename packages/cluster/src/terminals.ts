@@ -165,7 +165,9 @@ class Published {
   /** (offset, stream sequence) of each message the stream acknowledged, oldest first. */
   readonly index: { offset: number; seq: number }[] = [];
   readonly viewers = new Map<string, ViewerReport>();
-  chunks: Buffer[] = [];
+  /** The next message's bytes so far (`pendingBytes` of them): a copy of its first chunk, or room for all. */
+  pending: Buffer | undefined;
+  roomy = false;
   pendingBytes = 0;
   firstOffset = 0;
   /** The offset after the last byte taken for the stream (what is below it was appended). */
@@ -497,8 +499,20 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   #push(published: Published, chunk: Buffer, offset: number, copy: boolean): void {
-    if (published.pendingBytes === 0) published.firstOffset = offset;
-    published.chunks.push(copy ? Buffer.from(chunk) : chunk); // the pty's buffer is reused: keep a copy
+    // The pty's buffer is reused: its bytes are copied, once (a lone chunk as it is, more into one buffer).
+    if (published.pendingBytes === 0) {
+      published.firstOffset = offset;
+      published.pending = copy ? Buffer.from(chunk) : chunk;
+      published.roomy = false;
+    } else {
+      if (!published.roomy) {
+        const room = Buffer.allocUnsafe(MAX_MESSAGE_BYTES);
+        published.pending!.copy(room, 0, 0, published.pendingBytes);
+        published.pending = room;
+        published.roomy = true;
+      }
+      chunk.copy(published.pending!, published.pendingBytes);
+    }
     published.pendingBytes += chunk.length;
   }
 
@@ -506,9 +520,9 @@ export class ClusterTerminals implements RemoteTerminals {
   #flush(published: Published): void {
     published.scheduled = false;
     if (published.pendingBytes === 0) return;
-    const data = published.chunks.length === 1 ? published.chunks[0]! : Buffer.concat(published.chunks);
+    const data = published.pending!.subarray(0, published.pendingBytes);
     const offset = published.firstOffset;
-    published.chunks = [];
+    published.pending = undefined;
     published.pendingBytes = 0;
     if (this.#connection.health !== 'ok') return; // NATS away: remote viewers see a gap; the pty goes on
     this.#append(published, data, offset);
@@ -1197,7 +1211,8 @@ export class ClusterTerminals implements RemoteTerminals {
         feed.lastSeq = message.seq;
         break;
       }
-      const data = Buffer.from(message.data);
+      const { buffer, byteOffset, byteLength } = message.data; // (its own memory: no copy needed)
+      const data = Buffer.from(buffer, byteOffset, byteLength);
       const end = offset + data.length;
       if (end <= feed.next) {
         feed.lastSeq = message.seq;

@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 5347, files: 27 },
   mcp: { lines: 964, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2661, files: 10 },
+  cluster: { lines: 2676, files: 10 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
