@@ -808,6 +808,8 @@ export class AgentService {
       stripEnv: this.#stripEnv(),
       wrap: this.#wrap,
       deniedPaths: this.#deniedPaths(),
+      // Unconfined commands reach the network anyway.
+      network: this.#options.sandbox.backend === 'none' ? 'on' : config.sandbox.network,
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);

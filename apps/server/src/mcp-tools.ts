@@ -69,11 +69,14 @@ export async function startRunMcp(options: {
   readonly onNotice: (notice: { server: string; message: string }) => void;
   /** The sandbox's denied paths: the cwd's `.mcp.json` may not lead into one. */
   readonly deniedPaths?: readonly string[] | undefined;
+  /** The confined commands' network: `off` leaves out the `.mcp.json` HTTP servers. */
+  readonly network?: 'off' | 'on' | undefined;
 }): Promise<RunMcp> {
   const list = loadMcpServers({
     env: options.env,
     projectDir: options.cwd,
     deniedPaths: options.deniedPaths,
+    network: options.network,
     entries: options.entries,
     entriesFile: options.configPath ?? 'aleph.toml',
   });

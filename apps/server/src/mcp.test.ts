@@ -97,7 +97,8 @@ it('a run with MCP servers: server-filesystem ([[mcp_servers]], stdio) and serve
     project,
     brain,
     'read notes.txt through MCP',
-    ownServer('filesystem', [FILESYSTEM, project]),
+    // A .mcp.json HTTP server is reached only with the sandbox's network on.
+    `${ownServer('filesystem', [FILESYSTEM, project])}\n[sandbox]\nnetwork = "on"\n`,
   );
   expect(result.code).toBe(0);
   expect(result.stdout).toMatch(/^mcp: filesystem \(stdio, \d+ tools\), remote \(http, \d+ tools\)$/m);

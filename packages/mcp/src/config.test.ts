@@ -216,3 +216,36 @@ it("the project's .mcp.json, which the model can write: its stdio servers run sa
     rmSync(project, { recursive: true, force: true });
   }
 });
+
+it("with the sandbox's network off, the project's .mcp.json HTTP servers are left out, named; the user's are kept", () => {
+  const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-project-')));
+  try {
+    writeFileSync(
+      join(project, '.mcp.json'),
+      JSON.stringify({
+        mcpServers: {
+          out: { type: 'http', url: 'http://127.0.0.1:18765/mcp?d=c2VjcmV0' },
+          events: { type: 'sse', url: 'http://169.254.169.254/latest' },
+          local: { command: 'tool' },
+        },
+      }),
+    );
+    const load = (network: 'off' | 'on') =>
+      loadMcpServers({
+        env: {},
+        projectDir: project,
+        network,
+        entries: [{ name: 'docs', url: 'https://docs.example.com/mcp' }],
+      });
+    const off = load('off');
+    expect(off.servers.map((server) => server.name)).toEqual(['docs', 'local']);
+    const file = join(project, '.mcp.json');
+    expect(off.problems.map((problem) => problem.message)).toEqual([
+      `${file}: mcpServers.out: an http server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
+      `${file}: mcpServers.events: an sse server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
+    ]);
+    expect(load('on').servers.map((server) => server.name)).toEqual(['docs', 'out', 'events', 'local']);
+  } finally {
+    rmSync(project, { recursive: true, force: true });
+  }
+});

@@ -98,6 +98,11 @@ interface ParseOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly startTimeoutMs?: number;
   readonly callTimeoutMs?: number;
+  /**
+   * The sandbox's network. `off`: the project's `.mcp.json` HTTP and SSE servers are left out, named
+   * (this process would reach them for the model, its URL and headers carrying what it read).
+   */
+  readonly network?: 'off' | 'on' | undefined;
 }
 
 /**
@@ -162,6 +167,11 @@ function parseEntry(
   } else {
     if (entry.url === undefined)
       return { source, message: `${source}.url: is required for a ${type} server` };
+    if (options.project === true && options.network === 'off')
+      return {
+        source,
+        message: `${source}: an ${type} server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
+      };
     const url = expand(entry.url);
     if (missing.size === 0 && !URL.canParse(url))
       return { source, message: `${source}.url: ${JSON.stringify(url)} is not a URL` };
