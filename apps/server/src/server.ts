@@ -1,7 +1,7 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
-import { existsSync, mkdirSync, realpathSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { dirname, join, resolve, sep } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, summarize, type SessionStore } from '@aleph/harness';
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
@@ -156,7 +156,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
               ? '[sandbox] deny_read'
               : 'the sandbox (~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc are always denied)',
     })),
-    readOnly: sandbox.readOnlyPaths.map((path) => ({ path, key: 'kept read-only: a [hooks] files entry' })),
+    // The sandbox's read-only paths: the [hooks] files entries first, then this server's own code.
+    readOnly: sandbox.readOnlyPaths.map((path, index) => ({
+      path,
+      key:
+        index < config.hooks.files.length
+          ? 'kept read-only: a [hooks] files entry'
+          : "kept read-only: this server's own code",
+    })),
     logger: logger.child({ component: 'agent' }),
     configPath: options.configPath,
     confinedWrites: options.confinedWrites ?? new ConfinedWrites(stateDir),
@@ -269,6 +276,7 @@ function buildSandbox(
           ...config.sandbox.deny_read,
         ],
         readOnly: config.hooks.files,
+        readOnlyFolders: ownCodeFolders(),
         limits: {
           processes: config.sandbox.limits.processes,
           memoryBytes: mib(config.sandbox.limits.memory_mib),
@@ -292,4 +300,33 @@ function buildSandbox(
     const key = error.code.startsWith('backend_') ? ' mode = "required":' : '';
     throw new ConfigError(`[sandbox]${key} ${error.message}`, { cause: error });
   }
+}
+
+/**
+ * The folders this server's code is loaded from: the `node_modules` it is installed in, or in a
+ * workspace (a clone), the workspace's `node_modules` and each package's `dist` and `node_modules`.
+ * Kept read-only to a run whose folder holds them: modules load at first use (a provider, the MCP
+ * client), so a file the model changed there would run inside the server.
+ */
+export function ownCodeFolders(dist: string = import.meta.dirname): string[] {
+  const server = dirname(dist);
+  const parts = server.split(sep);
+  const installedIn = parts.lastIndexOf('node_modules');
+  if (installedIn > 0) return [parts.slice(0, installedIn + 1).join(sep)];
+  let root: string | undefined;
+  for (let dir = server; root === undefined && dirname(dir) !== dir; dir = dirname(dir))
+    if (existsSync(join(dir, 'pnpm-workspace.yaml'))) root = dir;
+  if (root === undefined) return [join(server, 'dist'), join(server, 'node_modules')];
+  const folders = [join(root, 'node_modules')];
+  for (const group of ['apps', 'packages', 'tools']) {
+    let names: string[] = [];
+    try {
+      names = readdirSync(join(root, group));
+    } catch {
+      continue;
+    }
+    for (const name of names)
+      folders.push(join(root, group, name, 'dist'), join(root, group, name, 'node_modules'));
+  }
+  return folders;
 }

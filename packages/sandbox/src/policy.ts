@@ -19,6 +19,12 @@ export interface SandboxPolicy {
    * is absent cannot be created inside the cwd either.
    */
   readonly readOnly?: readonly string[] | undefined;
+  /**
+   * Folders kept read-only as they are wherever they lie inside the cwd, neither scanned nor stood
+   * in for when absent: the server's own code (its `dist` and `node_modules` folders), which a run
+   * in a folder that holds the installation must not change under the running server.
+   */
+  readonly readOnlyFolders?: readonly string[] | undefined;
   /** Resource limits of each command (defaults a developer does not reach: `DEFAULT_LIMITS`). */
   readonly limits?: SandboxLimits | undefined;
   /** Names never passed, even when listed: the provider's key variable. `ALEPH_*` never is. */
@@ -66,6 +72,8 @@ export interface ResolvedPolicy {
   readonly env: ReadonlySet<string>;
   readonly secretEnv: ReadonlySet<string>;
   readonly readOnly: readonly string[];
+  /** `readOnlyFolders` that exist (real paths). */
+  readonly readOnlyFolders: readonly string[];
   readonly limits: ResolvedLimits;
   /** The home folder: with the cwd at or above it, its dot entries are kept read-only. */
   readonly home?: string;
@@ -121,6 +129,19 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
     }
     return realOrBelow(path);
   });
+  const readOnlyFolders: string[] = [];
+  for (const path of policy.readOnlyFolders ?? []) {
+    if (!isAbsolute(path))
+      throw new SandboxError(
+        'path_invalid',
+        `read_only_folders: ${JSON.stringify(path)} is not an absolute path`,
+      );
+    try {
+      readOnlyFolders.push(realpathSync(path));
+    } catch {
+      // Absent: nothing there to keep.
+    }
+  }
   const limits = resolveLimits(policy.limits);
   const bad = badLimit(limits);
   if (bad !== undefined) {
@@ -141,6 +162,7 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
     env: new Set(policy.env ?? []),
     secretEnv,
     readOnly,
+    readOnlyFolders,
     limits,
     ...(realHome === undefined ? {} : { home: realHome }),
   };

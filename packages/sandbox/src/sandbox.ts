@@ -92,7 +92,10 @@ export interface ConfiguredSandbox extends Sandbox {
    * path in-process (file tools), which must refuse them too.
    */
   readonly deniedPaths: readonly DeniedPath[];
-  /** The policy's `readOnly` files, existing or not (real paths): the file tools refuse to write them too. */
+  /**
+   * The policy's `readOnly` files, existing or not, and its `readOnlyFolders` that exist (real
+   * paths): the file tools refuse to write them too.
+   */
   readonly readOnlyPaths: readonly string[];
   /**
    * What a command in `cwd` may not change or read, by identity (device + inode), whatever the
@@ -337,7 +340,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     mode,
     unconfinedReason: reason,
     deniedPaths: policy.deny,
-    readOnlyPaths: policy.readOnly,
+    readOnlyPaths: [...policy.readOnly, ...policy.readOnlyFolders],
     protectedPaths: (cwd) => protectedPaths(cwd, policy),
     limits: { ...policy.limits, processesBy: 'none', tmpBy: 'none', note: NO_LIMITS_OFF },
     keep: () => () => {},
@@ -406,7 +409,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
         backend,
         mode,
         deniedPaths: resolved.deny,
-        readOnlyPaths: resolved.readOnly,
+        readOnlyPaths: [...resolved.readOnly, ...resolved.readOnlyFolders],
         protectedPaths: (cwd) => protectedPaths(cwd, resolved),
         limits:
           backend === 'bubblewrap'
@@ -469,6 +472,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
               network: resolved.network,
               readable,
               readOnly: resolved.readOnly,
+              readOnlyFolders: resolved.readOnlyFolders,
               tempDir: realOrBelow(tmpdir()),
               gitIsDir: isDirectory(join(cwd, '.git')),
             }),

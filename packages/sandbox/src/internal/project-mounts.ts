@@ -130,6 +130,8 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
   }
   for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
+  for (const path of policy.readOnlyFolders)
+    if (isWithin(path, cwd)) mounts.push({ path, how: 'read-only', absent: 'dir', existing: true });
   // The cwd at or above the home folder: its dot entries (shell startup files, .gitconfig, .config,
   // .local/bin, a toolchain's bin) configure or are what runs unconfined later.
   if (policy.home !== undefined && isWithin(policy.home, cwd)) {

@@ -15,6 +15,8 @@ export interface SeatbeltOptions {
   readonly readable?: readonly string[];
   /** Files kept read-only wherever they lie (the policy's `readOnly`). */
   readonly readOnly?: readonly string[];
+  /** Folders kept read-only wherever they lie (the policy's `readOnlyFolders`). */
+  readonly readOnlyFolders?: readonly string[];
   /** The user's temp dir (real path), writable: macOS gives each user one under /private/var/folders. */
   readonly tempDir?: string;
   /** Whether `<cwd>/.git` is a directory (git writes in it); otherwise it is not created nor written. */
@@ -84,9 +86,12 @@ export function seatbeltProfile(options: SeatbeltOptions): string {
   // Protected paths are matched by name at each access: a new `.git/hooks` made after a rename is
   // still denied. Their ancestors in the cwd (`.git` itself) cannot be renamed or removed, so the
   // protected files cannot be moved away, changed, and moved back.
-  const protectedDirs = (options.gitIsDir === true ? PROJECT_DIRS : ['.claude', '.git']).map((relative) =>
-    join(cwd, relative),
-  );
+  const protectedDirs = [
+    ...(options.gitIsDir === true ? PROJECT_DIRS : ['.claude', '.git']).map((relative) =>
+      join(cwd, relative),
+    ),
+    ...(options.readOnlyFolders ?? []),
+  ];
   const protectedFiles = [
     ...(options.gitIsDir === true ? PROJECT_FILES : []).map((relative) => join(cwd, relative)),
     ...(options.readOnly ?? []),
