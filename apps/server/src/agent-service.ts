@@ -2,7 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
   AGENT_ROLE_PROMPT,
@@ -810,6 +810,7 @@ export class AgentService {
       deniedPaths: this.#deniedPaths(),
       // Unconfined commands reach the network anyway.
       network: this.#options.sandbox.backend === 'none' ? 'on' : config.sandbox.network,
+      projectRemoteRefused: this.#projectRemoteRefused(cwd, runId),
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);
@@ -848,6 +849,19 @@ export class AgentService {
           : 'startup';
     const opening = await session.open(run.prompt, source);
     return { mcp, systemPrompt, session, opening };
+  }
+
+  /**
+   * Why the http and sse servers of the cwd's `.mcp.json` (a file the model can write) are not
+   * started for this run, whatever the network setting: the server's own process reaches them, and
+   * one written during an agent run could send there whatever the model read.
+   */
+  #projectRemoteRefused(cwd: string, runId: string): string | undefined {
+    const file = join(cwd, '.mcp.json');
+    const run = this.#options.confinedWrites?.changedDuringOtherRun(runId, file);
+    return run === undefined
+      ? undefined
+      : `${file} changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there (if it is yours: \`touch ${file}\`)`;
   }
 
   /** The two secrets no child's environment gets: the gateway token and the provider's key. */

@@ -121,11 +121,16 @@ export class ConfinedWrites {
    * changed while that run could write there, if there is one; else undefined.
    */
   changedDuringRun(...paths: string[]): WriteWindow | undefined {
+    return this.changedDuringOtherRun(undefined, ...paths);
+  }
+
+  /** `changedDuringRun`, leaving out the window of run `runId` (one that asks about its own start). */
+  changedDuringOtherRun(runId: string | undefined, ...paths: string[]): WriteWindow | undefined {
     const now = this.#now();
     const windows = [
       ...this.#windows,
-      ...[...this.#open].map(([runId, open]) => ({ runId, ...open, to: now })),
-    ];
+      ...[...this.#open].map(([id, open]) => ({ runId: id, ...open, to: now })),
+    ].filter((window) => window.runId !== runId);
     for (const path of paths)
       for (const { at, path: where } of changeTimes(path))
         for (const window of windows)

@@ -150,7 +150,7 @@ async function main(): Promise<number> {
       ? `sandbox: off (${sandbox.unconfinedReason ?? 'no backend'}): the model's commands run unconfined`
       : `sandbox: ${sandbox.backend} (network ${loaded.config.sandbox.network})`,
   );
-  for (const line of mcpStartLines(loaded.config, loaded.path)) console.log(line);
+  for (const line of mcpStartLines(loaded.config, loaded.path, sandbox.backend !== 'none')) console.log(line);
   if (server.providerId === undefined) {
     console.log(
       'no LLM provider configured: terminals work; agent.run answers no_provider until [agent] provider and model are set.',

@@ -40,12 +40,14 @@ export function harnessTool(tool: McpTool): AnyTool {
 
 /**
  * The server's start lines about MCP: the `[[mcp_servers]]` entries (and the `.mcp.json` of
- * `[agent] workdir`, when set); every run reads the `.mcp.json` of its own cwd too.
+ * `[agent] workdir`, when set); every run reads the `.mcp.json` of its own cwd too. `confined`:
+ * the model's commands run in the sandbox (its network setting then applies).
  */
-export function mcpStartLines(config: Config, configPath: string | undefined): string[] {
+export function mcpStartLines(config: Config, configPath: string | undefined, confined = false): string[] {
   const list = loadMcpServers({
     env: process.env,
     projectDir: config.agent.workdir,
+    network: confined ? config.sandbox.network : 'on',
     entries: config.mcp_servers,
     entriesFile: configPath ?? 'aleph.toml',
   });
@@ -71,12 +73,15 @@ export async function startRunMcp(options: {
   readonly deniedPaths?: readonly string[] | undefined;
   /** The confined commands' network: `off` leaves out the `.mcp.json` HTTP servers. */
   readonly network?: 'off' | 'on' | undefined;
+  /** Why the `.mcp.json`'s http and sse servers are not started, when they are not. */
+  readonly projectRemoteRefused?: string | undefined;
 }): Promise<RunMcp> {
   const list = loadMcpServers({
     env: options.env,
     projectDir: options.cwd,
     deniedPaths: options.deniedPaths,
     network: options.network,
+    projectRemoteRefused: options.projectRemoteRefused,
     entries: options.entries,
     entriesFile: options.configPath ?? 'aleph.toml',
   });

@@ -241,11 +241,44 @@ it("with the sandbox's network off, the project's .mcp.json HTTP servers are lef
     expect(off.servers.map((server) => server.name)).toEqual(['docs', 'local']);
     const file = join(project, '.mcp.json');
     expect(off.problems.map((problem) => problem.message)).toEqual([
-      `${file}: mcpServers.out: an http server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
-      `${file}: mcpServers.events: an sse server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
+      `${file}: mcpServers.out: an http server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out: a server you trust goes in [[mcp_servers]]`,
+      `${file}: mcpServers.events: an sse server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out: a server you trust goes in [[mcp_servers]]`,
     ]);
     expect(load('on').servers.map((server) => server.name)).toEqual(['docs', 'out', 'events', 'local']);
   } finally {
     rmSync(project, { recursive: true, force: true });
+  }
+});
+
+it("projectRemoteRefused: the project's http and sse servers are problems naming them; its stdio servers and [[mcp_servers]] stay", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'aleph-mcp-config-'));
+  try {
+    writeFileSync(
+      join(dir, '.mcp.json'),
+      JSON.stringify({
+        mcpServers: {
+          local: { command: 'b' },
+          docs: { url: 'http://127.0.0.1:9/mcp?d=x' },
+          old: { type: 'sse', url: 'http://127.0.0.1:9/sse' },
+        },
+      }),
+    );
+    const entries = [{ name: 'mine', url: 'https://example.com/mcp' }];
+    const open = loadMcpServers({ env, projectDir: dir, entries });
+    expect(open.servers.map((server) => server.name)).toEqual(['mine', 'local', 'docs', 'old']);
+    const list = loadMcpServers({
+      env,
+      projectDir: dir,
+      entries,
+      projectRemoteRefused: 'changed during agent run r1',
+    });
+    expect(list.servers.map((server) => server.name)).toEqual(['mine', 'local']);
+    const file = join(dir, '.mcp.json');
+    expect(list.problems.map((problem) => problem.message)).toEqual([
+      `${file}: mcpServers.docs: http server not started: changed during agent run r1; a server you trust goes in [[mcp_servers]]`,
+      `${file}: mcpServers.old: sse server not started: changed during agent run r1; a server you trust goes in [[mcp_servers]]`,
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -170,7 +170,7 @@ function parseEntry(
     if (options.project === true && options.network === 'off')
       return {
         source,
-        message: `${source}: an ${type} server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out`,
+        message: `${source}: an ${type} server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out: a server you trust goes in [[mcp_servers]]`,
       };
     const url = expand(entry.url);
     if (missing.size === 0 && !URL.canParse(url))
@@ -277,6 +277,12 @@ export function loadMcpServers(
      * read only when its real path lies inside `projectDir`, it is a regular file of at most 1 MiB.
      */
     readonly deniedPaths?: readonly string[] | undefined;
+    /**
+     * Why the project's http and sse servers are not started, when they are not: they are reached
+     * from this process, not from the sandbox, so they carry what the model put in their URL and
+     * headers wherever that leads. Each is a problem naming it and the reason.
+     */
+    readonly projectRemoteRefused?: string | undefined;
   },
 ): McpServerList {
   const fromConfig = parseMcpServerEntries(
@@ -291,6 +297,20 @@ export function loadMcpServers(
     if (typeof read === 'string') fromProject = parseMcpJson(read, file, projectOptions(options));
     else if (read !== undefined)
       fromProject = { servers: [], problems: [{ source: file, message: read.problem }] };
+    const refused = options.projectRemoteRefused;
+    if (refused !== undefined)
+      fromProject = {
+        servers: fromProject.servers.filter((server) => server.transport === 'stdio'),
+        problems: [
+          ...fromProject.problems,
+          ...fromProject.servers
+            .filter((server) => server.transport !== 'stdio')
+            .map((server) => ({
+              source: server.source,
+              message: `${server.source}: ${server.transport} server not started: ${refused}; a server you trust goes in [[mcp_servers]]`,
+            })),
+        ],
+      };
   }
   const servers: McpServerConfig[] = [];
   const problems = [...fromConfig.problems, ...fromProject.problems];
