@@ -5,7 +5,13 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, summarize, type SessionStore } from '@aleph/harness';
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
-import { createSandbox, isWithin, SandboxError, type ConfiguredSandbox } from '@aleph/sandbox';
+import {
+  createSandbox,
+  isWithin,
+  PROTECTED_HOME_PATHS,
+  SandboxError,
+  type ConfiguredSandbox,
+} from '@aleph/sandbox';
 import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys, shownCommand } from './agent-ptys.js';
@@ -154,7 +160,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
             ? "the server's config file"
             : source === 'deny_read'
               ? '[sandbox] deny_read'
-              : 'the sandbox (~/.ssh, ~/.aws, ~/.config/gcloud, ~/.netrc are always denied)',
+              : `the sandbox (always denied: ${PROTECTED_HOME_PATHS.map((path) => `~/${path}`).join(', ')})`,
     })),
     // The sandbox's read-only paths: the [hooks] files entries first, then this server's own code.
     readOnly: sandbox.readOnlyPaths.map((path, index) => ({

@@ -34,8 +34,29 @@ export interface SandboxPolicy {
 /** The environment a sandboxed command keeps, besides `LC_*` and the policy's `env`. */
 export const ENV_ALLOW_LIST = ['PATH', 'HOME', 'USER', 'LANG', 'TERM', 'SHELL', 'TZ'] as const;
 
-/** Denied under $HOME whenever they exist. */
-export const PROTECTED_HOME_PATHS = ['.ssh', '.aws', '.config/gcloud', '.netrc'] as const;
+/** Denied under $HOME whenever they exist: keys, and where tools keep credentials and tokens. */
+export const PROTECTED_HOME_PATHS = [
+  '.ssh',
+  '.aws',
+  '.config/gcloud',
+  '.netrc',
+  '.git-credentials',
+  '.config/git/credentials',
+  '.config/gh',
+  '.config/hub',
+  '.claude/.credentials.json',
+  '.docker/config.json',
+  '.npmrc',
+  '.pypirc',
+  '.kube',
+  '.azure',
+  '.gnupg',
+  '.password-store',
+  '.local/share/keyrings',
+  '.cargo/credentials',
+  '.cargo/credentials.toml',
+  '.terraform.d/credentials.tfrc.json',
+] as const;
 
 /**
  * Kept read-only in a command's cwd (relative to it), and refused by the file tools: what runs

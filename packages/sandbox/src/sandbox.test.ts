@@ -88,6 +88,13 @@ beforeAll(async () => {
   writeFileSync(join(state, 'token'), 'gateway-token-123\n');
   writeFileSync(join(home, '.ssh', 'id_ed25519'), 'private-key\n');
   writeFileSync(join(home, '.netrc'), 'machine x password hunter2\n');
+  writeFileSync(join(home, '.git-credentials'), 'https://u:git-cred-secret@example.com\n');
+  mkdirSync(join(home, '.config', 'gh'), { recursive: true });
+  writeFileSync(join(home, '.config', 'gh', 'hosts.yml'), 'oauth_token: gh-token-secret\n');
+  mkdirSync(join(home, '.claude'), { recursive: true });
+  writeFileSync(join(home, '.claude', '.credentials.json'), '{"token":"claude-cred-secret"}\n');
+  writeFileSync(join(home, '.claude', 'CLAUDE.md'), 'claude-md-readable\n');
+  writeFileSync(join(home, '.npmrc'), '//registry.example/:_authToken=npm-token-secret\n');
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
@@ -190,6 +197,15 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     );
     expect(ran.stdout).not.toMatch(/gateway-token-123|private-key|hunter2|token/);
     expect(ran.stderr).toMatch(/token: No such file/);
+  });
+
+  it("cannot read the home's credential stores (git, gh, Claude Code, npm); the rest of ~/.claude stays readable", async () => {
+    const ran = await sh(
+      'required',
+      `cat ${home}/.git-credentials ${home}/.config/gh/hosts.yml ${home}/.claude/.credentials.json ${home}/.npmrc; cat ${home}/.claude/CLAUDE.md`,
+    );
+    expect(ran.stdout).not.toMatch(/git-cred-secret|gh-token-secret|claude-cred-secret|npm-token-secret/);
+    expect(ran.stdout).toContain('claude-md-readable');
   });
 
   it('reads the files it is given as readable (a hook transcript in the state dir), read-only; the rest stays hidden', async () => {
