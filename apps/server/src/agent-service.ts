@@ -224,16 +224,17 @@ export class AgentService {
    * A run's Claude Code hooks. Only the cwd's own `.claude` is read-only to its commands: a
    * subfolder's is writable to a run above it. A project settings file that changed (itself, its
    * `.claude` folder, a link on the way) during a run in its folder or above runs its hooks in the
-   * sandbox, said in a warning; the rest run as the user.
+   * sandbox, said in a warning; the rest run as the user. The run's own window is left out: a file
+   * the user wrote just before starting it is not the model's.
    */
-  #claudeHooks(cwd: string, config: Config): ClaudeCodeHooks {
+  #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const writes = this.#options.confinedWrites;
     return discoverClaudeCodeHooks({
       projectDir: cwd,
       files: config.hooks.files,
       deniedPaths: this.#deniedPaths(),
       sandboxProjectFile: (file) => {
-        const run = writes?.changedDuringRun(dirname(file), file);
+        const run = writes?.changedDuringOtherRun(runId, dirname(file), file);
         return run === undefined
           ? undefined
           : `changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there: its hooks run in the sandbox (if it is yours: \`touch ${dirname(file)} ${file}\`)`;
@@ -689,7 +690,7 @@ export class AgentService {
       onHookOutcome: (outcome: HookOutcome) =>
         this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
     };
-    const claudeHooks = this.#claudeHooks(cwd, config);
+    const claudeHooks = this.#claudeHooks(cwd, config, runId);
     for (const warning of claudeHooks.warnings) {
       logger.warn({ runId }, warning);
       // A hook the user wrote that will not run as written (an event Aleph does not run, a typo'd
@@ -827,7 +828,7 @@ export class AgentService {
     const systemPrompt =
       instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
     // Claude Code's session hooks (SessionStart, UserPromptSubmit, …), from the same settings files.
-    const hooks = new ClaudeCodeSessionHooks(this.#claudeHooks(cwd, config), {
+    const hooks = new ClaudeCodeSessionHooks(this.#claudeHooks(cwd, config, runId), {
       projectDir: cwd,
       promptId: runId,
       stripEnv: this.#stripEnv(),

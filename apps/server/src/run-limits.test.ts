@@ -73,7 +73,8 @@ describe('spawn_agent is bounded in breadth and in total per run', () => {
       return { text: 'parent done\nVERDICT: PASS' };
     });
     models.push(model);
-    const client = await start(model, 'spawn_agent_max_per_run = 6');
+    // The reply's own cap (max_tool_calls_per_turn, 64 by default) raised: the sub-agent bounds are what is tested.
+    const client = await start(model, 'spawn_agent_max_per_run = 6\nmax_tool_calls_per_turn = 1000');
     await client.subscribe(['agent.*']);
     const { runId } = await client.request<{ runId: string }>('agent.run', { prompt: 'fan out', cwd: work });
     expect((await done(client, runId))['terminateReason']).toEqual({ kind: 'model_stop' });
