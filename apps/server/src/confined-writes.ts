@@ -16,7 +16,8 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { isWithin } from '@aleph/sandbox';
 
 /** One agent run: its `cwd` (real path), from its start to its end (ms since the epoch). */
 export interface WriteWindow {
@@ -31,11 +32,6 @@ const FILE = 'confined-writes.jsonl';
 const MAX_WINDOWS = 5000;
 /** A file system's clock and ours, and a change just before a run's first line was written. */
 const SLACK_MS = 2000;
-
-const within = (folder: string, path: string): boolean => {
-  const rel = relative(folder, path);
-  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
-};
 
 const real = (path: string): string => {
   try {
@@ -134,11 +130,7 @@ export class ConfinedWrites {
     for (const path of paths)
       for (const { at, path: where } of changeTimes(path))
         for (const window of windows)
-          if (
-            at >= window.from - SLACK_MS &&
-            at <= window.to + SLACK_MS &&
-            (within(window.cwd, where) || within(window.cwd, dirname(where)))
-          )
+          if (at >= window.from - SLACK_MS && at <= window.to + SLACK_MS && isWithin(where, window.cwd))
             return window;
     return undefined;
   }
