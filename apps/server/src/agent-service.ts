@@ -2,6 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
@@ -127,6 +128,15 @@ const SYSTEM_FOLDERS =
 export function systemFolderOf(real: string): string | undefined {
   if (SYSTEM_FOLDERS.includes(real)) return real;
   return SYSTEM_TREES.find((tree) => real === tree || real.startsWith(`${tree}/`));
+}
+
+/**
+ * Whether `real` is a temporary folder every program shares (`/tmp`, `/var/tmp`, `$TMPDIR`): as a
+ * run's cwd it would stand for the private `/tmp`, other programs' files and sockets writable inside.
+ */
+export function isSharedTemp(real: string): boolean {
+  const shared = ['/tmp', '/var/tmp', '/private/tmp', '/private/var/tmp', tmpdir()];
+  return shared.some((folder) => real === folder || (existsSync(folder) && real === realpathSync(folder)));
 }
 
 /** A run's sub-agents: how many were started in all, and how many each session has running. */
@@ -413,6 +423,11 @@ export class AgentService {
       throw new GatewayError(
         'invalid_params',
         `params.cwd: ${cwd} is ${system === '/' ? 'the root folder' : `a system folder (${system})`}: a run makes its cwd writable; choose a project directory`,
+      );
+    if (isSharedTemp(realpathSync(cwd)))
+      throw new GatewayError(
+        'invalid_params',
+        `params.cwd: ${cwd} is a temporary folder all programs share: a run makes its cwd writable, other programs' files and sockets included; choose a project directory (a folder inside it will do)`,
       );
     const under = deniedBy(realpathSync(cwd), this.#options.denied ?? []);
     if (under !== undefined)

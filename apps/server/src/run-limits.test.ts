@@ -107,7 +107,7 @@ describe('spawn_agent is bounded in breadth and in total per run', () => {
   });
 });
 
-describe('a run never works in / or a system folder', () => {
+describe('a run never works in /, a system folder or a shared temporary folder', () => {
   it('refuses /, /usr, /etc, /proc, /usr/local/bin and a link to /etc, each with a clear error', async () => {
     const model = await startFakeLlm(() => ({ text: 'x' }));
     models.push(model);
@@ -125,6 +125,12 @@ describe('a run never works in / or a system folder', () => {
       await expect(client.request('agent.run', { prompt: 'x', cwd })).rejects.toMatchObject({
         code: 'invalid_params',
         message: `params.cwd: ${cwd} is ${shown}: a run makes its cwd writable; choose a project directory`,
+      });
+    }
+    for (const cwd of ['/tmp', '/var/tmp', tmpdir()]) {
+      await expect(client.request('agent.run', { prompt: 'x', cwd })).rejects.toMatchObject({
+        code: 'invalid_params',
+        message: `params.cwd: ${cwd} is a temporary folder all programs share: a run makes its cwd writable, other programs' files and sockets included; choose a project directory (a folder inside it will do)`,
       });
     }
     await expect(client.request('agent.run', { prompt: 'x', cwd: work })).resolves.toMatchObject({

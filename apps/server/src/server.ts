@@ -21,7 +21,7 @@ import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
 import { createProvider, providerKeyVariable } from './providers.js';
-import { resolveToken, writeServerInfo } from './state.js';
+import { makeStateDir, resolveToken, writeServerInfo } from './state.js';
 import { startTelemetry } from './telemetry.js';
 
 const CONSOLE_DIR = resolve(import.meta.dirname, '../../console/dist'); // the web console's build
@@ -269,8 +269,8 @@ function buildSandbox(
   configPath: string | undefined,
 ): ConfiguredSandbox {
   const storeDir = config.store.dir ?? join(stateDir, 'sessions');
-  mkdirSync(stateDir, { recursive: true }); // denied paths must exist
-  mkdirSync(storeDir, { recursive: true });
+  makeStateDir(stateDir); // denied paths must exist
+  mkdirSync(storeDir, { recursive: true, mode: 0o700 });
   try {
     return createSandbox(
       {

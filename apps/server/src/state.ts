@@ -17,6 +17,19 @@ export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   }
 }
 
+/**
+ * The state dir, made if absent and kept private (0700): it holds the token and every session's
+ * log (prompts, instruction files, tool output).
+ */
+export function makeStateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    chmodSync(dir, 0o700);
+  } catch {
+    // another user's folder: its own modes stand; what the server writes there is 0600 anyway
+  }
+}
+
 function writePrivate(path: string, content: string): void {
   writeFileSync(path, content, { mode: 0o600 });
   chmodSync(path, 0o600);
@@ -28,7 +41,7 @@ export function resolveToken(
   configured: string | undefined,
 ): { token: string; generated: boolean } {
   if (configured !== undefined) return { token: configured, generated: false };
-  mkdirSync(dir, { recursive: true });
+  makeStateDir(dir);
   const file = join(dir, 'token');
   if (existsSync(file)) {
     const token = readFileSync(file, 'utf8').trim();
@@ -46,7 +59,7 @@ export interface ServerInfo {
 }
 
 export function writeServerInfo(dir: string, info: ServerInfo): void {
-  mkdirSync(dir, { recursive: true });
+  makeStateDir(dir);
   writePrivate(join(dir, 'server.json'), `${JSON.stringify(info)}\n`);
 }
 

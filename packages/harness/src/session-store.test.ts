@@ -1,5 +1,13 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { VerifierChain, type TurnVerifier, type TurnVerifyContext } from '@aleph/verification';
@@ -44,6 +52,24 @@ describe('file session store', () => {
     expect(await reopened.list()).toEqual([id]);
     await store.close?.();
     await reopened.close?.();
+  });
+
+  it('keeps its folder and logs private (0700, 0600) whatever the umask: they hold prompts and tool output', async () => {
+    const previous = process.umask(0o022);
+    try {
+      const folder = join(dir, 'state', 'sessions');
+      const store = createFileSessionStore(folder);
+      const id = await store.create();
+      await store.append(id, { type: 'user', content: 'secret prompt' });
+      await store.flush(id);
+      expect(statSync(folder).mode & 0o777).toBe(0o700);
+      const files = readdirSync(folder);
+      expect(files.sort()).toEqual([`${id}.jsonl`, `${id}.transcript.jsonl`].sort());
+      for (const file of files) expect(statSync(join(folder, file)).mode & 0o777).toBe(0o600);
+      await store.close?.();
+    } finally {
+      process.umask(previous);
+    }
   });
 
   it('tolerates and reports a torn last line, and appends cleanly after it', async () => {

@@ -224,7 +224,7 @@ export class InMemorySessionStore implements SessionStore {
     const path = this.transcriptPath(sessionId);
     const line = path === undefined ? '' : session.transcript.line(stored);
     if (path !== undefined && line) {
-      const write = session.tail.then(() => appendFile(path, line));
+      const write = session.tail.then(() => appendFile(path, line, { mode: 0o600 }));
       session.tail = write.catch(() => undefined);
       await write;
     }
@@ -281,7 +281,7 @@ class FileSessionStore implements SessionStore {
 
   constructor(dir: string) {
     this.#dir = dir;
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 }); // logs hold prompts and tool output: private
   }
 
   #path(sessionId: string): string {
@@ -303,8 +303,8 @@ class FileSessionStore implements SessionStore {
         if (tornTail) await cutTornLine(path);
         await cutTornLine(this.transcriptPath(sessionId)); // a hook's jq must never meet half a line
         const transcript = new Transcript(sessionId, events);
-        const handle = await open(path, 'a');
-        const transcriptHandle = await open(this.transcriptPath(sessionId), 'a').catch(
+        const handle = await open(path, 'a', 0o600);
+        const transcriptHandle = await open(this.transcriptPath(sessionId), 'a', 0o600).catch(
           async (error: unknown) => {
             await handle.close();
             throw error;

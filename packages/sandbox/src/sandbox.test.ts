@@ -704,27 +704,38 @@ describe('bad input', () => {
     }
   });
 
-  it.skipIf(!linux)('a cwd of / or in a system folder is refused: it would be writable inside', () => {
-    const cases = [
-      ['/', 'cwd: / is the root folder: the cwd is writable inside; choose a project directory'],
-      [
-        '/usr/bin',
-        'cwd: /usr/bin is in the system folder /usr: the cwd is writable inside; choose a project directory',
-      ],
-      [
-        '/etc',
-        'cwd: /etc is in the system folder /etc: the cwd is writable inside; choose a project directory',
-      ],
-    ];
-    for (const [cwd, message] of cases) {
-      const error = catchError(() =>
-        sandbox('required').wrap({ file: '/bin/true', args: [], cwd: cwd!, env: {} }),
-      );
-      expect(error).toMatchObject({ code: 'cwd_denied', message });
-    }
-    // Unconfined, nothing is made writable: the cwd is the caller's business.
-    expect(sandbox('off').wrap({ file: '/bin/true', args: [], cwd: '/', env: {} }).cwd).toBe('/');
-  });
+  it.skipIf(!linux)(
+    'a cwd of /, in a system folder or a shared temporary folder is refused: it would be writable inside',
+    () => {
+      const cases = [
+        ['/', 'cwd: / is the root folder: the cwd is writable inside; choose a project directory'],
+        [
+          '/usr/bin',
+          'cwd: /usr/bin is in the system folder /usr: the cwd is writable inside; choose a project directory',
+        ],
+        [
+          '/etc',
+          'cwd: /etc is in the system folder /etc: the cwd is writable inside; choose a project directory',
+        ],
+        [
+          '/tmp',
+          'cwd: /tmp is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it',
+        ],
+        [
+          '/var/tmp',
+          'cwd: /var/tmp is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it',
+        ],
+      ];
+      for (const [cwd, message] of cases) {
+        const error = catchError(() =>
+          sandbox('required').wrap({ file: '/bin/true', args: [], cwd: cwd!, env: {} }),
+        );
+        expect(error).toMatchObject({ code: 'cwd_denied', message });
+      }
+      // Unconfined, nothing is made writable: the cwd is the caller's business.
+      expect(sandbox('off').wrap({ file: '/bin/true', args: [], cwd: '/', env: {} }).cwd).toBe('/');
+    },
+  );
 
   it.skipIf(!linux)('no bwrap at all: required names the package to install', () => {
     const error = catchError(() =>

@@ -263,6 +263,9 @@ function probePolicy(
 const SYSTEM_TREES =
   '/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /System /private/etc'.split(' ');
 
+/** Temporary folders every program shares: other programs' files and sockets are there. */
+const SHARED_TEMP = ['/tmp', '/var/tmp', '/private/tmp', '/private/var/tmp'];
+
 function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   let real: string;
   try {
@@ -276,6 +279,12 @@ function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
     throw new SandboxError(
       'cwd_denied',
       `cwd: ${real} is ${real === sep ? 'the root folder' : `in the system folder ${system}`}: the cwd is writable inside; choose a project directory`,
+    );
+  }
+  if (SHARED_TEMP.includes(real)) {
+    throw new SandboxError(
+      'cwd_denied',
+      `cwd: ${real} is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it`,
     );
   }
   const under = policy.deny.find((denied) => isWithin(real, denied.path));
