@@ -423,6 +423,63 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
   });
 });
 
+describe.skipIf(!linux)('what runs later or is shared through hard links stays unwritten', () => {
+  it("git hook managers' files and pnpm's virtual store are read-only; the rest of node_modules stays writable", async () => {
+    count += 1;
+    const dir = join(root, `managers${count}`);
+    const store = join(root, `store${count}`);
+    mkdirSync(join(dir, '.husky', '_'), { recursive: true });
+    expect(git(dir, 'init', '-q').status).toBe(0);
+    expect(git(dir, 'config', 'core.hooksPath', '.husky/_').status).toBe(0);
+    writeFileSync(join(dir, '.husky', '_', 'h'), '#!/bin/sh\n. "$(dirname "$0")/../$(basename "$0")"\n');
+    writeFileSync(join(dir, '.husky', 'pre-commit'), 'npm test\n');
+    writeFileSync(join(dir, '.pre-commit-config.yaml'), 'repos: []\n');
+    writeFileSync(join(dir, 'lefthook.yml'), 'pre-commit:\n  commands: {}\n');
+    // pnpm's layout: a package file in the virtual store is a hard link of the user's store's copy.
+    mkdirSync(join(store, 'files'), { recursive: true });
+    writeFileSync(join(store, 'files', 'index.js'), 'module.exports = 1;\n');
+    mkdirSync(join(dir, 'node_modules', '.pnpm', 'zod@4.0.0', 'node_modules', 'zod'), { recursive: true });
+    const linked = join(dir, 'node_modules', '.pnpm', 'zod@4.0.0', 'node_modules', 'zod', 'index.js');
+    linkSync(join(store, 'files', 'index.js'), linked);
+    mkdirSync(join(dir, 'node_modules', '.cache'));
+    const files = [
+      join(dir, '.husky', 'pre-commit'),
+      join(dir, '.pre-commit-config.yaml'),
+      join(dir, 'lefthook.yml'),
+      join(store, 'files', 'index.js'),
+    ];
+    const before = files.map((file) => readFileSync(file, 'utf8'));
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `echo '${EVIL}' >> .husky/pre-commit`,
+          `echo '${EVIL}' > .husky/post-merge`,
+          `echo '  - repo: local' >> .pre-commit-config.yaml`,
+          `echo '${EVIL}' >> lefthook.yml`,
+          `echo '${EVIL}' >> node_modules/.pnpm/zod@4.0.0/node_modules/zod/index.js`,
+          'ln node_modules/.pnpm/zod@4.0.0/node_modules/zod/index.js stolen',
+          'mv node_modules/.pnpm node_modules/.pnpm-x',
+          'mv .husky .husky-x',
+          'echo cached > node_modules/.cache/x && echo wrote-cache',
+        ].join('; '),
+      ],
+      cwd: dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('wrote-cache\n');
+    expect(files.map((file) => readFileSync(file, 'utf8'))).toEqual(before);
+    expect(readdirSync(join(dir, '.husky')).sort()).toEqual(['_', 'pre-commit']);
+    expect(existsSync(join(dir, 'stolen'))).toBe(false);
+    expect(readFileSync(join(dir, 'node_modules', '.cache', 'x'), 'utf8')).toBe('cached\n');
+    expect(existsSync(PWNED)).toBe(false);
+  });
+});
+
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {

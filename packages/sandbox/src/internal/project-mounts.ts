@@ -46,6 +46,24 @@ const GIT_PATHS: readonly (readonly [string, StandIn])[] = [
   ['modules', 'dir'],
 ];
 
+/**
+ * Kept read-only when present in the cwd: git hook managers' hook bodies and configs (what the
+ * user's next commit runs), and pnpm's virtual store (hard links into the user's package store).
+ */
+const LINKED_OR_RUN_LATER = [
+  '.husky',
+  '.pre-commit-config.yaml',
+  'lefthook.yml',
+  'lefthook.yaml',
+  '.lefthook.yml',
+  '.lefthook.yaml',
+  'lefthook-local.yml',
+  'lefthook-local.yaml',
+  '.lefthook',
+  '.lefthook-local',
+  'node_modules/.pnpm',
+];
+
 type Kind = 'dir' | 'file' | 'symlink' | 'other';
 
 function kindOf(path: string): Kind | undefined {
@@ -128,6 +146,15 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
       if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
+  }
+  // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
+  // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
+  // would change every project installed from it.
+  for (const name of LINKED_OR_RUN_LATER) {
+    const path = join(cwd, name);
+    const kind = kindOf(path);
+    if (kind === 'dir' || kind === 'file')
+      mounts.push({ path, how: 'read-only', absent: kind, existing: true });
   }
   for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
   for (const path of policy.readOnlyFolders)
