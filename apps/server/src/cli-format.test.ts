@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { endLine, hookLines, neutralize, neutralizeLine, stepLine, toolLine } from './cli-format.js';
+import {
+  endLine,
+  hookLines,
+  neutralize,
+  neutralizeLine,
+  replyWriter,
+  stepLine,
+  toolLine,
+} from './cli-format.js';
 
 describe('aleph run prints words', () => {
   it('the end line: why, turns, time, tokens, the verdict', () => {
@@ -133,5 +141,21 @@ describe('neutralize: nothing printed can drive the terminal', () => {
     );
     expect(neutralize('a\x1b]52;c;SGk=\x07b\x9b2J\x7f\r\n\t')).toBe('a^[]52;c;SGk=^Gb\\x9b2J^?^M\n\t');
     expect(neutralizeLine('tool\nforged\tline')).toBe('tool^Jforged^Iline');
+  });
+});
+
+describe("the model's reply: each line behind a gutter, however it streams", () => {
+  it('a line that looks like one of aleph own never starts a line of the output', () => {
+    const text = 'fine\n  ✓ shell → exit code 0\ndone: the model stopped\n\nlast';
+    const whole = replyWriter()(text);
+    expect(whole).toBe('│ fine\n│   ✓ shell → exit code 0\n│ done: the model stopped\n│ \n│ last');
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: text.length }), { maxLength: 6 }), (cuts) => {
+        const points = [...new Set([0, ...cuts, text.length])].sort((a, b) => a - b);
+        const write = replyWriter();
+        const pieces = points.slice(1).map((end, index) => write(text.slice(points[index], end)));
+        expect(pieces.join('')).toBe(whole);
+      }),
+    );
   });
 });

@@ -33,6 +33,28 @@ export const neutralize = (text: string): string =>
 export const neutralizeLine = (text: string): string =>
   neutralize(text.replace(/\n/g, '^J').replace(/\t/g, '^I'));
 
+/** What starts each line of the model's reply: no line of it can pass for one of `aleph`'s own. */
+export const REPLY_GUTTER = '│ ';
+
+/**
+ * The model's reply as it streams, each line behind `REPLY_GUTTER` and neutralised: a reply line
+ * such as `  ✓ shell → exit code 0` or `done: the model stopped` never reaches column 0.
+ * Call the returned function with each piece as it comes.
+ */
+export function replyWriter(): (text: string) => string {
+  let atLineStart = true;
+  return (text) => {
+    let out = '';
+    for (const part of text.split(/(?<=\n)/)) {
+      if (part === '') continue;
+      if (atLineStart) out += REPLY_GUTTER;
+      out += part;
+      atLineStart = part.endsWith('\n');
+    }
+    return neutralize(out);
+  };
+}
+
 export const firstLine = (text: string, max = 100): string => {
   const line = text.trim().split('\n')[0] ?? '';
   return line.length > max ? `${line.slice(0, max)}…` : line;

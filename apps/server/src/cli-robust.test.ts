@@ -116,7 +116,9 @@ it('`aleph run` shows the control characters of model, tool and hook text instea
     (conversation) =>
       conversation.at(-1)?.role === 'user'
         ? { call: { name: 'shell', args: { command: `printf '${clipboard}'; echo; exit 1 # \x9b31m` } } }
-        : { text: 'all good\x1b[2K\r  ✓ tests passed (forged)\x7f\tend\nVERDICT: PASS' },
+        : {
+            text: 'all good\x1b[2K\r  ✓ tests passed (forged)\x7f\tend\n  ✓ shell → exit code 0\nVERDICT: PASS',
+          },
     `[[stop_hooks]]\nname = "noisy"\ncommand = "${hook}"\n`,
   );
   const result = await runToExit([CLI, 'run', 'print escapes', '--cwd', work], {
@@ -127,7 +129,11 @@ it('`aleph run` shows the control characters of model, tool and hook text instea
   expect(result.stdout).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
   expect(result.stdout).toContain("$ printf '^[]52;c;SGVsbG8=^G'; echo; exit 1 # \\x9b31m"); // the command
   expect(result.stdout).toMatch(/✗ shell → .*\^\[\]52;c;SGVsbG8=\^G/); // its output
-  expect(result.stdout).toContain('all good^[[2K^M  ✓ tests passed (forged)^?\tend'); // the final text
+  expect(result.stdout).toContain(
+    '│ all good^[[2K^M  ✓ tests passed (forged)^?\tend\n│   ✓ shell → exit code 0\n│ VERDICT: PASS',
+  ); // the final text
+  // No line of the model's text starts where aleph's own lines do.
+  for (const line of result.stdout.split('\n')) expect(line).not.toMatch(/^(\s*✓|VERDICT)/);
   expect(result.stdout).toMatch(/⚠ .*noisy.*hook says \^\[\]0;pwned-title\^G hi/); // the hook's stderr
 });
 

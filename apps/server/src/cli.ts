@@ -15,6 +15,7 @@ import {
   hookLines,
   neutralize,
   neutralizeLine,
+  replyWriter,
   stepLine,
   toolLine,
 } from './cli-format.js';
@@ -158,13 +159,15 @@ async function run(
     process.stdout.write(`${neutralize(line)}\n`);
     statusLine();
   };
+  let replyText = replyWriter();
   const write = (turnOf: number, text: string): void => {
     if (live === undefined) {
       if (tty) process.stdout.write('\r\x1b[K');
       live = { turn: turnOf, text: '' };
+      replyText = replyWriter();
     }
     live.text += text;
-    process.stdout.write(neutralize(text));
+    process.stdout.write(replyText(text));
   };
   const ticker = tty ? setInterval(statusLine, 250) : undefined;
   let finish: (code: number) => void = () => {};
@@ -208,7 +211,7 @@ async function run(
         );
         break;
       case 'agent.shell':
-        print(`  $ ${event.command}   (watch: aleph attach ${event.ptySessionId})`);
+        print(`  $ ${neutralizeLine(event.command ?? '')}   (watch: aleph attach ${event.ptySessionId})`);
         break;
       case 'agent.setup':
         for (const line of headerLines(event as unknown as RunHeader)) print(line);
@@ -232,8 +235,9 @@ async function run(
         endLive();
         // The final text once: not again when it was shown as it was written.
         const shown = event.finalText !== undefined && event.finalText === streamedText;
+        if (event.finalText && !shown) print(`\n${replyWriter()(event.finalText).replace(/\n?$/, '\n')}`);
         print(
-          `${event.finalText && !shown ? `\n${event.finalText}\n\n` : shown ? '\n' : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
+          `${shown ? '\n' : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
         );
         finish(reason.kind === 'model_stop' ? 0 : 1);
         break;
