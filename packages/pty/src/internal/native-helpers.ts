@@ -11,12 +11,14 @@ import {
   chmodSync,
   closeSync,
   constants,
-  copyFileSync,
+  lstatSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readFileSync,
   readSync,
   renameSync,
+  writeFileSync,
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,26 +79,65 @@ function executable(path: string): boolean {
   }
 }
 
-/** A copy of `path`, executable, in a per-user cache folder named after its content. */
-function executableCopy(path: string, name: string): string | undefined {
+/** Whether `path` is a folder of this user that no one else can write (nor swap what is in it). */
+function privateFolder(path: string): boolean {
+  try {
+    const stat = lstatSync(path);
+    return stat.isDirectory() && stat.uid === process.getuid?.() && (stat.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `copy` is a regular file of this user, writable by no one else, holding `content`, executable. */
+function trustedCopy(copy: string, content: Buffer): boolean {
+  try {
+    const stat = lstatSync(copy);
+    if (!stat.isFile() || stat.uid !== process.getuid?.() || (stat.mode & 0o022) !== 0) return false;
+    return readFileSync(copy).equals(content) && executable(copy);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A copy of `path`, executable, in a per-user cache folder named after its content
+ * (`<base>/aleph-pty/<digest>/`), else in a new private folder in the temp folder. A folder or a
+ * copy found there is used only when it is this user's, writable by no one else, and the copy holds
+ * the helper's exact bytes: another local user can plant neither.
+ */
+export function executableCopy(
+  path: string,
+  name: string,
+  bases: readonly string[] = [process.env['XDG_CACHE_HOME'] || join(homedir(), '.cache'), tmpdir()],
+): string | undefined {
   const content = readFileSync(path);
   const digest = createHash('sha256').update(content).digest('hex').slice(0, 16);
-  for (const base of [process.env['XDG_CACHE_HOME'] || join(homedir(), '.cache'), tmpdir()]) {
-    const dir = join(base, 'aleph-pty', digest);
+  const place = (dir: string): string | undefined => {
     const copy = join(dir, `aleph-pty-${name}`);
-    if (executable(copy)) return copy;
+    if (trustedCopy(copy, content)) return copy;
+    const partial = `${copy}.${process.pid}`;
+    writeFileSync(partial, content, { mode: 0o700 });
+    chmodSync(partial, 0o700);
+    renameSync(partial, copy); // another process may do the same: the rename is atomic
+    return trustedCopy(copy, content) ? copy : undefined;
+  };
+  for (const base of bases) {
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const partial = `${copy}.${process.pid}`;
-      copyFileSync(path, partial);
-      chmodSync(partial, 0o755);
-      renameSync(partial, copy); // another process may do the same: the rename is atomic
-      if (executable(copy)) return copy;
+      const folders = [join(base, 'aleph-pty'), join(base, 'aleph-pty', digest)];
+      for (const folder of folders) mkdirSync(folder, { recursive: true, mode: 0o700 });
+      if (!folders.every(privateFolder)) continue; // another user's, or open to others
+      const copy = place(folders[1]!);
+      if (copy !== undefined) return copy;
     } catch {
       // not writable: the next place
     }
   }
-  return undefined;
+  try {
+    return place(mkdtempSync(join(tmpdir(), 'aleph-pty-'))); // new, so ours and private
+  } catch {
+    return undefined;
+  }
 }
 
 function find(name: HelperName): NativeHelper {
