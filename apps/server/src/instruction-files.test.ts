@@ -116,6 +116,13 @@ describe('loadInstructionFiles', () => {
     expect(loaded.text).not.toContain('NOT-IMPORTED');
     expect(loaded.warnings).toEqual([]);
     expect(importsOf('a @x/y.md, b @z.md. c `@no.md` @mention')).toEqual(['x/y.md', 'z.md']);
+    expect(importsOf('see @docs/x.md). or @a/b.md?! and @~/n.md;')).toEqual([
+      'docs/x.md',
+      'a/b.md',
+      '~/n.md',
+    ]);
+    // A token of 40,000 closing brackets then a letter: no import, read in one pass.
+    expect(importsOf(`@a${')'.repeat(40_000)}x @c/d.md`)).toEqual(['c/d.md']);
   });
 
   it('bad imports: missing, outside the project, a cycle, too deep — each said, the rest loaded', () => {

@@ -86,14 +86,18 @@ export function importsOf(text: string): string[] {
     if (fence !== undefined) continue;
     const prose = line.replace(/(`+)[\s\S]*?\1/g, ' ');
     for (const match of prose.matchAll(/(?:^|\s)@((?:[^\s\\]|\\ )+)/g)) {
-      const path = match[1]!
-        .replace(/\\ /g, ' ')
-        .replace(/#.*$/, '')
-        .replace(/[),.;:!?]+$/, '');
+      const path = trimPunctuation(match[1]!.replace(/\\ /g, ' ').replace(/#.*$/, ''));
       if (/[/.]/.test(path)) found.push(path);
     }
   }
   return found;
+}
+
+/** `path` without the punctuation that ends a sentence around it, in linear time. */
+function trimPunctuation(path: string): string {
+  let end = path.length;
+  while (end > 0 && '),.;:!?'.includes(path[end - 1]!)) end -= 1;
+  return path.slice(0, end);
 }
 
 /** The warning for a file not read (`outside`: the caller says it), or none (a file looked for by name is not there). */

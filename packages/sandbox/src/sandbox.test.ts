@@ -95,6 +95,13 @@ beforeAll(async () => {
   writeFileSync(join(home, '.claude', '.credentials.json'), '{"token":"claude-cred-secret"}\n');
   writeFileSync(join(home, '.claude', 'CLAUDE.md'), 'claude-md-readable\n');
   writeFileSync(join(home, '.npmrc'), '//registry.example/:_authToken=npm-token-secret\n');
+  writeFileSync(join(home, '.claude.json'), '{"primaryApiKey":"claude-json-secret"}\n');
+  mkdirSync(join(home, '.claude', 'projects', 'p'), { recursive: true });
+  writeFileSync(join(home, '.claude', 'projects', 'p', 's.jsonl'), '{"transcript":"transcript-secret"}\n');
+  mkdirSync(join(home, '.codex'), { recursive: true });
+  writeFileSync(join(home, '.codex', 'auth.json'), '{"OPENAI_API_KEY":"codex-secret"}\n');
+  writeFileSync(join(home, '.bash_history'), 'export TOKEN=history-secret\n');
+  writeFileSync(join(home, '.pgpass'), 'db:5432:*:u:pgpass-secret\n');
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
@@ -199,12 +206,12 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stderr).toMatch(/token: No such file/);
   });
 
-  it("cannot read the home's credential stores (git, gh, Claude Code, npm); the rest of ~/.claude stays readable", async () => {
+  it("cannot read the home's credential stores, agents' transcripts and histories; the rest of ~/.claude stays readable", async () => {
     const ran = await sh(
       'required',
-      `cat ${home}/.git-credentials ${home}/.config/gh/hosts.yml ${home}/.claude/.credentials.json ${home}/.npmrc; cat ${home}/.claude/CLAUDE.md`,
+      `cat ${home}/.git-credentials ${home}/.config/gh/hosts.yml ${home}/.claude/.credentials.json ${home}/.npmrc; grep -rs secret ${home}; cat ${home}/.claude/CLAUDE.md`,
     );
-    expect(ran.stdout).not.toMatch(/git-cred-secret|gh-token-secret|claude-cred-secret|npm-token-secret/);
+    expect(ran.stdout).not.toMatch(/secret/);
     expect(ran.stdout).toContain('claude-md-readable');
   });
 
