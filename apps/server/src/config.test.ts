@@ -27,6 +27,39 @@ describe('aleph.toml durations', () => {
   });
 });
 
+describe('aleph.toml [[mcp_servers]]', () => {
+  const server = (fields: string) =>
+    `[agent]\nmodel = "m"\n\n[[mcp_servers]]\nname = "ok"\ncommand = "x"\n\n[[mcp_servers]]\n${fields}\n`;
+  it.each([
+    [
+      'name = "slow"\ncommand = "x"\ntool_timeout_secs = 3000000',
+      'tool_timeout_secs: must be at most 2147483 seconds (about 24.8 days, the longest timer Node.js can set)',
+    ],
+    [
+      'name = "slow"\ncommand = "x"\nstartup_timeout_secs = 2147484',
+      'startup_timeout_secs: must be at most 2147483 seconds (about 24.8 days, the longest timer Node.js can set)',
+    ],
+    [
+      'name = "files"\nurl = "ftp://example.test/mcp"',
+      'url: "ftp://example.test/mcp" is not an http:// or https:// URL',
+    ],
+    [
+      'name = "files"\nurl = "ftp://${MCP_HOST}/mcp"',
+      'url: "ftp://${MCP_HOST}/mcp" is not an http:// or https:// URL',
+    ],
+    [
+      'name = "git__hub"\ncommand = "x"',
+      `name: "git__hub" may not contain "__" or end in "_": its tools' names mcp__git__hub__<tool> would read as another server's`,
+    ],
+  ])('refuses %j, naming the file, the entry and the key', (fields, message) => {
+    expect(() => parseConfig(server(fields))).toThrow(`aleph.toml: [mcp_servers][1] ${message} (line 8)`);
+  });
+
+  it('a URL from a variable is checked when a run expands it, not when the file is read', () => {
+    expect(parseConfig(server('name = "remote"\nurl = "${MCP_URL}"')).mcp_servers).toHaveLength(2);
+  });
+});
+
 describe('paths in aleph.toml', () => {
   it('are resolved from the config file’s folder; the file from the directory the user ran in', () => {
     const root = mkdtempSync(join(tmpdir(), 'aleph-config-paths-'));

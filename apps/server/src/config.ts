@@ -58,7 +58,10 @@ export const configSchema = z.strictObject({
     .default([])
     .superRefine((entries, ctx) => {
       const anyVariable = new Proxy({}, { get: () => '' });
-      for (const problem of parseMcpServerEntries(entries, '', { env: anyVariable }).problems) {
+      for (const problem of parseMcpServerEntries(entries, '', {
+        env: anyVariable,
+        variablesUnknown: true,
+      }).problems) {
         const [, index, rest] = /mcp_servers\[(\d+)\]\.?(.*)$/.exec(problem.message) ?? [];
         ctx.addIssue({ code: 'custom', path: [Number(index)], message: rest ?? problem.message });
       }

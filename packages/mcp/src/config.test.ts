@@ -282,3 +282,51 @@ it("projectRemoteRefused: the project's http and sse servers are problems naming
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('a timeout Node cannot hold, a URL other than http(s), and a name that makes tool names ambiguous are refused, naming the file and the key', () => {
+  const toml = (entry: Record<string, unknown>) =>
+    parseMcpServerEntries([entry], '/etc/aleph.toml', { env }).problems.map((problem) => problem.message);
+  const limit = 'must be at most 2147483 seconds (about 24.8 days, the longest timer Node.js can set)';
+  expect(toml({ name: 'a', command: 'x', tool_timeout_secs: 2_147_484 })).toEqual([
+    `/etc/aleph.toml: mcp_servers[0].tool_timeout_secs: ${limit}`,
+  ]);
+  expect(toml({ name: 'a', command: 'x', startup_timeout_secs: 1e9 })).toEqual([
+    `/etc/aleph.toml: mcp_servers[0].startup_timeout_secs: ${limit}`,
+  ]);
+  expect(toml({ name: 'a', command: 'x', tool_timeout_secs: 2_147_483 })).toEqual([]);
+  expect(toml({ name: 'a', url: 'ftp://example.test/mcp' })).toEqual([
+    '/etc/aleph.toml: mcp_servers[0].url: "ftp://example.test/mcp" is not an http:// or https:// URL',
+  ]);
+  expect(toml({ name: 'a', type: 'sse', url: 'file:///etc/passwd' })).toEqual([
+    '/etc/aleph.toml: mcp_servers[0].url: "file:///etc/passwd" is not an http:// or https:// URL',
+  ]);
+  // The text as written is shown, not its expansion (a variable may hold a token).
+  expect(
+    parseMcpServerEntries([{ name: 'a', url: '${MCP_URL}' }], '/etc/aleph.toml', {
+      env: { MCP_URL: 'ftp://user:secret@example.test/' },
+    }).problems.map((problem) => problem.message),
+  ).toEqual([
+    '/etc/aleph.toml: mcp_servers[0].url: "${MCP_URL}" (its variables expanded) is not an http:// or https:// URL',
+  ]);
+  expect(toml({ name: 'a__b', command: 'x' })).toEqual([
+    `/etc/aleph.toml: mcp_servers[0].name: "a__b" may not contain "__" or end in "_": its tools' names mcp__a__b__<tool> would read as another server's`,
+  ]);
+  expect(toml({ name: 'a.', command: 'x' })).toEqual([
+    `/etc/aleph.toml: mcp_servers[0].name: "a." (as a_) may not contain "__" or end in "_": its tools' names mcp__a___<tool> would read as another server's`,
+  ]);
+  expect(toml({ name: '_a-b_c', command: 'x' })).toEqual([]);
+  const json = parse({
+    mcpServers: {
+      'x..y': { command: 'x' },
+      slow: { command: 'x', tool_timeout_secs: 3_000_000 },
+      ftp: { url: 'ftp://example.test/mcp' },
+      ok: { url: 'HTTPS://example.test/mcp' },
+    },
+  });
+  expect(json.servers.map((server) => server.name)).toEqual(['ok']);
+  expect(json.problems.map((problem) => problem.message)).toEqual([
+    `/p/.mcp.json: mcpServers.x..y: the name "x..y" (as x__y) may not contain "__" or end in "_": its tools' names mcp__x__y__<tool> would read as another server's`,
+    `/p/.mcp.json: mcpServers.slow.tool_timeout_secs: ${limit}`,
+    '/p/.mcp.json: mcpServers.ftp.url: "ftp://example.test/mcp" is not an http:// or https:// URL',
+  ]);
+});

@@ -49,9 +49,13 @@ export interface McpServerList {
 const stringMap = z.record(z.string(), z.string({ error: 'must be a string' }), {
   error: 'must be a table of strings',
 });
+// Node's timers hold at most 2^31 - 1 ms; a longer one fires after 1 ms, so it is refused.
 const seconds = z
   .number({ error: 'must be a positive number' })
-  .positive({ error: 'must be a positive number' });
+  .positive({ error: 'must be a positive number' })
+  .max(2_147_483, {
+    error: 'must be at most 2147483 seconds (about 24.8 days, the longest timer Node.js can set)',
+  });
 
 /** One server's fields, in Claude Code's spelling, plus Aleph's own (`sandbox`, the two timeouts). */
 const entrySchema = z.looseObject({
@@ -93,6 +97,29 @@ export function expandVariables(
 
 export const toolSafeName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, '_');
 
+// `mcp__<server>__<tool>` reads one way only when the server's part holds no `__` and does not end
+// in `_` (the first `__` after `mcp__` is then the separator, for hooks' and permissions' matchers).
+function serverNameProblem(name: string): string | undefined {
+  const safe = toolSafeName(name);
+  if (safe === '') return 'must not be empty';
+  if (!safe.includes('__') && !safe.endsWith('_')) return undefined;
+  const shown = safe === name ? JSON.stringify(name) : `${JSON.stringify(name)} (as ${safe})`;
+  return `${shown} may not contain "__" or end in "_": its tools' names mcp__${safe}__<tool> would read as another server's`;
+}
+
+// http(s), what the SDK's transports speak. `url` is `written` expanded, or undefined when the
+// environment is not known yet (then only a literal scheme is checked). Shown as written: a
+// variable may hold a token.
+function urlProblem(url: string | undefined, written: string): string | undefined {
+  const shown = `${JSON.stringify(written)}${url === undefined || url === written ? '' : ' (its variables expanded)'}`;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):/.exec(url ?? written)?.[1]?.toLowerCase();
+  if (scheme !== undefined && scheme !== 'http' && scheme !== 'https')
+    return `${shown} is not an http:// or https:// URL`;
+  if (url === undefined && written.includes('${')) return undefined;
+  if (!URL.canParse(url ?? written)) return `${shown} is not a URL`;
+  return undefined;
+}
+
 interface ParseOptions {
   /** For `${VAR}` expansion (Claude Code expands from its own environment). */
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -103,6 +130,8 @@ interface ParseOptions {
    * (this process would reach them for the model, its URL and headers carrying what it read).
    */
   readonly network?: 'off' | 'on' | undefined;
+  /** Checking a file before any run: a `url` built from `${VAR}`s is checked up to its scheme. */
+  readonly variablesUnknown?: boolean;
 }
 
 /**
@@ -173,8 +202,11 @@ function parseEntry(
         message: `${source}: an ${type} server of the project's .mcp.json is not reached with the sandbox's network off (the server's process would reach it for the model); left out: a server you trust goes in [[mcp_servers]]`,
       };
     const url = expand(entry.url);
-    if (missing.size === 0 && !URL.canParse(url))
-      return { source, message: `${source}.url: ${JSON.stringify(url)} is not a URL` };
+    const badUrl =
+      missing.size > 0
+        ? undefined
+        : urlProblem(options.variablesUnknown === true ? undefined : url, entry.url);
+    if (badUrl !== undefined) return { source, message: `${source}.url: ${badUrl}` };
     server = {
       ...common,
       transport: type === 'sse' ? 'sse' : 'http',
@@ -222,8 +254,14 @@ export function parseMcpJson(text: string, file: string, options: ParseOptions):
     });
   } else {
     const entries = Object.entries((servers ?? {}) as Record<string, unknown>);
+    const named = entries.filter(([name]) => {
+      const problem = serverNameProblem(name);
+      const source = `${file}: mcpServers.${name}`;
+      if (problem !== undefined) into.problems.push({ source, message: `${source}: the name ${problem}` });
+      return problem === undefined;
+    });
     collect(
-      entries.map(([name, raw]) => [name, raw, `${file}: mcpServers.${name}`] as const),
+      named.map(([name, raw]) => [name, raw, `${file}: mcpServers.${name}`] as const),
       options,
       into,
     );
@@ -243,6 +281,11 @@ export function parseMcpServerEntries(
     const name = (raw as { name?: unknown } | null)?.name;
     if (typeof name !== 'string' || name === '') {
       into.problems.push({ source, message: `${source}.name: is required (a string)` });
+      return;
+    }
+    const nameProblem = serverNameProblem(name);
+    if (nameProblem !== undefined) {
+      into.problems.push({ source, message: `${source}.name: ${nameProblem}` });
       return;
     }
     const { name: _name, ...fields } = raw as Record<string, unknown>;
