@@ -1,6 +1,7 @@
 // What a sandboxed command may see: the policy as configured, checked once into absolute real
 // paths, and the environment it gets. Paths that do not exist, relative paths and the root are
-// errors naming the key; the built-in secrets under $HOME are denied only where they exist.
+// errors naming the key; the built-in secrets under $HOME are denied where they exist when each
+// command starts (`denyNow`), so one made while the server runs is hidden too.
 import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, sep } from 'node:path';
@@ -127,14 +128,21 @@ export function protectedPathOf(cwd: string, real: string): string | undefined {
 
 export interface DeniedPath {
   readonly path: string;
-  readonly kind: 'dir' | 'file';
+  /**
+   * `absent`: a protected home path that did not exist when the sandbox was made: each command's
+   * sandbox denies it once it exists, and what checks by path refuses it already.
+   */
+  readonly kind: 'dir' | 'file' | 'absent';
   /** Where it comes from: the policy's `denyRead`, or the built-in protected home paths. */
   readonly source: 'deny_read' | 'protected';
 }
 
 export interface ResolvedPolicy {
   readonly network: 'off' | 'on';
+  /** What exists to deny (`denyNow` at each command; what existed at the start in `resolvePolicy`'s). */
   readonly deny: readonly DeniedPath[];
+  /** Every path to deny as configured (absolute, links not followed): `denyNow` re-reads them. */
+  readonly denyPaths: readonly { readonly path: string; readonly source: DeniedPath['source'] }[];
   readonly env: ReadonlySet<string>;
   readonly secretEnv: ReadonlySet<string>;
   readonly readOnly: readonly string[];
@@ -163,16 +171,33 @@ function denied(path: string, source: DeniedPath['source']): DeniedPath {
   return { path: realpathSync(path), kind: stat.isDirectory() ? 'dir' : 'file', source };
 }
 
-export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
-  const deny: DeniedPath[] = [];
-  for (const relative of PROTECTED_HOME_PATHS) {
+// What of the denied paths exists now, resolved: a credential store made after the server started
+// (`gh auth login`) is denied from the next command on; a `deny_read` path removed since is skipped.
+export function denyNow(policy: Pick<ResolvedPolicy, 'denyPaths'>): DeniedPath[] {
+  return policy.denyPaths.flatMap(({ path, source }) => {
     try {
-      deny.push(denied(join(home, relative), 'protected'));
+      return [denied(path, source)];
     } catch (error) {
       if (error instanceof SandboxError) throw error;
-      // absent: nothing to hide
+      return []; // absent: nothing to hide
     }
-  }
+  });
+}
+
+/** Every denied path, those absent now too (`absent`, by the path they would have): for checks by path. */
+export function deniedByPath(policy: ResolvedPolicy): DeniedPath[] {
+  const now = denyNow(policy);
+  const absent = policy.denyPaths
+    .filter(({ path }) => !now.some((entry) => entry.path === realOrBelow(path)))
+    .map(({ path, source }): DeniedPath => ({ path: realOrBelow(path), kind: 'absent', source }));
+  return [...now, ...absent];
+}
+
+export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
+  const denyPaths: ResolvedPolicy['denyPaths'][number][] = PROTECTED_HOME_PATHS.map((relative) => ({
+    path: join(home, relative),
+    source: 'protected',
+  }));
   for (const entry of policy.denyRead ?? []) {
     const path = entry === '~' || entry.startsWith('~/') ? join(home, entry.slice(1)) : entry;
     if (!isAbsolute(path) || PSEUDO_FILESYSTEMS.some((root) => isWithin(path, root)) || path === sep) {
@@ -181,13 +206,11 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
         `deny_read: ${JSON.stringify(entry)} is not a path on the filesystem (absolute or ~/…, not / or under /proc, /dev)`,
       );
     }
-    try {
-      deny.push(denied(path, 'deny_read'));
-    } catch (error) {
-      if (error instanceof SandboxError) throw error;
-      throw new SandboxError('path_missing', `deny_read: ${path} does not exist`, { cause: error });
-    }
+    if (statSync(path, { throwIfNoEntry: false }) === undefined)
+      throw new SandboxError('path_missing', `deny_read: ${path} does not exist`);
+    denyPaths.push({ path, source: 'deny_read' });
   }
+  const deny = denyNow({ denyPaths });
   const secretEnv = new Set(policy.secretEnv ?? []);
   const readOnly = (policy.readOnly ?? []).map((path) => {
     if (!isAbsolute(path)) {
@@ -225,6 +248,7 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
   return {
     network: policy.network,
     deny,
+    denyPaths,
     env: new Set(policy.env ?? []),
     secretEnv,
     readOnly,

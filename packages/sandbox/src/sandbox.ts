@@ -26,6 +26,8 @@ import {
 import { sandboxFilterFile } from './internal/seccomp.js';
 import { seatbeltProfile } from './internal/seatbelt.js';
 import {
+  deniedByPath,
+  denyNow,
   isWithin,
   realOrBelow,
   resolvePolicy,
@@ -326,7 +328,7 @@ function protectedPaths(cwd: string, policy: ResolvedPolicy): ProtectedPath[] {
   }
   const project = protectedInProject(real, policy);
   const entries: { path: string; access: ProtectedPath['access'] }[] = [
-    ...policy.deny.map(({ path }) => ({ path, access: 'denied' as const })),
+    ...denyNow(policy).map(({ path }) => ({ path, access: 'denied' as const })),
     ...[...policy.readOnly, ...project.readOnly].map((path) => ({ path, access: 'read-only' as const })),
   ];
   return entries.flatMap(({ path, access }) => {
@@ -348,7 +350,7 @@ function unconfined(mode: SandboxMode, policy: ResolvedPolicy, reason: string): 
     backend: 'none',
     mode,
     unconfinedReason: reason,
-    deniedPaths: policy.deny,
+    deniedPaths: deniedByPath(policy),
     readOnlyPaths: [...policy.readOnly, ...policy.readOnlyFolders],
     protectedPaths: (cwd) => protectedPaths(cwd, policy),
     limits: { ...policy.limits, processesBy: 'none', tmpBy: 'none', note: NO_LIMITS_OFF },
@@ -417,7 +419,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       return {
         backend,
         mode,
-        deniedPaths: resolved.deny,
+        deniedPaths: deniedByPath(resolved),
         readOnlyPaths: [...resolved.readOnly, ...resolved.readOnlyFolders],
         protectedPaths: (cwd) => protectedPaths(cwd, resolved),
         limits:
@@ -438,13 +440,15 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
           }
         },
         wrap: (command) => {
-          const cwd = confinedCwd(command.cwd, resolved);
+          // Denied paths as they are now: a credential store made since the start is hidden too.
+          const current: ResolvedPolicy = { ...resolved, deny: denyNow(resolved) };
+          const cwd = confinedCwd(command.cwd, current);
           const env = sandboxEnv(command.env, resolved);
           const unset = command.exactEnv === true ? [] : unsetNames([command.env, inherited], resolved);
-          const readable = readableFiles(command.readable, resolved);
+          const readable = readableFiles(command.readable, current);
           if (backend === 'bubblewrap') {
             const confined = { ...command, readable };
-            const project = prepareMounts(cwd, resolved, mountedInside(resolved, cwd));
+            const project = prepareMounts(cwd, current, mountedInside(current, cwd));
             const cgroup = limits.cgroup === undefined ? undefined : commandCgroup(limits.cgroup);
             let released = false;
             const release = (): void => {
@@ -456,7 +460,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
             const wrapped = bubblewrapCommand(
               path,
               (seccompFd) =>
-                bubblewrapArgs(resolved, cwd, confined, unset, {
+                bubblewrapArgs(current, cwd, confined, unset, {
                   seccompFd,
                   project: project.args,
                   disableUserns,
@@ -477,7 +481,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
             '-p',
             seatbeltProfile({
               cwd,
-              deny: resolved.deny,
+              deny: current.deny,
               network: resolved.network,
               readable,
               readOnly: resolved.readOnly,

@@ -26,8 +26,9 @@ export interface SeatbeltOptions {
 /** An SBPL string literal. */
 const literal = (text: string): string => `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
 
-const filter = ({ path, kind }: { path: string; kind: 'dir' | 'file' }): string =>
-  `(${kind === 'dir' ? 'subpath' : 'literal'} ${literal(path)})`;
+// `absent`: whatever comes to be there, so the path and all below it.
+const filter = ({ path, kind }: { path: string; kind: 'dir' | 'file' | 'absent' }): string =>
+  `(${kind === 'file' ? 'literal' : 'subpath'} ${literal(path)})`;
 
 /** Services a command needs to start and resolve users, log, and find its temp dir. */
 const SERVICES = [
