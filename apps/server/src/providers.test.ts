@@ -23,6 +23,7 @@ import { z } from 'zod';
 import { toModelMessages } from '../bench/legacy-adapter.js';
 import { startFakeLlm, writeCatStop, type FakeLlm, type Reply } from '../test/fake-llm.js';
 import { configSchema } from './config.js';
+import { httpFetch } from './http-fetch.js';
 import {
   aiSdkProvider,
   classifyFailure,
@@ -75,6 +76,8 @@ describe.each(['openai-compatible', 'openai', 'anthropic'] as const)(
         sent.every((request) => request.format === (kind === 'anthropic' ? 'anthropic' : 'openai')),
       ).toBe(true);
       const last = sent[2]!;
+      // Over node:http (httpFetch), not Node's fetch, which adds its browser headers.
+      expect(last.headers['sec-fetch-mode']).toBeUndefined();
       if (kind === 'anthropic') {
         expect(last.headers['x-api-key']).toBe('sk-test-123');
         const blocks = last.body.messages.flatMap((message: any) =>
@@ -151,9 +154,10 @@ const specs: ToolSpec[] = [
 ];
 
 function sdkModel(kind: 'openai' | 'anthropic', baseURL: string, model = 'test-model'): LanguageModelV3 {
+  // The server's own transport (createProvider passes it): its failures must read as fetch's do.
   return kind === 'openai'
-    ? createOpenAI({ baseURL, apiKey: 'sk-test' }).chat(model)
-    : createAnthropic({ baseURL, apiKey: 'sk-test' })(model);
+    ? createOpenAI({ baseURL, apiKey: 'sk-test', fetch: httpFetch }).chat(model)
+    : createAnthropic({ baseURL, apiKey: 'sk-test', fetch: httpFetch })(model);
 }
 
 const request = (messages: readonly Message[] = history): ThinkRequest => ({

@@ -34,6 +34,7 @@ import {
   type ToolSpec,
 } from '@aleph/harness';
 import type { Config } from './config.js';
+import { httpFetch } from './http-fetch.js';
 
 /** One harness message as the model's prompt message; what generateText's conversion produced. */
 function toPromptMessage(message: Message): LanguageModelV3Message {
@@ -542,7 +543,7 @@ export function createProvider(
   if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
     throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
   const { provider: kind, base_url: baseURL } = agent;
-  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}) };
+  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch: httpFetch };
   const deferred = (load: () => Promise<LanguageModelV3>, options?: CacheOptions): AiProvider =>
     aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, options);
   switch (kind) {

@@ -1,0 +1,129 @@
+// The `fetch` the providers' requests go through: a POST with a text body to an http(s) URL, over
+// node:http on kept-alive connections, its body streamed as it arrives. Node's own fetch (undici)
+// costs several times the CPU per model call (Request, Headers, resource timing, a web stream per
+// step). Anything else — another method, a body that is not text, a redirect — goes to the global
+// fetch unchanged. What the providers see is the same: a Response, a network failure as fetch's
+// TypeError('fetch failed') with its cause (its code: ECONNREFUSED, ECONNRESET…), a cancel as the
+// signal's reason.
+import type { Agent as HttpAgent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
+
+interface Transport {
+  readonly request: (
+    url: URL,
+    options: RequestOptions,
+    reply: (response: IncomingMessage) => void,
+  ) => ClientRequest;
+  readonly agent: HttpAgent;
+}
+
+const transports = new Map<string, Promise<Transport>>();
+
+/** node:http, or node:https at the first https request (a server without one never loads TLS). */
+function transport(protocol: string): Promise<Transport> {
+  let found = transports.get(protocol);
+  if (found === undefined) {
+    found = (protocol === 'https:' ? import('node:https') : import('node:http')).then((module) => ({
+      request: module.request,
+      agent: new module.Agent({ keepAlive: true }),
+    }));
+    transports.set(protocol, found);
+  }
+  return found;
+}
+
+/** Headers as node:http takes them (a Headers, pairs or a record). */
+function headerRecord(headers: RequestInit['headers']): Record<string, string> {
+  if (headers === undefined) return {};
+  if (headers instanceof Headers || Array.isArray(headers))
+    return Object.fromEntries(headers as Iterable<[string, string]>);
+  return { ...(headers as Record<string, string>) };
+}
+
+/** A response's headers as fetch gives them: each name once, repeated values joined. */
+function responseHeaders(raw: readonly string[]): Headers {
+  const headers = new Headers();
+  for (let index = 0; index + 1 < raw.length; index += 2) headers.append(raw[index]!, raw[index + 1]!);
+  return headers;
+}
+
+const NULL_BODY = new Set([101, 204, 205, 304]);
+
+/** `response`'s body as a web stream: read as it is pulled, paused while nobody reads. */
+function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      const fail = (error: unknown): void => {
+        try {
+          controller.error(error);
+        } catch {
+          // closed already
+        }
+      };
+      response.on('data', (chunk: Buffer) => {
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((controller.desiredSize ?? 1) <= 0) response.pause();
+      });
+      response.once('end', () => {
+        try {
+          controller.close();
+        } catch {
+          // errored already
+        }
+      });
+      response.once('error', (error) => fail(signal?.aborted ? signal.reason : error));
+      response.once('aborted', () =>
+        fail(signal?.aborted ? signal.reason : Object.assign(new Error('aborted'), { code: 'ECONNRESET' })),
+      );
+    },
+    pull() {
+      response.resume();
+    },
+    cancel() {
+      response.destroy();
+    },
+  });
+}
+
+/** fetch's TypeError for a request that never got an answer. */
+const fetchFailed = (cause: unknown): TypeError => new TypeError('fetch failed', { cause });
+
+export const httpFetch: typeof fetch = async (input, init = {}) => {
+  const method = (init.method ?? 'GET').toUpperCase();
+  const body = init.body;
+  const url = typeof input === 'string' ? new URL(input) : input instanceof URL ? input : undefined;
+  if (
+    url === undefined ||
+    method !== 'POST' ||
+    !(typeof body === 'string' || body === undefined || body === null) ||
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    (init.redirect !== undefined && init.redirect !== 'follow')
+  )
+    return fetch(input, init);
+  const signal = init.signal ?? undefined;
+  signal?.throwIfAborted();
+  const { request, agent } = await transport(url.protocol);
+  const reasonOf = (fallback: Error): Error => (signal?.aborted ? (signal.reason as Error) : fallback);
+  signal?.throwIfAborted();
+  const payload = body ?? '';
+  const headers = headerRecord(init.headers);
+  if (!Object.keys(headers).some((name) => name.toLowerCase() === 'content-length'))
+    headers['content-length'] = String(Buffer.byteLength(payload));
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    const outgoing = request(url, { method, headers, agent }, resolve);
+    const onAbort = (): void => void outgoing.destroy(signal!.reason as Error);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    outgoing.once('close', () => signal?.removeEventListener('abort', onAbort));
+    outgoing.once('error', (error) => reject(reasonOf(fetchFailed(error))));
+    outgoing.end(payload);
+  });
+  const status = response.statusCode ?? 0;
+  if (status >= 300 && status < 400 && response.headers.location !== undefined) {
+    response.resume(); // fetch's own redirect rules (a 303 becomes a GET, and so on)
+    return fetch(url, init);
+  }
+  return new Response(NULL_BODY.has(status) ? null : bodyOf(response, signal), {
+    status,
+    statusText: response.statusMessage ?? '',
+    headers: responseHeaders(response.rawHeaders),
+  });
+};
