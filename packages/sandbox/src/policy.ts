@@ -102,6 +102,9 @@ export const PROTECTED_HOME_PATHS = [
   '.mysql_history',
   '.python_history',
   '.node_repl_history',
+  // What lets a program into the user's X session (with the network on, its socket is reachable).
+  '.Xauthority',
+  '.ICEauthority',
 ] as const;
 
 /**

@@ -102,6 +102,7 @@ beforeAll(async () => {
   writeFileSync(join(home, '.codex', 'auth.json'), '{"OPENAI_API_KEY":"codex-secret"}\n');
   writeFileSync(join(home, '.bash_history'), 'export TOKEN=history-secret\n');
   writeFileSync(join(home, '.pgpass'), 'db:5432:*:u:pgpass-secret\n');
+  writeFileSync(join(home, '.Xauthority'), 'x11-cookie-secret\n');
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
