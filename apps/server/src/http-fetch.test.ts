@@ -116,6 +116,13 @@ describe('httpFetch', () => {
     expect(await (await httpFetch(`${base}/get`)).text()).toBe('GET /get ');
   });
 
+  it('an answer without a body (204) has a null body, as fetch gives it', async () => {
+    handler = (_request, _body, response) => response.writeHead(204).end();
+    const response = await post('/empty');
+    expect([response.status, response.body]).toEqual([204, null]);
+    expect(await (await post('/empty')).text()).toBe(''); // the next request is answered
+  });
+
   it('keeps the connection for the next request', async () => {
     handler = (request, _body, response) => response.end(String(request.socket.remotePort));
     const first = await (await post('/port')).text();

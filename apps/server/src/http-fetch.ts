@@ -47,7 +47,6 @@ function responseHeaders(raw: readonly string[]): Headers {
 }
 
 const NULL_BODY = new Set([101, 204, 205, 304]);
-
 /** `response`'s body as a web stream: read as it is pulled, paused while nobody reads. */
 function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>({
@@ -70,7 +69,7 @@ function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): Rea
           // errored already
         }
       });
-      response.once('error', (error) => fail(signal?.aborted ? signal.reason : error));
+      response.on('error', (error) => fail(signal?.aborted ? signal.reason : error));
       response.once('aborted', () =>
         fail(signal?.aborted ? signal.reason : Object.assign(new Error('aborted'), { code: 'ECONNRESET' })),
       );
@@ -113,7 +112,7 @@ export const httpFetch: typeof fetch = async (input, init = {}) => {
     const onAbort = (): void => void outgoing.destroy(signal!.reason as Error);
     signal?.addEventListener('abort', onAbort, { once: true });
     outgoing.once('close', () => signal?.removeEventListener('abort', onAbort));
-    outgoing.once('error', (error) => reject(reasonOf(fetchFailed(error))));
+    outgoing.on('error', (error) => reject(reasonOf(fetchFailed(error))));
     outgoing.end(payload);
   });
   const status = response.statusCode ?? 0;
@@ -121,7 +120,8 @@ export const httpFetch: typeof fetch = async (input, init = {}) => {
     response.resume(); // fetch's own redirect rules (a 303 becomes a GET, and so on)
     return fetch(url, init);
   }
-  return new Response(NULL_BODY.has(status) ? null : bodyOf(response, signal), {
+  const empty = NULL_BODY.has(status) && response.resume(); // the connection goes back to the pool
+  return new Response(empty ? null : bodyOf(response, signal), {
     status,
     statusText: response.statusMessage ?? '',
     headers: responseHeaders(response.rawHeaders),
