@@ -2,7 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
@@ -18,7 +18,7 @@ import {
   type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
-import type { ConfiguredSandbox, Sandbox } from '@aleph/sandbox';
+import { isWithin, type ConfiguredSandbox, type Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
   ClaudeCodeSessionHooks,
@@ -137,6 +137,12 @@ export function systemFolderOf(real: string): string | undefined {
 export function isSharedTemp(real: string): boolean {
   const shared = ['/tmp', '/var/tmp', '/private/tmp', '/private/var/tmp', tmpdir()];
   return shared.some((folder) => real === folder || (existsSync(folder) && real === realpathSync(folder)));
+}
+
+/** The home folder (real path) when `real` is it or holds it: the model could make its absent dot files. */
+export function homeHeldBy(real: string): string | undefined {
+  const home = realpathSync(homedir());
+  return isWithin(home, real) ? home : undefined;
 }
 
 /** A run's sub-agents: how many were started in all, and how many each session has running. */
@@ -428,6 +434,12 @@ export class AgentService {
       throw new GatewayError(
         'invalid_params',
         `params.cwd: ${cwd} is a temporary folder all programs share: a run makes its cwd writable, other programs' files and sockets included; choose a project directory (a folder inside it will do)`,
+      );
+    const home = config.agent.allow_home_cwd ? undefined : homeHeldBy(realpathSync(cwd));
+    if (home !== undefined)
+      throw new GatewayError(
+        'invalid_params',
+        `params.cwd: ${cwd} ${home === realpathSync(cwd) ? 'is your home folder' : `holds your home folder (${home})`}: a run makes its cwd writable, and a dot file the model made there (~/.profile, ~/.ssh/authorized_keys, ~/.gitconfig) would run as you later; choose a project directory, or set [agent] allow_home_cwd = true`,
       );
     const under = deniedBy(realpathSync(cwd), this.#options.denied ?? []);
     if (under !== undefined)

@@ -100,6 +100,11 @@ export const configSchema = z.strictObject({
       /** A command every run must pass before it may claim completion (fail-closed, shell-safe only). */
       gate_command: z.string().min(1).optional(),
       workdir: z.string().min(1).optional(),
+      /**
+       * A run in your home folder, or in a folder that holds it: refused unless true (the model could
+       * make the home's absent dot files, `~/.profile` or `~/.ssh/authorized_keys`, which run as you).
+       */
+      allow_home_cwd: z.boolean({ error: 'must be true or false' }).default(false),
     })
     .prefault({}),
   sandbox: z

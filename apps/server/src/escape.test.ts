@@ -184,6 +184,7 @@ base_url = "${llm!.baseUrl}"
 api_key_env = "FAKE_PROVIDER_KEY"
 max_iterations = 40
 tool_timeout_secs = 20
+allow_home_cwd = true
 
 [power]
 inhibit_sleep = false
