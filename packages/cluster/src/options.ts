@@ -1,5 +1,6 @@
 // What a cluster node is configured with (the server maps `[cluster]` in aleph.toml onto this), and
 // the names every stream, bucket and subject take from `name`.
+import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { ClusterError } from './errors.js';
 
@@ -8,7 +9,10 @@ export interface ClusterOptions {
   readonly servers: readonly string[];
   /** Namespaces every subject, stream and bucket; default `aleph`. */
   readonly name?: string;
-  /** This node's name, unique among live nodes; default `<host name>-<pid>`. */
+  /**
+   * This node's name, unique among live nodes; default `<host name>-<pid>-<6 hex digits>`, the
+   * digits chosen at random once per process (containers that share a host name each have pid 1).
+   */
   readonly node?: string;
   /** Runs this node takes at once; default 4. */
   readonly maxRuns?: number;
@@ -37,7 +41,7 @@ const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function resolveOptions(options: ClusterOptions): ResolvedOptions {
   const name = options.name ?? 'aleph';
-  const node = options.node ?? `${hostname().replace(/[^A-Za-z0-9_-]/g, '-')}-${process.pid}`;
+  const node = options.node ?? defaultNode();
   if (!NAME.test(name))
     throw new ClusterError(
       'invalid_options',
@@ -68,6 +72,19 @@ export function resolveOptions(options: ClusterOptions): ResolvedOptions {
     replicas,
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
   };
+}
+
+/** Chosen once: every default name this process resolves is the same one. */
+const PROCESS_SUFFIX = randomBytes(3).toString('hex');
+
+/** `<host name>-<pid>-<random>`, the host name shortened to fit 64 characters. */
+function defaultNode(): string {
+  const tail = `-${process.pid}-${PROCESS_SUFFIX}`;
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9_-]/g, '-')
+      .slice(0, 64 - tail.length) || 'node';
+  return `${host}${tail}`;
 }
 
 /** Every name the cluster uses, derived from `name` alone, so two clusters share a NATS server safely. */
