@@ -138,6 +138,21 @@ export async function startClusterMode(
   }
 }
 
+/**
+ * The start line of a node in cluster mode: the cluster, this node's name and the NATS servers
+ * (any user and password in a URL left out), and whether it has joined.
+ */
+export function clusterStartLine(
+  config: ClusterConfig,
+  mode: Pick<ClusterMode, 'name' | 'node' | 'health'>,
+): string {
+  const servers = config.servers.map((url) => url.replace(/\/\/[^/@]*@/, '//'));
+  const health = mode.health();
+  return `cluster: ${mode.name}, node ${mode.node}, NATS ${servers.join(', ')}${
+    health === 'ok' ? '' : ` (${health}: not joined yet; local terminals work, runs wait)`
+  }`;
+}
+
 /** This node's terminals as the cluster serves them: the pty manager's sessions, run by the gateway. */
 function terminalHost(ptys: PtyManager, gateway: Gateway): TerminalHost {
   // A PtyManager emits 'spawn' (a PtySession, which is a HostSession) and 'forget' (an id).

@@ -119,6 +119,11 @@ describe.skipIf(binary === undefined)(
         'e2e1',
         `\n[telemetry]\nendpoint = "http://127.0.0.1:${port}/v1/traces"\n`,
       );
+      // Each node's start lines say it is one node of the cluster, and which.
+      for (const [index, node] of nodes.entries())
+        await expect
+          .poll(() => node.stdout())
+          .toContain(`cluster: e2e1, node ${'abc'[index]}, NATS ${nats.url}\n`);
       const a = nodes[0];
       const viewer = await client(a as ServerProcess);
       await viewer.subscribe(['agent.*']);
@@ -386,6 +391,9 @@ describe.skipIf(binary === undefined)(
       const healthz = async () => (await healthOf(front)).health;
       expect(await healthz()).toBe('degraded');
       expect(front.stderr() + front.stdout()).toMatch(/starting degraded \(required = false\)/);
+      await expect
+        .poll(() => front.stdout())
+        .toContain(`cluster: e2e5, node a, NATS ${nats.url} (degraded: not joined yet;`);
       const viewer = await client(front);
       await viewer.subscribe(['*']);
       // Its own terminals work, and their events reach its own clients.

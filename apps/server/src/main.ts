@@ -151,6 +151,10 @@ async function main(): Promise<number> {
       : `sandbox: ${sandbox.backend} (network ${loaded.config.sandbox.network})`,
   );
   for (const line of mcpStartLines(loaded.config, loaded.path, sandbox.backend !== 'none')) console.log(line);
+  if (server.cluster !== undefined && loaded.config.cluster !== undefined) {
+    const { clusterStartLine } = await import('./cluster-mode.js');
+    console.log(clusterStartLine(loaded.config.cluster, server.cluster));
+  }
   if (server.providerId === undefined) {
     console.log(
       'no LLM provider configured: terminals work; agent.run answers no_provider until [agent] provider and model are set.',
