@@ -2,7 +2,7 @@
 // a fake OpenAI-compatible model, and a client on one node. A run submitted anywhere runs on some
 // node and every event reaches the client; a node SIGKILLed mid-run loses it to another node,
 // which resumes from the log without repeating a completed step.
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -32,6 +32,21 @@ const tenSteps: Brain = (conversation) => {
   return { call: { name: 'shell', args: { command: `sleep 0.2; echo step-${done + 1}` } } };
 };
 
+/** Processes whose working folder is in `folder` (a run's commands), as `pid command`. */
+function processesIn(folder: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      const cwd = readlinkSync(`/proc/${pid}/cwd`);
+      if (cwd === folder || cwd.startsWith(`${folder}/`))
+        found.push(`${pid} ${readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()}`);
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return found;
+}
+
 /** The steps whose results reached the log, in order (a step cut short by a lost node has none). */
 const stepsInLog = (events: readonly { type: string; output?: string }[]): (string | undefined)[] =>
   events
@@ -47,9 +62,11 @@ describe.skipIf(binary === undefined)(
     let work: string;
     const servers: ServerProcess[] = [];
     const clients: GatewayClient[] = [];
+    const clusters = new Set<string>();
 
-    const config = (node: string, name: string) =>
-      `${clusterNodeConfig({
+    const config = (node: string, name: string): string => {
+      clusters.add(name); // its streams are checked and removed after the test
+      return `${clusterNodeConfig({
         token: TOKEN,
         natsUrl: nats.url,
         name,
@@ -57,6 +74,7 @@ describe.skipIf(binary === undefined)(
         leaseTtlSecs: 2,
         agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "ALEPH_E2E_PROVIDER_KEY"\nmax_iterations = 30\n`,
       })}max_runs = 2\n`;
+    };
 
     /** The cluster part of a node's /healthz. */
     const healthOf = async (node: ServerProcess): Promise<{ name: string; node: string; health: string }> =>
@@ -90,7 +108,40 @@ describe.skipIf(binary === undefined)(
         await server.stop();
         rmSync(server.stateDir, { recursive: true, force: true });
       }
-    });
+      // No command of a run left on any node (they run in the work folder), whatever ended its node.
+      await expect.poll(() => processesIn(work), { timeout: 30_000 }).toEqual([]);
+      // No consumer left on the cluster's streams once its nodes are gone (a killed or stopped node's
+      // lapse within seconds); then its streams and buckets go, and none is left.
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'probe',
+        node: `probe-${process.pid}`,
+      });
+      try {
+        for (const name of clusters) {
+          const streams = async (): Promise<string[]> => {
+            const names: string[] = [];
+            for await (const info of probe.jsm.streams.list())
+              if (info.config.name.startsWith(`${name}_`) || info.config.name.startsWith(`KV_${name}_`))
+                names.push(info.config.name);
+            return names;
+          };
+          const consumers = async (): Promise<string[]> => {
+            const left: string[] = [];
+            for (const stream of await streams())
+              for await (const consumer of probe.jsm.consumers.list(stream))
+                if (consumer.config.durable_name === undefined) left.push(`${stream}/${consumer.name}`);
+            return left;
+          };
+          await expect.poll(consumers, { timeout: 30_000, interval: 500 }).toEqual([]);
+          for (const stream of await streams()) await probe.jsm.streams.delete(stream);
+          expect(await streams()).toEqual([]);
+        }
+        clusters.clear();
+      } finally {
+        await probe.close();
+      }
+    }, 120_000);
     afterAll(async () => {
       await llm?.close();
       await nats?.dispose();

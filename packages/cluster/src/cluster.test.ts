@@ -244,6 +244,31 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await expect(a.publish('pty out', 's', {})).rejects.toThrow(ClusterError);
   });
 
+  it("a subscriber busy past a consumer's inactive threshold gets every later event, and leaves no consumer when it ends", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const bus = await JetStreamEventBus.open(connection);
+    const consumers = async (): Promise<string[]> => {
+      const names: string[] = [];
+      for await (const info of connection.jsm.consumers.list(`${cluster}_events`)) names.push(info.name);
+      return names;
+    };
+    const got: number[] = [];
+    const busy = bus.subscribe({ topics: ['agent.*'] }, async (event) => {
+      got.push(event.seq);
+      // Busy for 8 s on its first event (its node stopped, a slow client): nothing is pulled meanwhile.
+      if (event.seq === 1) await new Promise((resolve) => setTimeout(resolve, 8_000));
+    });
+    await busy.ready;
+    for (let index = 0; index < 300; index++) void bus.publish('agent.step', 'run-busy', { index });
+    await expect.poll(() => got.length, { timeout: 30_000 }).toBe(300);
+    expect(got).toEqual(Array.from({ length: 300 }, (_, index) => index + 1));
+    busy.unsubscribe();
+    // Its consumers are deleted as it ends (a library ordered consumer that recreated itself stays
+    // five minutes, and one that did not stays until the server's inactive threshold).
+    await expect.poll(consumers, { timeout: 2_000, interval: 100 }).toEqual([]);
+  });
+
   it('moves a run to another node when its node stops renewing, and the old node is fenced', async () => {
     const cluster = name();
     const connectionA = await node(cluster, 'a', 1);

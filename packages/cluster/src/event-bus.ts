@@ -9,18 +9,13 @@
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
 import { randomUUID } from 'node:crypto';
-import {
-  DeliverPolicy,
-  JetStreamApiError,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import type { BusEvent, BusListener, EventBus, EventFilter, EventSubscription } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { ClusterError } from './errors.js';
-import { untilStored, whileWanted } from './internal/retry.js';
+import { StreamReader } from './internal/reader.js';
+import { untilStored } from './internal/retry.js';
 
 const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
@@ -218,34 +213,18 @@ export class JetStreamEventBus implements EventBus {
   subscribe(filter: EventFilter, listener: BusListener): EventSubscription {
     const topics = [...filter.topics];
     const { sessionId, afterSeq } = filter;
-    let messages: ConsumerMessages | undefined;
-    let active = true;
-    let markReady: () => void = () => undefined;
-    let failReady: (error: unknown) => void = () => undefined;
-    const ready = new Promise<void>((resolve, reject) => {
-      markReady = resolve;
-      failReady = reject;
+    const replay = sessionId !== undefined && afterSeq !== undefined;
+    // A consumer of its own, gone a few seconds after its node however that node ended, deleted as
+    // the subscription ends; ready once it exists (what is published from then on reaches it).
+    const reader = new StreamReader(this.#connection, {
+      stream: this.#stream,
+      filter: sessionId === undefined ? `${this.#prefix}>` : this.#subject(sessionId),
+      start: replay ? 'all' : 'new',
+      maxMessages: 256,
+      prefix: 'bus',
     });
     void (async () => {
-      const replay = sessionId !== undefined && afterSeq !== undefined;
-      // Tried again while wanted: a consumer's creation can time out on a loaded server.
-      messages = await whileWanted(
-        this.#connection,
-        async () => {
-          const consumer = await this.#js.consumers.get(this.#stream, {
-            filter_subjects: sessionId === undefined ? `${this.#prefix}>` : this.#subject(sessionId),
-            deliver_policy: replay ? DeliverPolicy.All : DeliverPolicy.New,
-            inactive_threshold: 5_000, // gone a few seconds after its node, however that node ended
-          });
-          return await consumer.consume({ max_messages: 256 });
-        },
-        () => active,
-      );
-      markReady();
-      if (messages === undefined) return;
-      if (!active) return void (await messages.close());
-      for await (const message of messages) {
-        if (!active) break;
+      for await (const message of reader) {
         const first = Number(message.headers?.get(SEQ_HEADER)) || 0;
         const count = Number(message.headers?.get(BATCH_HEADER)) || 0;
         const sessionOf = message.headers?.get(SESSION_HEADER) ?? '';
@@ -261,7 +240,7 @@ export class JetStreamEventBus implements EventBus {
         }
         for (const [index, [topic, data]] of events.entries()) {
           const seq = first + index;
-          if (!active || (replay && seq <= (afterSeq ?? 0))) continue;
+          if (reader.closed || (replay && seq <= (afterSeq ?? 0))) continue;
           if (!topics.some((pattern) => topicMatches(pattern, topic))) continue;
           const event: BusEvent = { topic, sessionId: sessionOf, seq, data };
           try {
@@ -271,15 +250,8 @@ export class JetStreamEventBus implements EventBus {
           }
         }
       }
-    })().catch((error: unknown) => {
-      failReady(error);
-    });
-    ready.catch(() => undefined); // a subscriber that never awaits it is told nothing, and nothing crashes
-    const unsubscribe = (): void => {
-      if (!active) return;
-      active = false;
-      void messages?.close();
-    };
-    return { ready, unsubscribe, [Symbol.dispose]: unsubscribe };
+    })().catch(() => undefined); // (the reader's ready says why)
+    const unsubscribe = (): void => reader.close();
+    return { ready: reader.ready, unsubscribe, [Symbol.dispose]: unsubscribe };
   }
 }

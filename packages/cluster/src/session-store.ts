@@ -4,12 +4,7 @@
 // another node has loaded the log and appended — it resumed the run — a node that was stopped or
 // cut off can never append to it again: its append is refused as `fenced`.
 import { randomUUID } from 'node:crypto';
-import {
-  DeliverPolicy,
-  JetStreamApiError,
-  type JetStreamClient,
-  type JetStreamManager,
-} from '@nats-io/jetstream';
+import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type {
   SessionEvent,
   SessionEventBody,
@@ -20,6 +15,7 @@ import type {
 import type { ClusterConnection } from './connection.js';
 import { ensureStream } from './connection.js';
 import { ClusterError } from './errors.js';
+import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -196,23 +192,27 @@ export class JetStreamSessionStore implements SessionStore {
     const events: SessionEvent[] = [];
     const corruptLines: number[] = [];
     if (last > 0) {
-      const messages = await untilStored(this.#connection, async () => {
-        const consumer = await this.#js.consumers.get(this.#stream, {
-          filter_subjects: subject,
-          deliver_policy: DeliverPolicy.All,
-          inactive_threshold: 5_000,
-        });
-        return await consumer.consume();
+      // A consumer of its own, deleted once the log is read (a NATS outage past 2 minutes fails the read).
+      const reader = new StreamReader(this.#connection, {
+        stream: this.#stream,
+        filter: subject,
+        start: 'all',
+        maxMessages: 256,
+        prefix: 'log',
+        giveUpAfterMs: 120_000,
       });
-      for await (const message of messages) {
-        try {
-          events.push(message.json<SessionEvent>());
-        } catch {
-          corruptLines.push(events.length + corruptLines.length + 1);
+      try {
+        for await (const message of reader) {
+          try {
+            events.push(message.json<SessionEvent>());
+          } catch {
+            corruptLines.push(events.length + corruptLines.length + 1);
+          }
+          if (message.seq >= last) break;
         }
-        if (message.seq >= last) break;
+      } finally {
+        reader.close();
       }
-      await messages.close();
     }
     return { load: { events, tornTail: false, corruptLines }, last };
   }

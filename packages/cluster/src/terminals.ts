@@ -10,7 +10,7 @@
 // - a session method (`pty.input`, `resize`, `close`/`kill`, `snapshot`, `replay`) on another node
 //   goes to the owner by NATS request/reply and is answered as the owner answers its own clients;
 //   `pty.spawn` with `node` forks on that node the same way (the new terminal is published at once);
-// - a client of another node follows the output from the stream (an ordered consumer from the
+// - a client of another node follows the output from the stream (a consumer of its own from the
 //   message holding its offset), paced by that client's own backlog: a slow client stops the
 //   consumer's pulls, and its node reports the client's acknowledged offset to the owner, which
 //   holds the pty while every remote viewer is more than `windowBytes` behind (a client that went
@@ -19,19 +19,10 @@
 // - every node watches the others' registrations: a node not seen for the lease TTL is lost, and its
 //   sessions end for every client with `pty.exit` reason `node_lost` (one node claims each, by
 //   revision, so it is said once).
-import { randomBytes } from 'node:crypto';
-import {
-  AckPolicy,
-  DeliverPolicy,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JetStreamManager,
-  type PubAck,
-} from '@nats-io/jetstream';
+import { type JetStreamClient, type JetStreamManager, type PubAck } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import {
   headers as natsHeaders,
-  nanos,
   RequestError,
   TimeoutError,
   type Msg,
@@ -50,7 +41,7 @@ import type {
 } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { sessionToken } from './event-bus.js';
-import { whileWanted } from './internal/retry.js';
+import { StreamReader } from './internal/reader.js';
 
 const OFFSET_HEADER = 'Aleph-Offset';
 const EXIT_HEADER = 'Aleph-Exit';
@@ -66,13 +57,6 @@ const FORWARDED = new Set<string>([
 const MAX_MESSAGE_BYTES = 256 * 1024;
 /** Most bytes sent to a client in one piece (a client's frame carries at most this much). */
 const MAX_FRAME_BYTES = 64 * 1024;
-/** A consumer nobody pulls from is removed by the server after this long. */
-const INACTIVE_MS = 5_000;
-/** A follower's pulls: how long one waits for messages, and the heartbeats the server sends meanwhile. */
-const PULL_EXPIRES_MS = 10_000;
-const HEARTBEAT_MS = 2_000;
-/** What a follower's consumer reports when it cannot go on as it is: the follower takes a new one. */
-const TROUBLE = new Set(['heartbeats_missed', 'consumer_not_found', 'consumer_deleted', 'no_responders']);
 /** How often a follower tells the owner how far its client is, while nothing changes. */
 const REPORT_EVERY_MS = 500;
 /** A viewer not reported for this long has gone (its node died or it left): it is kept as detached. */
@@ -198,7 +182,7 @@ class Feed {
   stopped = false;
   /** Set when the end marker was read: the output is complete. */
   exit: ExitInfo | undefined;
-  messages: ConsumerMessages | undefined;
+  reader: StreamReader | undefined;
   wake: (() => void) | undefined;
   lastReport = 0;
   reportTimer: NodeJS.Timeout | undefined;
@@ -206,8 +190,6 @@ class Feed {
   readonly done: Promise<void>;
   finish: () => void = () => undefined;
   idleSince = Date.now();
-  /** The stream sequence of the last message this feed went past (sent, skipped or the end marker). */
-  lastSeq = 0;
 
   constructor(viewer: RemoteViewer, sessionId: string, owner: string, from: number) {
     this.viewer = viewer;
@@ -392,31 +374,24 @@ export class ClusterTerminals implements RemoteTerminals {
   }
 
   /**
-   * Follows a bucket: its entries now, then each change (`value` undefined: deleted). An ordered
-   * consumer that the server removes a few seconds after this node stops reading it (a KV watch's
-   * would stay five minutes after a crash).
+   * Follows a bucket: its entries now, then each change (`value` undefined: deleted), through a
+   * consumer of this node's own (gone a few seconds after this node, however it ended).
    */
   async #watch(
     bucket: string,
     onEntry: (key: string, value: string | undefined, revision: number) => void,
   ): Promise<void> {
     const prefix = `$KV.${bucket}.`;
-    const messages = await whileWanted(
-      this.#connection,
-      async () => {
-        const consumer = await this.#js.consumers.get(`KV_${bucket}`, {
-          filter_subjects: `${prefix}>`,
-          deliver_policy: DeliverPolicy.LastPerSubject,
-          inactive_threshold: INACTIVE_MS,
-        });
-        return await consumer.consume({ max_messages: 256 });
-      },
-      () => !this.#closed,
-    );
-    if (messages === undefined) return;
-    this.#watches.push({ stop: () => void messages.close().catch(() => undefined) });
+    const reader = new StreamReader(this.#connection, {
+      stream: `KV_${bucket}`,
+      filter: `${prefix}>`,
+      start: 'last_per_subject',
+      maxMessages: 256,
+      prefix: 'watch',
+    });
+    this.#watches.push({ stop: () => reader.close() });
     void (async () => {
-      for await (const message of messages) {
+      for await (const message of reader) {
         const operation = message.headers?.get('KV-Operation') ?? '';
         const key = message.subject.slice(prefix.length);
         onEntry(
@@ -426,6 +401,7 @@ export class ClusterTerminals implements RemoteTerminals {
         );
       }
     })().catch((error: unknown) => this.#options.onError(error, `watching ${bucket}`));
+    await reader.ready;
   }
 
   /** Starts serving this node's own terminals to the cluster (once the gateway exists). */
@@ -845,11 +821,7 @@ export class ClusterTerminals implements RemoteTerminals {
     } catch {
       return; // another node claimed it first
     }
-    for (const feeds of this.#feeds.values())
-      feeds
-        .get(sessionId)
-        ?.messages?.close()
-        .catch(() => undefined);
+    for (const feeds of this.#feeds.values()) feeds.get(sessionId)?.reader?.close();
     await this.#bus
       .publish('pty.exit', sessionId, { sessionId, ...exit })
       .catch((error: unknown) => this.#options.onError(error, `announcing the loss of ${sessionId}`));
@@ -1112,112 +1084,49 @@ export class ClusterTerminals implements RemoteTerminals {
     });
   }
 
-  /** Follows the session's output from stream sequence `seq`, one consumer after another, until done. */
+  /**
+   * Follows the session's output from stream sequence `seq` until done, through consumers of this
+   * feed's own (a new one from the first message not sent whenever the last may be gone). At most
+   * 16 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
+   */
   async #runFeed(feed: Feed, seq: number): Promise<void> {
-    for (let from: number | undefined = Math.max(1, seq); from !== undefined;)
-      from = feed.stopped || !feed.viewer.open ? undefined : await this.#followFrom(feed, from);
-  }
-
-  /**
-   * Follows with one consumer of this feed's own from stream sequence `seq`; answers where to go on
-   * with a new one (undefined: done). The client library asks for more messages only as earlier ones
-   * are taken, and the server removes a consumer nobody pulls from after INACTIVE_MS: a feed that
-   * waited on its client while no pull was asked for half that, or whose consumer reports trouble,
-   * goes on from the first message its client has not had. (The library's ordered consumer would
-   * recreate itself after trouble as one the server keeps for minutes, pulling nothing.)
-   */
-  async #followFrom(feed: Feed, seq: number): Promise<number | undefined> {
-    const name = `feed_${randomBytes(8).toString('hex')}`;
-    // At most 16 messages (≤ 4 MiB) wait here for a slow client; the rest stay in the stream.
-    const messages = await whileWanted(
-      this.#connection,
-      async () => {
-        const info = await this.#jsm.consumers.add(this.#stream, {
-          name,
-          filter_subject: this.#subject(feed.sessionId),
-          deliver_policy: DeliverPolicy.StartSequence,
-          opt_start_seq: seq,
-          ack_policy: AckPolicy.None,
-          max_deliver: 1,
-          inactive_threshold: nanos(INACTIVE_MS),
-          num_replicas: 1,
-          mem_storage: true,
-        });
-        return await this.#js.consumers
-          .getConsumerFromInfo(info)
-          .consume({ max_messages: 16, idle_heartbeat: HEARTBEAT_MS, expires: PULL_EXPIRES_MS });
-      },
-      () => !feed.stopped,
-    );
-    if (messages === undefined) return undefined;
-    feed.messages = messages;
-    let lastPull = Date.now();
-    let trouble = false;
-    void (async () => {
-      for await (const status of messages.status()) {
-        if (status.type === 'next') lastPull = Date.now();
-        else if (TROUBLE.has(status.type)) {
-          trouble = true;
-          feed.wake?.();
-          void messages.close().catch(() => undefined);
-        }
-      }
-    })().catch(() => undefined);
-    feed.lastSeq = Math.max(feed.lastSeq, seq - 1);
+    const reader = new StreamReader(this.#connection, {
+      stream: this.#stream,
+      filter: this.#subject(feed.sessionId),
+      start: Math.max(1, seq),
+      maxMessages: 16,
+      prefix: 'feed',
+    });
+    feed.reader = reader;
+    if (feed.stopped) reader.close();
     try {
-      if (feed.stopped) return undefined;
-      const next = await this.#deliver(
-        feed,
-        messages,
-        () => trouble || Date.now() - lastPull > INACTIVE_MS / 2,
-      );
-      if (next !== undefined) return next;
-    } catch (error) {
-      if (feed.stopped) return undefined;
-      this.#options.onError(error, `following ${feed.sessionId} from ${feed.owner}`);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      trouble = true;
+      await this.#deliver(feed, reader);
     } finally {
-      void messages.close().catch(() => undefined); // (settles only once iterated: not awaited)
-      // Gone at once (the server would remove it a few seconds later).
-      this.#jsm.consumers.delete(this.#stream, name).catch(() => undefined);
+      reader.close();
     }
-    // The consumer ended early (trouble): on from the first message the feed has not gone past.
-    return trouble && feed.exit === undefined && !feed.stopped ? feed.lastSeq + 1 : undefined;
   }
 
-  /**
-   * Sends the consumer's messages to the client as its backlog allows; answers the sequence of the
-   * message to go on from with a new consumer when, after waiting on the client, `stale()` says this
-   * one may be gone.
-   */
-  async #deliver(feed: Feed, messages: ConsumerMessages, stale: () => boolean): Promise<number | undefined> {
+  /** Sends the stream's messages to the client as its backlog allows. */
+  async #deliver(feed: Feed, reader: StreamReader): Promise<void> {
     const high = 1024 * 1024;
     const low = 256 * 1024;
-    for await (const message of messages) {
+    for await (const message of reader) {
       if (feed.stopped) break;
       const offset = Number(message.headers?.get(OFFSET_HEADER));
       const exit = message.headers?.get(EXIT_HEADER);
-      if (!Number.isFinite(offset)) {
-        feed.lastSeq = message.seq;
-        continue;
-      }
+      if (!Number.isFinite(offset)) continue;
       if (exit !== undefined && exit !== '') {
         try {
           feed.exit = JSON.parse(exit) as ExitInfo;
         } catch {
           feed.exit = { exitCode: null, signal: null, reason: 'exited' };
         }
-        feed.lastSeq = message.seq;
         break;
       }
       const { buffer, byteOffset, byteLength } = message.data; // (its own memory: no copy needed)
       const data = Buffer.from(buffer, byteOffset, byteLength);
       const end = offset + data.length;
-      if (end <= feed.next) {
-        feed.lastSeq = message.seq;
-        continue;
-      }
+      if (end <= feed.next) continue;
       // A gap (output the stream no longer keeps, or lost while NATS was away) shows in the offsets.
       const from = Math.max(offset, feed.next);
       // Paced by the client: past the high-water mark, wait until it has read down to the low one.
@@ -1228,7 +1137,6 @@ export class ClusterTerminals implements RemoteTerminals {
             setTimeout(resolve, 20);
           });
         feed.wake = undefined;
-        if (stale()) return message.seq;
       }
       if (feed.stopped || !feed.viewer.open) break;
       for (let at = from; at < end; at += MAX_FRAME_BYTES)
@@ -1238,10 +1146,8 @@ export class ClusterTerminals implements RemoteTerminals {
           data.subarray(at - offset, Math.min(end, at + MAX_FRAME_BYTES) - offset),
         );
       feed.next = end;
-      feed.lastSeq = message.seq;
       feed.idleSince = Date.now();
     }
-    return undefined;
   }
 
   #report(feed: Feed, left = false): void {
@@ -1265,7 +1171,7 @@ export class ClusterTerminals implements RemoteTerminals {
     clearInterval(feed.reportTimer);
     clearTimeout(feed.ackTimer);
     this.#report(feed, true);
-    void feed.messages?.close().catch(() => undefined);
+    feed.reader?.close();
     if (remove) {
       const feeds = this.#feeds.get(feed.viewer);
       if (feeds?.get(feed.sessionId) === feed) feeds.delete(feed.sessionId);
