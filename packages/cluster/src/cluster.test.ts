@@ -439,6 +439,75 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     }
   }, 120_000);
 
+  it('a node whose process was stalled past the lease TTL does not take a live node for lost', async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a');
+    const b = await node(cluster, 'b');
+    const busA = await JetStreamEventBus.open(a);
+    const busB = await JetStreamEventBus.open(b);
+    const listeners = new Set<(chunk: Buffer, offset: number) => void>();
+    const disposable = (): Disposable => ({ [Symbol.dispose]: () => undefined });
+    let written = 0;
+    const session: HostSession = {
+      id: 'stalled',
+      pid: process.pid,
+      command: 'test',
+      args: [],
+      cols: 80,
+      rows: 24,
+      createdAt: Date.now(),
+      scrollback: { start: 0, end: 0, read: () => ({ offset: written, data: Buffer.alloc(0) }) },
+      exitInfo: undefined,
+      onData: (listener) => (listeners.add(listener), { [Symbol.dispose]: () => listeners.delete(listener) }),
+      onExit: disposable,
+      hold: disposable,
+      watch: disposable,
+    };
+    const owner = await ClusterTerminals.open(a, busA);
+    const front = await ClusterTerminals.open(b, busB);
+    const exits: BusEvent[] = [];
+    const spy = busB.subscribe({ topics: ['pty.exit'] }, (event) => void exits.push(event));
+    await spy.ready;
+    try {
+      owner.attach({
+        on: () => undefined,
+        off: () => undefined,
+        get: (id) => (id === session.id ? session : undefined),
+        list: () => [session],
+        callLocal: () => Promise.reject(new Error('not here')),
+      });
+      let received = 0;
+      const viewer: RemoteViewer = {
+        id: 'v',
+        open: true,
+        sessions: new Set([session.id]),
+        wants: () => true,
+        sendOutput: (_id, _offset, data) => void (received += data.length),
+        backlog: () => 0,
+        acked: () => undefined,
+      };
+      await front.follow(viewer, session.id, 0);
+      const write = (): void => {
+        const chunk = Buffer.alloc(1024, 120);
+        for (const listener of listeners) listener(chunk, written);
+        written += chunk.length;
+      };
+      write();
+      await expect.poll(() => received, { timeout: 10_000 }).toBe(written);
+      // The whole process (both nodes) stalls past the 2 s TTL, as a stopped or starved node does.
+      const until = Date.now() + 3_000;
+      while (Date.now() < until);
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      write();
+      await expect.poll(() => received, { timeout: 10_000 }).toBe(written);
+      expect(exits).toEqual([]);
+    } finally {
+      spy.unsubscribe();
+      await front.close();
+      await owner.close();
+    }
+  }, 60_000);
+
   it('a follower whose client reads a message every two seconds gets every byte', async () => {
     const cluster = name();
     const a = await node(cluster, 'a');

@@ -231,6 +231,7 @@ export class ClusterTerminals implements RemoteTerminals {
   readonly #watches: { stop(): void }[] = [];
   #host: TerminalHost | undefined;
   #okSince = Date.now();
+  #lastSweep = Date.now();
   #closed = false;
   readonly #onSpawn = (session: HostSession): void => {
     if (this.#othersWantAll()) this.#publishSession(session);
@@ -388,6 +389,8 @@ export class ClusterTerminals implements RemoteTerminals {
       start: 'last_per_subject',
       maxMessages: 256,
       prefix: 'watch',
+      // Read anew from where it was: what it missed meanwhile says nothing yet (a full TTL again).
+      onRestart: () => (this.#okSince = Date.now()),
     });
     this.#watches.push({ stop: () => reader.close() });
     void (async () => {
@@ -765,9 +768,13 @@ export class ClusterTerminals implements RemoteTerminals {
     // Viewers that went stop counting once their grace is over (and release a pty they held).
     for (const published of this.#published.values())
       if (published.viewers.size > 0 || published.flowHold !== undefined) this.#checkFlow(published);
+    const now = Date.now();
+    // Long overdue: this node was stopped or starved, its reading of the renewals too; what it has
+    // not read yet says nothing yet, and every node gets a full TTL again.
+    if (now - this.#lastSweep > this.#ttl / 2) this.#okSince = now;
+    this.#lastSweep = now;
     if (this.#closed || this.#connection.health !== 'ok') return;
     this.#closeDeclaredLost();
-    const now = Date.now();
     const judging = now - this.#okSince > this.#ttl;
     for (const [sessionId, { registration, revision }] of this.#known) {
       if (registration.node === this.#node) {

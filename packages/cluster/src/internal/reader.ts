@@ -35,6 +35,8 @@ export interface ReaderOptions {
   readonly maxMessages: number;
   /** Names the consumers (`<prefix>_<random>`), for whoever lists them. */
   readonly prefix: string;
+  /** Called as a consumer after the first is made (the reader goes on from where it was). */
+  readonly onRestart?: () => void;
   /** A consumer that cannot be made for this long (NATS away, timeouts) fails the reader; default never. */
   readonly giveUpAfterMs?: number;
 }
@@ -50,6 +52,8 @@ export class StreamReader implements AsyncIterable<JsMsg> {
   readonly #connection: ClusterConnection;
   readonly #options: ReaderOptions;
   #closed = false;
+  /** A consumer was made before (the next is a restart). */
+  #opened = false;
   #markReady: () => void = () => undefined;
   #failReady: (error: unknown) => void = () => undefined;
   /** Settles once the first consumer exists (messages from then on are read), or the reader failed. */
@@ -179,6 +183,8 @@ export class StreamReader implements AsyncIterable<JsMsg> {
       jsm.consumers.delete(stream, name).catch(() => undefined);
       return undefined;
     }
+    if (this.#opened) this.#options.onRestart?.();
+    this.#opened = true;
     this.#current = opened;
     this.#markReady();
     return opened;
