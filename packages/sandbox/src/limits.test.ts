@@ -282,17 +282,31 @@ describe.skipIf(!cgroupLimits || !hasUnshare)('cgroups shared with another PID n
 });
 
 describe.skipIf(!cgroupLimits)("a command's pids cgroup, as root", () => {
-  it('is made by its wrapper with the limit, holds the command while it runs, and is gone once released', async () => {
+  const cgroupOf = (args: readonly string[]): string => {
+    const dir = args.find((arg) => /\/aleph-sandbox-\d+-\d+-\d+$/.test(arg));
+    expect(dir).toBeDefined();
+    return dir!;
+  };
+  const run = (wrapped: { file: string; args: readonly string[]; env: Record<string, string> }) =>
+    new Promise<{ status: number | null; stderr: string }>((done) => {
+      const child = spawn(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, stdio: 'pipe' });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('close', (status) => done({ status, stderr }));
+    });
+  const tasksIn = (dir: string): number => Number(readFileSync(join(dir, 'pids.current'), 'utf8'));
+
+  it('is made by its wrapper with the limit, holds the command while it runs, and is taken again by the next command once released', async () => {
     const box = createSandbox({ network: 'off', limits: { processes: 77 } }, { mode: 'required' });
     const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'sleep 2'], cwd: root, env: process.env });
-    const dir = wrapped.args.find((arg) => /\/aleph-sandbox-\d+-\d+-\d+$/.test(arg));
-    expect(dir).toBeDefined();
-    expect(existsSync(dir!)).toBe(false); // made by the command's wrapper, not here
+    const dir = cgroupOf(wrapped.args);
+    // made by the command's wrapper, not here; or one a released command left, empty
+    expect(existsSync(dir) ? tasksIn(dir) : 0).toBe(0);
     const child = spawn(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, stdio: 'ignore' });
     const ended = new Promise((settled) => child.on('close', settled));
     const tasks = (): string[] => {
       try {
-        return readFileSync(join(dir!, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+        return readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
       } catch {
         return [];
       }
@@ -300,9 +314,30 @@ describe.skipIf(!cgroupLimits)("a command's pids cgroup, as root", () => {
     await expect
       .poll(() => tasks().includes(String(child.pid)), { timeout: 30_000, interval: 20 })
       .toBe(true);
-    expect(readFileSync(join(dir!, 'pids.max'), 'utf8').trim()).toBe('77');
+    expect(readFileSync(join(dir, 'pids.max'), 'utf8').trim()).toBe('77');
+    // Not free while it runs: another command gets a cgroup of its own.
+    const meanwhile = box.wrap({ file: '/bin/sh', args: ['-c', 'true'], cwd: root, env: process.env });
+    expect(cgroupOf(meanwhile.args)).not.toBe(dir);
+    meanwhile.release();
     expect(await ended).toBe(0);
     wrapped.release();
-    await expect.poll(() => existsSync(dir!), { timeout: 10_000, interval: 50 }).toBe(false);
+    await expect.poll(() => tasksIn(dir), { timeout: 10_000, interval: 50 }).toBe(0);
+    const next = box.wrap({ file: '/bin/sh', args: ['-c', 'true'], cwd: root, env: process.env });
+    expect([cgroupOf(next.args), cgroupOf(meanwhile.args)]).toContain(dir);
+    next.release();
+  });
+
+  it('a command that reached the limit says so; the next command in its cgroup does not', async () => {
+    const box = createSandbox({ network: 'off', limits: { processes: 8 } }, { mode: 'required' });
+    const script = 'for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 1 & done 2>/dev/null; wait';
+    const first = box.wrap({ file: '/bin/sh', args: ['-c', script], cwd: root, env: process.env });
+    const dir = cgroupOf(first.args);
+    expect((await run(first)).stderr).toMatch(/the process limit \(8 tasks\) was reached: some forks failed/);
+    first.release();
+    await expect.poll(() => tasksIn(dir), { timeout: 10_000, interval: 50 }).toBe(0);
+    const next = box.wrap({ file: '/bin/sh', args: ['-c', 'echo fine'], cwd: root, env: process.env });
+    expect(cgroupOf(next.args)).toBe(dir);
+    expect(await run(next)).toEqual({ status: 0, stderr: '' });
+    next.release();
   });
 });

@@ -13,7 +13,7 @@ import {
   commandsCpuGroup,
   findPidsCgroup,
   prlimitArgs,
-  removeCgroup,
+  releaseCommandCgroup,
   type PidsCgroup,
   type ResolvedLimits,
 } from './internal/limits.js';
@@ -455,7 +455,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
               if (released) return;
               released = true;
               releaseStandIns(project.standIns);
-              if (cgroup !== undefined) removeCgroup(cgroup);
+              if (cgroup !== undefined) releaseCommandCgroup(cgroup);
             };
             const wrapped = bubblewrapCommand(
               path,

@@ -226,14 +226,16 @@ export function bubblewrapCommand(
     '[ -z "$cpu" ] || { echo $$ > "$cpu/cgroup.procs"; } 2>/dev/null; ' +
     'if [ -n "$cg" ]; then { [ -d "$cg" ] || mkdir "$cg"; } && echo "$max" > "$cg/pids.max" && ' +
     'echo $$ > "$cg/cgroup.procs" || ' +
-    '{ echo "aleph sandbox: cannot make or join the pids cgroup $cg" >&2; exit 126; }; fi; ';
+    '{ echo "aleph sandbox: cannot make or join the pids cgroup $cg" >&2; exit 126; }; ' +
+    // The failed forks so far (a cgroup is used again by a later command): shell builtins only.
+    '{ read -r key failed < "$cg/pids.events"; } 2>/dev/null; fi; ';
   const explain =
     limits === undefined
       ? ''
       : 'case $rc in ' +
         `152) echo "aleph sandbox: killed by SIGXCPU: a process used its CPU time limit (${limits.cpuSeconds} s)" >&2;; ` +
         `153) echo "aleph sandbox: killed by SIGXFSZ: a file reached the size limit (${limits.fileSizeBytes} bytes)" >&2;; esac; ` +
-        'if [ -n "$cg" ] && grep -qs "^max [1-9]" "$cg/pids.events"; then ' +
+        'if [ -n "$cg" ] && { read -r key now < "$cg/pids.events"; } 2>/dev/null && [ "$now" != "${failed:-0}" ]; then ' +
         `echo "aleph sandbox: the process limit (${limits.processes} tasks) was reached: some forks failed" >&2; fi; `;
   const script = `filter=$1; cg=$2; cpu=$3; max=$4; shift 4; ${join}"$@"${open}; rc=$?; ${explain}exit $rc`;
   const fd = filterFile === undefined ? undefined : SECCOMP_FD;
