@@ -169,6 +169,17 @@ describe.skipIf(!linux || users.length === 0).each(users)('limits, as %s', (user
     expect(next.stdout).toBe('/dev/shm:\n\n/tmp:\n');
   });
 
+  it('inside, every process has the limits: data, file size, CPU time (soft, hard a second later)', async () => {
+    const ran = await confined(
+      user,
+      { network: 'off', limits: { memoryBytes: 256 * 1024 ** 2, fileSizeBytes: 4096, cpuSeconds: 7 } },
+      "sh -c 'grep -E \"^Max (cpu time|file size|data size)\" /proc/self/limits' | tr -s ' '",
+    );
+    expect(ran.stdout).toBe(
+      'Max cpu time 7 8 seconds \nMax file size 4096 4096 bytes \nMax data size 268435456 268435456 bytes \n',
+    );
+  });
+
   it('a process past its CPU time ends, and says why', async () => {
     const ran = await confined(user, { network: 'off', limits: { cpuSeconds: 1 } }, 'while :; do :; done');
     expect(ran.status).toBe(152);
@@ -278,6 +289,17 @@ describe.skipIf(!cgroupLimits || !hasUnshare)('cgroups shared with another PID n
     expect(ran.stderr).toBe('');
     expect(ran.stdout).toBe('ran\n');
     expect(ran.status).toBe(0);
+  });
+});
+
+describe.skipIf(!cgroupLimits)('limits as root', () => {
+  // RLIMIT_NPROC binds nothing for uid 0 (the pids cgroup counts): the wrapper's ulimit sets the rest.
+  it('are set by the wrapper, with no prlimit process', () => {
+    const box = createSandbox({ network: 'off' }, { mode: 'required' });
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'true'], cwd: root, env: process.env });
+    wrapped.release();
+    expect(wrapped.args.some((arg) => arg.endsWith('/prlimit'))).toBe(false);
+    expect(wrapped.args[1]).toMatch(/ulimit -d 8388608 && ulimit -f 134217728 && ulimit -S -t 86400/);
   });
 });
 

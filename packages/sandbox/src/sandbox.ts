@@ -376,8 +376,10 @@ function limitsOf(
     const tmpBy = tmpSized ? 'size' : 'none';
     return { ...policy.limits, processesBy, tmpBy, ...(notes.length > 0 ? { note: notes.join('; ') } : {}) };
   };
-  if (prlimit === undefined) return { report: report('none', 'prlimit (util-linux) not found: no limits') };
-  if (process.getuid?.() !== 0) return { report: report('rlimit') };
+  if (process.getuid?.() !== 0) {
+    if (prlimit === undefined) return { report: report('none', 'prlimit (util-linux) not found: no limits') };
+    return { report: report('rlimit') };
+  }
   const cgroup = findPidsCgroup();
   if (cgroup !== undefined) return { report: report('cgroup'), cgroup };
   return {
@@ -416,6 +418,9 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       const inherited = options.env ?? process.env;
       const prlimit = backend === 'bubblewrap' ? onPath('prlimit', inherited) : undefined;
       const limits = limitsOf(resolved, prlimit, tmpBytes !== undefined);
+      // As root RLIMIT_NPROC binds nothing (the pids cgroup counts): the other limits are set by the
+      // wrapper's `ulimit` builtins, bwrap and the command inheriting them, with no prlimit process.
+      const wrapperLimits = backend === 'bubblewrap' && process.getuid?.() === 0;
       return {
         backend,
         mode,
@@ -465,14 +470,15 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
                   project: project.args,
                   disableUserns,
                   tmpBytes,
-                  prefix: prlimit === undefined ? [] : prlimitArgs(prlimit, resolved.limits),
+                  prefix: wrapperLimits || prlimit === undefined ? [] : prlimitArgs(prlimit, resolved.limits),
                 }),
               {
                 filterFile: filter(),
                 cgroup,
                 processes: resolved.limits.processes,
                 cpuGroup: commandsCpuGroup(),
-                ...(prlimit === undefined ? {} : { limits: resolved.limits }),
+                ...(wrapperLimits || prlimit !== undefined ? { limits: resolved.limits } : {}),
+                setsLimits: wrapperLimits,
               },
             );
             return { ...wrapped, cwd, env, release };

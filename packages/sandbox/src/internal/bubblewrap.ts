@@ -203,7 +203,24 @@ export interface WrapperOptions {
     readonly processes: number;
     readonly cpuSeconds: number;
     readonly fileSizeBytes: number;
+    readonly memoryBytes: number;
   };
+  /**
+   * The `sh` sets `limits` (but the task count) with its `ulimit` builtins before bwrap, which
+   * passes them on: as root, where RLIMIT_NPROC binds nothing, no prlimit process is needed inside.
+   */
+  readonly setsLimits?: boolean | undefined;
+}
+
+/** `ulimit` builtins (dash counts data in KiB, file size in 512-byte blocks: rounded down, at least one). */
+function ulimits(limits: NonNullable<WrapperOptions['limits']>): string {
+  const units = (bytes: number, unit: number): number => Math.max(1, Math.floor(bytes / unit));
+  return (
+    `ulimit -d ${units(limits.memoryBytes, 1024)} && ulimit -f ${units(limits.fileSizeBytes, 512)} && ` +
+    // soft < hard: SIGXCPU at the soft limit (a clear end), SIGKILL only a second later
+    `ulimit -S -t ${limits.cpuSeconds} && ulimit -H -t ${limits.cpuSeconds + 1} || ` +
+    '{ echo "aleph sandbox: cannot set the limits" >&2; exit 126; }; '
+  );
 }
 
 /**
@@ -217,7 +234,7 @@ export function bubblewrapCommand(
   build: (seccompFd: number | undefined) => string[],
   options: WrapperOptions = {},
 ): { file: string; args: string[] } {
-  const { filterFile, cgroup, processes, cpuGroup, limits } = options;
+  const { filterFile, cgroup, processes, cpuGroup, limits, setsLimits } = options;
   if (filterFile === undefined && cgroup === undefined && cpuGroup === undefined && limits === undefined) {
     return { file: bwrap, args: build(undefined) };
   }
@@ -237,7 +254,8 @@ export function bubblewrapCommand(
         `153) echo "aleph sandbox: killed by SIGXFSZ: a file reached the size limit (${limits.fileSizeBytes} bytes)" >&2;; esac; ` +
         'if [ -n "$cg" ] && { read -r key now < "$cg/pids.events"; } 2>/dev/null && [ "$now" != "${failed:-0}" ]; then ' +
         `echo "aleph sandbox: the process limit (${limits.processes} tasks) was reached: some forks failed" >&2; fi; `;
-  const script = `filter=$1; cg=$2; cpu=$3; max=$4; shift 4; ${join}"$@"${open}; rc=$?; ${explain}exit $rc`;
+  const set = setsLimits === true && limits !== undefined ? ulimits(limits) : '';
+  const script = `filter=$1; cg=$2; cpu=$3; max=$4; shift 4; ${join}${set}"$@"${open}; rc=$?; ${explain}exit $rc`;
   const fd = filterFile === undefined ? undefined : SECCOMP_FD;
   return {
     file: '/bin/sh',

@@ -3,7 +3,8 @@
 // number of tasks (RLIMIT_NPROC, counted per user namespace since Linux 5.14: the sandbox's own
 // tasks only). RLIMIT_NPROC never applies to uid 0, so as root the task count is bounded by a
 // pids cgroup of its own per command when one can be made (cgroup v1 `pids`, or v2 with `pids`
-// delegated); otherwise it is not bounded, and `describe` says so.
+// delegated); otherwise it is not bounded, and `describe` says so. As root the other limits are set
+// by the wrapper's `ulimit` builtins instead (bubblewrapCommand): no prlimit process.
 //
 // As root with cgroup v1's `cpu` controller, every confined command of this process also runs in one
 // CPU group of its own (weighted as one process group): with the kernel's autogroups, each command
