@@ -13,6 +13,7 @@
 import {
   existsSync,
   mkdirSync,
+  readFile,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -184,41 +185,46 @@ function usable(cgroup: PidsCgroup): boolean {
  * The pids cgroup of one command: only its name. The command's wrapper `sh` makes it (unless it is
  * there), sets its `pids.max` and joins it before bwrap starts (see bubblewrapCommand), so that a
  * cgroup's creation (the kernel's cgroup lock, contended while many sandboxes start) never holds up
- * this process. A cgroup whose command was released, and whose tasks are all gone (`pids.current`
- * 0), is taken again by a later command instead of being removed and made anew: making and removing
- * one each take the cgroup lock, which a command joining its cgroup holds through an RCU grace period
- * (measured: release()'s removal blocked the event loop for up to 2.9 s with 50 commands at once).
- * They are removed when this process exits; those of a process that died are removed by the next one.
+ * this process. A cgroup whose command was released, and whose tasks are all gone, is taken again by
+ * a later command instead of being removed and made anew: making and removing one each take the
+ * cgroup lock, which a command joining its cgroup holds through an RCU grace period (measured:
+ * release()'s removal blocked the event loop for up to 2.9 s with 50 commands at once). They are
+ * removed when this process exits; those of a process that died are removed by the next one.
  */
 export function commandCgroup(parent: PidsCgroup): string {
-  // The last released first; one whose last tasks are still exiting stays for later.
-  for (let at = idle.length - 1; at >= 0; at -= 1) {
-    const dir = idle[at] as string;
-    const tasks = pidsCurrent(dir);
-    // empty, or gone (its wrapper makes it again)
-    if (tasks === 0 || tasks === undefined) return idle.splice(at, 1)[0] as string;
-  }
+  const free = idle.pop(); // the last one found free
+  if (free !== undefined) return free;
   const dir = join(parent.dir, `aleph-sandbox-${OWNER}-${(sequence += 1)}`);
   if (made.size === 0) process.once('exit', removeCommandCgroups);
   made.add(dir);
   return dir;
 }
 
-/** Every command cgroup this process named, and those free for the next command (in order of release). */
+/** Every command cgroup this process named; those free for the next command; those being checked. */
 const made = new Set<string>();
 const idle: string[] = [];
+const checking = new Set<string>();
 
-function pidsCurrent(dir: string): number | undefined {
-  try {
-    return Number(readFileSync(join(dir, 'pids.current'), 'utf8'));
-  } catch {
-    return undefined;
-  }
-}
+/** The command cgroups free for the next command (for tests). */
+export const freeCommandCgroups = (): readonly string[] => idle;
 
-/** The command of `dir` ended (or never started): the cgroup is free for another once its tasks are gone. */
+/**
+ * The command of `dir` ended (or never started): the cgroup is free once its tasks are gone. Read on
+ * the thread pool (a read of a cgroup file can wait on the kernel's locks for tens of ms under load),
+ * again every 100 ms while tasks of a killed command are still exiting, for at most 5 s (then it is
+ * not used again, and goes at exit).
+ */
 export function releaseCommandCgroup(dir: string): void {
-  if (made.has(dir) && !idle.includes(dir)) idle.push(dir);
+  if (!made.has(dir) || checking.has(dir) || idle.includes(dir)) return;
+  checking.add(dir);
+  const check = (tries: number): void =>
+    readFile(join(dir, 'pids.current'), 'utf8', (error, text) => {
+      // empty, or gone (its wrapper makes it again)
+      if (error !== null || Number(text) === 0) idle.push(dir);
+      else if (tries > 0) return void setTimeout(() => check(tries - 1), 100).unref();
+      checking.delete(dir);
+    });
+  check(50);
 }
 
 function removeCommandCgroups(): void {
