@@ -3,6 +3,7 @@
 // KILL after a deadline. Exit is reported once, after the last output was delivered.
 import { randomUUID } from 'node:crypto';
 import {
+  close,
   closeSync,
   existsSync,
   constants as fsConstants,
@@ -427,9 +428,13 @@ export class PtySession {
     });
   }
 
+  /**
+   * On the thread pool: the last close of a terminal's side waits for the kernel's pending work on
+   * it (a flush by a kernel worker), which under load blocked the event loop for milliseconds.
+   */
   #releaseSlave(): void {
     if (this.#slaveFd === undefined) return;
-    closeSync(this.#slaveFd);
+    close(this.#slaveFd, () => {});
     this.#slaveFd = undefined;
   }
 

@@ -186,6 +186,18 @@ describe.runIf(process.platform === 'linux')('spawning without forking the serve
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it("a session that left nothing, while other terminals run, is found empty from the helper's children alone", async () => {
+    const other = spawn('/bin/sh', ['-c', 'sleep 1000']);
+    const ending = spawn('/bin/sh', ['-c', 'exit 0']);
+    const helper = stat(other.pid).ppid;
+    await ending.exited;
+    // Only the running terminal is below the helper: nothing of the ended session, nothing read.
+    expect(sessionBelow(helper, ending.pid, new Set([other.pid]))).toEqual([]);
+    // No running terminal to tell apart: the walk reads the helper itself (it may have died).
+    expect(sessionBelow(helper, ending.pid, new Set())!.map(({ pid }) => pid)).toContain(helper);
+    await other.close();
+  });
+
   it('a burst of start() never leaves more than the cap', async () => {
     const manager = new PtyManager({ maxSessions: 4, killStepMs: 100 });
     const started = await Promise.allSettled(

@@ -56,9 +56,13 @@ export function scanProcesses(): ProcessEntry[] {
   return table;
 }
 
-/** The children of `pid` (of each of its threads), from /proc/PID/task/TID/children. */
-function childrenOf(pid: number): number[] | undefined {
+/**
+ * The children of `pid` (of each of its threads), from /proc/PID/task/TID/children; of its main
+ * thread only with `oneThread` (a spawn helper has no other: one read, no listing of its threads).
+ */
+function childrenOf(pid: number, oneThread = false): number[] | undefined {
   try {
+    if (oneThread) return numbers(readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8'));
     return readdirSync(`/proc/${pid}/task`).flatMap((thread) =>
       readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
     );
@@ -66,6 +70,8 @@ function childrenOf(pid: number): number[] | undefined {
     return undefined; // gone, or a kernel without children lists
   }
 }
+
+const numbers = (text: string): number[] => text.split(' ').filter(Boolean).map(Number);
 
 /**
  * `root` and every process below it, found by walking down the children lists: the cost grows with
@@ -99,13 +105,17 @@ export function sessionBelow(
   leader: number,
   others: { has(pid: number): boolean },
 ): ProcessEntry[] | undefined {
+  const children = childrenOf(root, true);
+  if (children === undefined) return undefined;
+  // Another terminal's leader is a session of its own: not entered.
+  const candidates = children.filter((child) => child === leader || !others.has(child));
+  // Children, none of them this session's: nothing of it below `root`, which is alive (a zombie has
+  // no children). Read nothing more: this is every session's end while other terminals run.
+  if (children.length > 0 && candidates.length === 0) return [];
   const top = readProcess(root);
   if (top === undefined || top.zombie) return undefined;
-  const children = childrenOf(root);
-  if (children === undefined) return undefined;
   const found = new Map<number, ProcessEntry>([[root, top]]);
-  for (const child of children) {
-    if (child !== leader && others.has(child)) continue; // another terminal's leader: its own session
+  for (const child of candidates) {
     const entry = readProcess(child);
     if (entry === undefined || (child !== leader && entry.session !== leader)) continue;
     for (const below of processesBelow(child) ?? []) found.set(below.pid, below);
