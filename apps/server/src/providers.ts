@@ -34,7 +34,6 @@ import {
   type ToolSpec,
 } from '@aleph/harness';
 import type { Config } from './config.js';
-import { httpFetch } from './http-fetch.js';
 
 /** One harness message as the model's prompt message; what generateText's conversion produced. */
 function toPromptMessage(message: Message): LanguageModelV3Message {
@@ -518,6 +517,11 @@ const DEFAULT_KEY_VARIABLE: Readonly<Record<string, string>> = {
 export const providerKeyVariable = (agent: Config['agent']): string | undefined =>
   agent.api_key_env ?? DEFAULT_KEY_VARIABLE[agent.provider ?? ''];
 
+let transport: Promise<{ httpFetch: typeof fetch }> | undefined;
+/** httpFetch, its module loaded at the first request: one module more at start made V8 optimize at idle. */
+const providerFetch: typeof fetch = async (input, init) =>
+  (await (transport ??= import('./http-fetch.js'))).httpFetch(input, init);
+
 /** The configured provider, or undefined when none is configured (terminals still work). */
 export function createProvider(
   agent: Config['agent'],
@@ -543,7 +547,7 @@ export function createProvider(
   if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
     throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
   const { provider: kind, base_url: baseURL } = agent;
-  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch: httpFetch };
+  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch: providerFetch };
   const deferred = (load: () => Promise<LanguageModelV3>, options?: CacheOptions): AiProvider =>
     aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, options);
   switch (kind) {
