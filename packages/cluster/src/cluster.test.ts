@@ -244,6 +244,35 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await expect(a.publish('pty out', 's', {})).rejects.toThrow(ClusterError);
   });
 
+  it("batches a session's events up to the server's largest payload in bytes, multi-byte text included", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const bus = await JetStreamEventBus.open(connection);
+    const got: BusEvent[] = [];
+    const live = bus.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
+    await live.ready;
+    // 40 events of 200 KB of UTF-8 each (100,000 two-byte characters): a batch counted in characters
+    // up to the payload would be twice too large for the server.
+    const text = 'é'.repeat(100_000);
+    const seqs = await Promise.all(
+      Array.from({ length: 40 }, (_, index) => bus.publish('agent.delta', 'run-utf8', { index, text })),
+    );
+    expect(seqs).toEqual(Array.from({ length: 40 }, (_, index) => index + 1));
+    await expect.poll(() => got.length, { timeout: 10_000 }).toBe(40);
+    expect(
+      got.every(
+        (event, index) =>
+          (event.data as { index: number; text: string }).text === text &&
+          (event.data as { index: number }).index === index,
+      ),
+    ).toBe(true);
+    // Several to a message (each under the 1 MiB payload with its headers).
+    const stored = (await connection.jsm.streams.info(`${cluster}_events`)).state.messages;
+    expect(stored).toBeLessThan(40);
+    expect(stored).toBeGreaterThanOrEqual(9);
+    live.unsubscribe();
+  });
+
   it("a subscriber busy past a consumer's inactive threshold gets every later event, and leaves no consumer when it ends", async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');

@@ -23,8 +23,8 @@ const SEQ_HEADER = 'Aleph-Seq';
 const SESSION_HEADER = 'Aleph-Session';
 /** A message holding several events of its session (JSON `[[topic, data], …]`), the first at Aleph-Seq. */
 const BATCH_HEADER = 'Aleph-Batch';
-/** A batch's JSON stays well under NATS's 1 MiB payload. */
-const MAX_BATCH_CHARS = 256 * 1024;
+/** A batch's JSON in bytes stays this far under the server's largest payload (headers go beside it). */
+const PAYLOAD_HEADROOM = 64 * 1024;
 const TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 
 /** A session id as one subject token: itself when it is one, else hex (`''` is `_`). */
@@ -44,6 +44,8 @@ interface Queued {
   readonly topic: string;
   /** Its data as JSON. */
   readonly json: string;
+  /** Its bytes in a batch (UTF-8 of the JSON, the topic and the brackets around them). */
+  readonly bytes: number;
   readonly resolve: (seq: number) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -104,6 +106,11 @@ export class JetStreamEventBus implements EventBus {
     return new JetStreamEventBus(connection, options);
   }
 
+  /** The most bytes of JSON one batch carries: the server's largest payload (at most 1 MiB), less headroom. */
+  #maxBatchBytes(): number {
+    return Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2) - PAYLOAD_HEADROOM;
+  }
+
   #subject(sessionId: string): string {
     return `${this.#prefix}${sessionToken(sessionId)}`;
   }
@@ -139,25 +146,28 @@ export class JetStreamEventBus implements EventBus {
     }
     const known = tail;
     return new Promise<number>((resolve, reject) => {
-      known.queue.push({ topic, json: JSON.stringify(data ?? null), resolve, reject });
+      const json = JSON.stringify(data ?? null);
+      const bytes = Buffer.byteLength(json) + Buffer.byteLength(topic) + 6;
+      known.queue.push({ topic, json, bytes, resolve, reject });
       if (!known.writing) void this.#drain(sessionId, known);
     });
   }
 
   /**
    * Writes a session's queued events, one write at a time: what was published while a write was
-   * under way goes as one message (a batch, up to MAX_BATCH_CHARS), so a session's throughput is
+   * under way goes as one message (a batch, up to the server's largest payload), so a session's throughput is
    * not one round trip per event, and every write is still fenced on the session's last message.
    */
   async #drain(sessionId: string, tail: Tail): Promise<void> {
     tail.writing = true;
     try {
       while (tail.queue.length > 0) {
-        let chars = 0;
+        const most = this.#maxBatchBytes();
+        let bytes = 0;
         let count = 0;
         for (const queued of tail.queue) {
-          if (count > 0 && chars + queued.json.length > MAX_BATCH_CHARS) break;
-          chars += queued.json.length + queued.topic.length;
+          if (count > 0 && bytes + queued.bytes > most) break;
+          bytes += queued.bytes;
           count += 1;
         }
         const batch = tail.queue.splice(0, count);

@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 5643, files: 28 },
   mcp: { lines: 1037, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2770, files: 11 },
+  cluster: { lines: 2780, files: 11 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
