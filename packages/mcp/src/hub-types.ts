@@ -20,8 +20,14 @@ export interface McpHubOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Names no server's environment gets (the gateway token, the provider's key). */
   readonly stripEnv?: readonly string[];
-  /** Where stdio servers run (the project root), unless a server names its own `cwd`. */
+  /** Where confined stdio servers run (the project root), unless a server names its own `cwd`. */
   readonly cwd: string;
+  /**
+   * Where unconfined stdio servers run unless they name a `cwd` (default: the home folder): not
+   * the project, where `npx`, `node`, `python -m` find the model's files first (a planted
+   * `node_modules/.bin/…` ran as the user).
+   */
+  readonly unconfinedCwd?: string;
   /** Confines a server configured with `sandbox = true`; without it such a server is not started. */
   readonly wrap?: McpCommandWrapper;
   /** Something worth telling the user: a start failure, a crash, a restart, a skipped tool. */

@@ -1,5 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -230,3 +238,37 @@ async function waitFor(condition: () => boolean, notices: string[] = [], ms = 15
     await new Promise((tick) => setTimeout(tick, 25));
   }
 }
+
+describe('where a stdio server starts', () => {
+  it('an unconfined server starts in the home folder, not the project: what the project holds is not run', async () => {
+    const project = tempDir();
+    const home = tempDir();
+    // What a model could plant in the project: npx would run it first.
+    mkdirSync(join(project, 'node_modules', '.bin'), { recursive: true });
+    writeFileSync(
+      join(project, 'node_modules', '.bin', 'planted'),
+      `#!/bin/sh\ntouch ${join(project, 'PLANTED-RAN')}\n`,
+      { mode: 0o755 },
+    );
+    // The server records its cwd, then runs the real filesystem server over the project.
+    const list = servers({
+      mcpServers: {
+        fs: {
+          command: '/bin/sh',
+          args: [
+            '-c',
+            `pwd > ${join(project, 'cwd.txt')}; ./node_modules/.bin/planted; exec "$0" "$@"`,
+            process.execPath,
+            FILESYSTEM,
+            project,
+          ],
+        },
+      },
+    });
+    const hub = await McpHub.start(list, { env: process.env, cwd: project, unconfinedCwd: home });
+    hubs.push(hub);
+    expect(hub.statuses[0]?.state).toBe('ready');
+    expect(readFileSync(join(project, 'cwd.txt'), 'utf8').trim()).toBe(home);
+    expect(existsSync(join(project, 'PLANTED-RAN'))).toBe(false);
+  });
+});

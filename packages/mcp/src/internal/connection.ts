@@ -1,6 +1,7 @@
 // One MCP server of a run through the official SDK client (see ../mcp-hub.ts for the failure
 // policy). Loaded by McpHub.start only when a run has servers: the SDK, its schemas and its
 // validators are not in the memory of a process that configures none.
+import { homedir } from 'node:os';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -82,7 +83,8 @@ export class McpConnection {
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries({ ...this.#options.env, ...config.env }))
       if (value !== undefined && !strip.has(key)) env[key] = value;
-    const bare = { file: config.command, args: config.args, cwd: config.cwd ?? this.#options.cwd, env };
+    const cwd = config.sandbox ? this.#options.cwd : (this.#options.unconfinedCwd ?? homedir());
+    const bare = { file: config.command, args: config.args, cwd: config.cwd ?? cwd, env };
     if (!config.sandbox) return new StdioTransport(bare);
     if (this.#options.wrap === undefined) throw new Error('sandbox = true, but no sandbox is available');
     // A sandbox passes its own allow-list of variables: the server's own `env` goes in by `env(1)`.
