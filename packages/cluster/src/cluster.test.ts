@@ -446,7 +446,17 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
         backlog: () => received - acked,
         acked: () => acked,
       };
-      await front.follow(viewer, session.id, 0);
+      // The terminal's registration reaches the other node through the registrations' bucket.
+      await expect
+        .poll(
+          () =>
+            front.follow(viewer, session.id, 0).then(
+              () => true,
+              () => false,
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
       // 8 MiB written at once; the client reads ~1 MiB of it and then nothing for 8 s.
       for (let index = 0; index < 128; index++) {
         const chunk = Buffer.alloc(64 * 1024, index % 256);
