@@ -114,7 +114,8 @@ const server = [
 const dir = mkdtempSync(join(tmpdir(), 'aleph-mcp-smoke-'));
 try {
   writeFileSync(join(dir, 'server.mjs'), server);
-  const json = JSON.stringify({ mcpServers: { smoke: { command: process.execPath, args: ['server.mjs'] } } });
+  // Unconfined servers start in the home folder unless they name their own cwd.
+  const json = JSON.stringify({ mcpServers: { smoke: { command: process.execPath, args: ['server.mjs'], cwd: dir } } });
   const { servers, problems } = parseMcpJson(json, '.mcp.json', { env: process.env });
   if (problems.length > 0 || servers.length !== 1) throw new Error(JSON.stringify(problems));
   const hub = await McpHub.start(servers, { env: process.env, cwd: dir });
