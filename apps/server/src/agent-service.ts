@@ -238,9 +238,9 @@ export class AgentService {
 
   /**
    * A run's Claude Code hooks. Only the cwd's own `.claude` is read-only to its commands: a
-   * subfolder's is writable to a run above it, and the user's settings file may be a link into a
-   * project. A hooks file that changed (itself, its folder, a link on the way) during a run in its
-   * folder or above runs its hooks in the sandbox, said in a warning; the rest run as the user. The run's own window is left out: a file
+   * subfolder's is writable to a run above it. A project settings file that changed (itself, its
+   * `.claude` folder, a link on the way) during a run in its folder or above runs its hooks in the
+   * sandbox, said in a warning; the rest run as the user. The run's own window is left out: a file
    * the user wrote just before starting it is not the model's.
    */
   #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
@@ -249,7 +249,7 @@ export class AgentService {
       projectDir: cwd,
       files: config.hooks.files,
       deniedPaths: this.#deniedPaths(),
-      sandboxFile: (file) => {
+      sandboxProjectFile: (file) => {
         const run = writes?.changedDuringOtherRun(runId, dirname(file), file);
         return run === undefined
           ? undefined
