@@ -2,7 +2,7 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
 import {
@@ -18,7 +18,7 @@ import {
   type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
-import { isWithin, type ConfiguredSandbox, type Sandbox } from '@aleph/sandbox';
+import { isWithin, unsafeCwd, type ConfiguredSandbox, type Sandbox } from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
   ClaudeCodeSessionHooks,
@@ -114,29 +114,6 @@ function historyPage<Event extends { seq: number }>(
   }
   const rest = events[page.length];
   return { events: page, ...(rest === undefined ? {} : { next: rest.seq }) };
-}
-
-/** Folders no run may work in: the system's own, and those only holding other people's folders. */
-const SYSTEM_TREES =
-  '/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /run /System /Library /private/etc'.split(
-    ' ',
-  );
-const SYSTEM_FOLDERS =
-  '/ /home /Users /var /opt /srv /mnt /media /Volumes /Applications /private /private/var'.split(' ');
-
-/** The system folder `real` is (or, for the system's own trees, lies under), if any. */
-export function systemFolderOf(real: string): string | undefined {
-  if (SYSTEM_FOLDERS.includes(real)) return real;
-  return SYSTEM_TREES.find((tree) => real === tree || real.startsWith(`${tree}/`));
-}
-
-/**
- * Whether `real` is a temporary folder every program shares (`/tmp`, `/var/tmp`, `$TMPDIR`): as a
- * run's cwd it would stand for the private `/tmp`, other programs' files and sockets writable inside.
- */
-export function isSharedTemp(real: string): boolean {
-  const shared = ['/tmp', '/var/tmp', '/private/tmp', '/private/var/tmp', tmpdir()];
-  return shared.some((folder) => real === folder || (existsSync(folder) && real === realpathSync(folder)));
 }
 
 /** The home folder (real path) when `real` is it or holds it: the model could make its absent dot files. */
@@ -424,16 +401,13 @@ export class AgentService {
     const cwd = resolve(given);
     if (!existsSync(cwd) || !statSync(cwd).isDirectory())
       throw new GatewayError('invalid_params', `params.cwd: ${cwd} is not a directory`);
-    const system = systemFolderOf(realpathSync(cwd));
-    if (system !== undefined)
+    const unsafe = unsafeCwd(realpathSync(cwd));
+    if (unsafe !== undefined)
       throw new GatewayError(
         'invalid_params',
-        `params.cwd: ${cwd} is ${system === '/' ? 'the root folder' : `a system folder (${system})`}: a run makes its cwd writable; choose a project directory`,
-      );
-    if (isSharedTemp(realpathSync(cwd)))
-      throw new GatewayError(
-        'invalid_params',
-        `params.cwd: ${cwd} is a temporary folder all programs share: a run makes its cwd writable, other programs' files and sockets included; choose a project directory (a folder inside it will do)`,
+        unsafe.kind === 'shared_temp'
+          ? `params.cwd: ${cwd} is a temporary folder all programs share: a run makes its cwd writable, other programs' files and sockets included; choose a project directory (a folder inside it will do)`
+          : `params.cwd: ${cwd} is ${unsafe.kind === 'root' ? 'the root folder' : `a system folder (${unsafe.folder})`}: a run makes its cwd writable; choose a project directory`,
       );
     const home = config.agent.allow_home_cwd ? undefined : homeHeldBy(realpathSync(cwd));
     if (home !== undefined)

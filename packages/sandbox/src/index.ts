@@ -35,3 +35,4 @@ export {
 } from './model-file.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';
+export { unsafeCwd, type UnsafeCwd } from './cwd.js';

@@ -12,6 +12,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -177,7 +178,7 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
   });
 
   // The pty spawn helper's request FIFO runs whatever is written to it, unconfined (tester6 F15).
-  it("cannot reach the spawn helper's FIFO in the server's TMPDIR outside /tmp, nor with that dir as cwd", async () => {
+  it("cannot reach the spawn helper's FIFO in the server's TMPDIR outside /tmp; that dir is no cwd", async () => {
     const temp = join(root, 'server-tmp');
     mkdirSync(join(temp, 'aleph-pty-x1'), { recursive: true });
     expect(spawnSync('mkfifo', [join(temp, 'aleph-pty-x1', 'request')]).status).toBe(0);
@@ -188,10 +189,21 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
       const probe = `for f in ${temp}/aleph-pty-x1/request ${temp}/other.txt; do [ -e "$f" ] && echo "seen $f"; done; echo end`;
       const elsewhere = await sh('required', probe);
       expect(elsewhere.stdout).toBe('end\n');
-      const inside = await run(
+      // That dir as cwd would be writable inside, the FIFO with it: refused. A folder in it is not.
+      const error = catchError(() =>
         sandbox('required').wrap({ file: '/bin/sh', args: ['-c', probe], cwd: temp, env: process.env }),
       );
-      expect(inside.stdout).toBe(`seen ${temp}/other.txt\nend\n`);
+      expect(error).toMatchObject({ code: 'cwd_denied' });
+      mkdirSync(join(temp, 'project'));
+      const inside = await run(
+        sandbox('required').wrap({
+          file: '/bin/sh',
+          args: ['-c', probe],
+          cwd: join(temp, 'project'),
+          env: process.env,
+        }),
+      );
+      expect(inside.stdout).toBe('end\n');
     } finally {
       if (saved === undefined) delete process.env['TMPDIR'];
       else process.env['TMPDIR'] = saved;
@@ -713,8 +725,10 @@ describe('bad input', () => {
   });
 
   it.skipIf(!linux)(
-    'a cwd of /, in a system folder or a shared temporary folder is refused: it would be writable inside',
+    'a cwd of /, in a system folder, holding home folders or a shared temporary folder ($TMPDIR too) is refused: it would be writable inside',
     () => {
+      // $TMPDIR: a folder of the test's own, made the shared temporary folder for the check.
+      const sharedTemp = realpathSync(mkdtempSync(join(root, 'tmpdir-')));
       const cases = [
         ['/', 'cwd: / is the root folder: the cwd is writable inside; choose a project directory'],
         [
@@ -733,12 +747,31 @@ describe('bad input', () => {
           '/var/tmp',
           'cwd: /var/tmp is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it',
         ],
+        [
+          '/run',
+          'cwd: /run is in the system folder /run: the cwd is writable inside; choose a project directory',
+        ],
+        [
+          '/home',
+          "cwd: /home is a folder holding other people's folders: the cwd is writable inside; choose a project directory",
+        ],
+        [
+          sharedTemp,
+          `cwd: ${sharedTemp} is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it`,
+        ],
       ];
-      for (const [cwd, message] of cases) {
-        const error = catchError(() =>
-          sandbox('required').wrap({ file: '/bin/true', args: [], cwd: cwd!, env: {} }),
-        );
-        expect(error).toMatchObject({ code: 'cwd_denied', message });
+      const saved = process.env['TMPDIR'];
+      process.env['TMPDIR'] = sharedTemp;
+      try {
+        for (const [cwd, message] of cases) {
+          const error = catchError(() =>
+            sandbox('required').wrap({ file: '/bin/true', args: [], cwd: cwd!, env: {} }),
+          );
+          expect(error).toMatchObject({ code: 'cwd_denied', message });
+        }
+      } finally {
+        if (saved === undefined) delete process.env['TMPDIR'];
+        else process.env['TMPDIR'] = saved;
       }
       // Unconfined, nothing is made writable: the cwd is the caller's business.
       expect(sandbox('off').wrap({ file: '/bin/true', args: [], cwd: '/', env: {} }).cwd).toBe('/');

@@ -5,7 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, lstatSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { delimiter, join, sep } from 'node:path';
+import { delimiter, join } from 'node:path';
+import { unsafeCwd } from './cwd.js';
 import { SandboxError } from './errors.js';
 import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside } from './internal/bubblewrap.js';
 import {
@@ -261,13 +262,6 @@ function probePolicy(
   }
 }
 
-/** The system's own trees: a cwd there (or `/`) would make them writable inside. */
-const SYSTEM_TREES =
-  '/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /boot /dev /proc /sys /System /private/etc'.split(' ');
-
-/** Temporary folders every program shares: other programs' files and sockets are there. */
-const SHARED_TEMP = ['/tmp', '/var/tmp', '/private/tmp', '/private/var/tmp'];
-
 function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   let real: string;
   try {
@@ -276,18 +270,16 @@ function confinedCwd(cwd: string, policy: ResolvedPolicy): string {
   } catch (error) {
     throw new SandboxError('cwd_missing', `cwd: ${cwd} is not a directory`, { cause: error });
   }
-  const system = SYSTEM_TREES.find((tree) => isWithin(real, tree));
-  if (real === sep || system !== undefined) {
-    throw new SandboxError(
-      'cwd_denied',
-      `cwd: ${real} is ${real === sep ? 'the root folder' : `in the system folder ${system}`}: the cwd is writable inside; choose a project directory`,
-    );
-  }
-  if (SHARED_TEMP.includes(real)) {
-    throw new SandboxError(
-      'cwd_denied',
-      `cwd: ${real} is a temporary folder all programs share: the cwd stands for the private /tmp and is writable inside; choose a folder in it`,
-    );
+  const unsafe = unsafeCwd(real);
+  if (unsafe !== undefined) {
+    const what = {
+      root: 'the root folder: the cwd',
+      system: `in the system folder ${unsafe.folder}: the cwd`,
+      holder: "a folder holding other people's folders: the cwd",
+      shared_temp: 'a temporary folder all programs share: the cwd stands for the private /tmp and',
+    }[unsafe.kind];
+    const choose = unsafe.kind === 'shared_temp' ? 'a folder in it' : 'a project directory';
+    throw new SandboxError('cwd_denied', `cwd: ${real} is ${what} is writable inside; choose ${choose}`);
   }
   const under = policy.deny.find((denied) => isWithin(real, denied.path));
   if (under !== undefined) {
