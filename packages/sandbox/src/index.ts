@@ -20,6 +20,7 @@ export {
   isWithin,
   PROTECTED_HOME_PATHS,
   PROTECTED_PROJECT_PATHS,
+  PROTECTED_ROOT_PATHS,
   protectedPathOf,
   sandboxEnv,
   scrubEnv,

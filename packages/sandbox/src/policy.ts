@@ -89,6 +89,29 @@ export const PROTECTED_HOME_PATHS = [
   '.config/.wrangler',
   '.config/configstore/firebase-tools.json',
   '.config/sops',
+  '.pulumi/credentials.json',
+  '.oci',
+  '.config/hcloud',
+  '.databrickscfg',
+  '.snowsql',
+  '.dbt/profiles.yml',
+  '.cloudflared',
+  '.circleci/cli.yml',
+  '.sentryclirc',
+  '.config/stripe',
+  '.config/glab-cli',
+  '.config/containers/auth.json',
+  // Package registries' tokens.
+  '.gem/credentials',
+  '.yarnrc.yml',
+  '.yarnrc',
+  '.bunfig.toml',
+  '.config/pnpm/rc',
+  '.config/composer/auth.json',
+  '.composer/auth.json',
+  '.config/helm/repositories.yaml',
+  // A home-wide dotenv file holds what a project's would.
+  '.env',
   // Browsers' profiles (saved passwords, cookies) and shells' and REPLs' histories.
   '.mozilla',
   '.config/google-chrome',
@@ -102,9 +125,28 @@ export const PROTECTED_HOME_PATHS = [
   '.mysql_history',
   '.python_history',
   '.node_repl_history',
+  '.rediscli_history',
+  '.dbshell',
+  '.sqlite_history',
   // What lets a program into the user's X session (with the network on, its socket is reachable).
   '.Xauthority',
   '.ICEauthority',
+] as const;
+
+/**
+ * Denied as well when the command runs as root (uid 0 inside keeps the owner's read bit of
+ * root-owned files): the system's password hashes, its SSH host keys and TLS private keys.
+ */
+export const PROTECTED_ROOT_PATHS = [
+  '/etc/shadow',
+  '/etc/shadow-',
+  '/etc/gshadow',
+  '/etc/gshadow-',
+  '/etc/ssh/ssh_host_rsa_key',
+  '/etc/ssh/ssh_host_ecdsa_key',
+  '/etc/ssh/ssh_host_ed25519_key',
+  '/etc/ssh/ssh_host_dsa_key',
+  '/etc/ssl/private',
 ] as const;
 
 /**
@@ -201,6 +243,9 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
     path: join(home, relative),
     source: 'protected',
   }));
+  if (process.getuid?.() === 0) {
+    for (const path of PROTECTED_ROOT_PATHS) denyPaths.push({ path, source: 'protected' });
+  }
   for (const entry of policy.denyRead ?? []) {
     const path = entry === '~' || entry.startsWith('~/') ? join(home, entry.slice(1)) : entry;
     if (!isAbsolute(path) || PSEUDO_FILESYSTEMS.some((root) => isWithin(path, root)) || path === sep) {

@@ -104,6 +104,18 @@ beforeAll(async () => {
   writeFileSync(join(home, '.bash_history'), 'export TOKEN=history-secret\n');
   writeFileSync(join(home, '.pgpass'), 'db:5432:*:u:pgpass-secret\n');
   writeFileSync(join(home, '.Xauthority'), 'x11-cookie-secret\n');
+  mkdirSync(join(home, '.gem'), { recursive: true });
+  writeFileSync(join(home, '.gem', 'credentials'), ':rubygems_api_key: gem-secret\n');
+  writeFileSync(join(home, '.yarnrc.yml'), 'npmAuthToken: yarn-secret\n');
+  mkdirSync(join(home, '.config', 'containers'), { recursive: true });
+  writeFileSync(
+    join(home, '.config', 'containers', 'auth.json'),
+    '{"auths":{"r":{"auth":"podman-secret"}}}\n',
+  );
+  mkdirSync(join(home, '.oci'), { recursive: true });
+  writeFileSync(join(home, '.oci', 'config'), 'key_file=oci-secret\n');
+  writeFileSync(join(home, '.rediscli_history'), 'AUTH redis-secret\n');
+  writeFileSync(join(home, '.env'), 'API_KEY=dotenv-secret\n');
   listener = createServer((socket) => socket.end('hello\n'));
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   port = (listener.address() as { port: number }).port;
@@ -227,6 +239,15 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stdout).not.toMatch(/secret/);
     expect(ran.stdout).toContain('claude-md-readable');
   });
+
+  // As root, uid 0 inside keeps the owner's read bit of root-owned files (CI runs as root).
+  it.runIf(process.getuid?.() === 0 && existsSync('/etc/shadow'))(
+    "as root, cannot read the system's password hashes; the rest of /etc stays readable",
+    async () => {
+      const ran = await sh('required', 'cat /etc/shadow; ls /etc/ssl/private; head -c 5 /etc/passwd');
+      expect(ran.stdout).toBe('root:');
+    },
+  );
 
   it('reads the files it is given as readable (a hook transcript in the state dir), read-only; the rest stays hidden', async () => {
     const log = join(state, 'sessions', 'log.jsonl');
