@@ -18,7 +18,13 @@ import {
   type Tool,
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
-import { isWithin, unsafeCwd, type ConfiguredSandbox, type Sandbox } from '@aleph/sandbox';
+import {
+  isWithin,
+  unsafeCwd,
+  type ConfiguredSandbox,
+  type ProtectedPath,
+  type Sandbox,
+} from '@aleph/sandbox';
 import {
   buildStopHooksFromConfig,
   ClaudeCodeSessionHooks,
@@ -41,7 +47,7 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
-import type { ConfinedWrites } from './confined-writes.js';
+import { keptFrom, type ConfinedWrites } from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
@@ -215,19 +221,36 @@ export class AgentService {
 
   /**
    * A run's Claude Code hooks. Only the cwd's own `.claude` is read-only to its commands: a
-   * subfolder's is writable to a run above it. A project settings file that changed (itself, its
-   * `.claude` folder, a link on the way) during a run in its folder or above runs its hooks in the
-   * sandbox, said in a warning; the rest run as the user. The run's own window is left out: a file
-   * the user wrote just before starting it is not the model's.
+   * subfolder's is writable to a run above it, and the user's settings file may be a link into a
+   * project. A hooks file that changed (itself, its folder, a link on the way) during a run in its
+   * folder or above whose commands could write it (the sandbox did not keep it read-only there)
+   * runs its hooks in the sandbox, said in a warning; the rest run as the user. The run's own
+   * window is left out: a file the user wrote just before starting it is not the model's.
    */
   #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const writes = this.#options.confinedWrites;
+    const keptByCwd = new Map<string, readonly ProtectedPath[]>();
     return discoverClaudeCodeHooks({
       projectDir: cwd,
       files: config.hooks.files,
       deniedPaths: this.#deniedPaths(),
-      sandboxProjectFile: (file) => {
-        const run = writes?.changedDuringOtherRun(runId, dirname(file), file);
+      sandboxFile: (file) => {
+        // A run whose sandbox kept the file read-only (the cwd's `.claude`, a home dot entry, a
+        // `[hooks] files` entry) did not change it, whatever else it wrote in the folder.
+        const run = writes?.changedDuringOtherRun(runId, [dirname(file), file], (window) => {
+          const { sandbox } = this.#options;
+          if (sandbox.backend === 'none' || sandbox.protectedPaths === undefined) return true;
+          let kept = keptByCwd.get(window.cwd);
+          if (kept === undefined) {
+            try {
+              kept = sandbox.protectedPaths(window.cwd);
+            } catch {
+              kept = []; // not known: the run could have written it
+            }
+            keptByCwd.set(window.cwd, kept);
+          }
+          return !keptFrom(file, kept, window.from);
+        });
         return run === undefined
           ? undefined
           : `changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there: its hooks run in the sandbox (if it is yours: \`touch ${dirname(file)} ${file}\`)`;
@@ -860,7 +883,7 @@ export class AgentService {
    */
   #projectRemoteRefused(cwd: string, runId: string): string | undefined {
     const file = join(cwd, '.mcp.json');
-    const run = this.#options.confinedWrites?.changedDuringOtherRun(runId, file);
+    const run = this.#options.confinedWrites?.changedDuringOtherRun(runId, [file]);
     return run === undefined
       ? undefined
       : `${file} changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there (if it is yours: \`touch ${file}\`)`;

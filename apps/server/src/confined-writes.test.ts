@@ -14,10 +14,11 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectGateway } from '@aleph/gateway/client';
+import { createSandbox } from '@aleph/sandbox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
-import { ConfinedWrites } from './confined-writes.js';
+import { ConfinedWrites, keptFrom } from './confined-writes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'aleph-confined-writes-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -79,6 +80,48 @@ describe('ConfinedWrites', () => {
     expect(
       lines.map((line) => JSON.parse(line) as { run: string }).filter((entry) => entry.run === 'left-open'),
     ).toHaveLength(2);
+  });
+});
+
+// A hooks file the sandbox kept read-only in a run's cwd (the cwd's `.claude`, a `[hooks] files`
+// entry) was not that run's to change, whatever else it wrote there; a link out of a kept folder to
+// a file the run could write was.
+describe('keptFrom', () => {
+  it("names a file out of a run's reach, not a link from it into a writable folder, nor a folder made since", () => {
+    const home = join(root, 'kept', 'home');
+    mkdirSync(join(home, '.claude'), { recursive: true });
+    mkdirSync(join(home, 'dotfiles'));
+    writeFileSync(join(home, '.claude', 'settings.json'), '{}');
+    writeFileSync(join(home, 'dotfiles', 'settings.json'), '{}');
+    symlinkSync(join(home, 'dotfiles', 'settings.json'), join(home, '.claude', 'linked.json'));
+    writeFileSync(join(home, 'extra.json'), '{}');
+    const sandbox = createSandbox(
+      { network: 'off', readOnly: [join(home, 'extra.json')] },
+      { mode: 'off', home },
+    );
+    const later = Date.now() + 60_000;
+    const inHome = sandbox.protectedPaths(home);
+    expect(keptFrom(join(home, '.claude', 'settings.json'), inHome, later)).toBe(true);
+    expect(keptFrom(join(home, 'extra.json'), inHome, later)).toBe(true);
+    // A run at the home folder: the link's target is kept too (a link inside a kept folder is followed).
+    expect(keptFrom(join(home, '.claude', 'linked.json'), inHome, later)).toBe(true);
+    // A run in the dotfiles folder could write what the link leads to.
+    const inDotfiles = sandbox.protectedPaths(join(home, 'dotfiles'));
+    expect(keptFrom(join(home, '.claude', 'linked.json'), inDotfiles, later)).toBe(false);
+    // A run that started before the kept folder existed could have made it, and the file in it.
+    expect(keptFrom(join(home, '.claude', 'settings.json'), inHome, Date.now() - 60_000)).toBe(false);
+  });
+
+  it('a run its caller rules out is not named', () => {
+    const { state, project } = folders('ruled-out');
+    const writes = new ConfinedWrites(state);
+    const end = writes.begin('run-kept', project);
+    writeFileSync(join(project, 'settings.json'), '{}');
+    end();
+    expect(
+      writes.changedDuringOtherRun(undefined, [join(project, 'settings.json')], () => false),
+    ).toBeUndefined();
+    expect(writes.changedDuringOtherRun(undefined, [join(project, 'settings.json')])?.runId).toBe('run-kept');
   });
 });
 

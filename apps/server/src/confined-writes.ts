@@ -17,7 +17,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { isWithin } from '@aleph/sandbox';
+import { isWithin, type ProtectedPath } from '@aleph/sandbox';
 
 /** One agent run: its `cwd` (real path), from its start to its end (ms since the epoch). */
 export interface WriteWindow {
@@ -52,6 +52,34 @@ function changeTimes(path: string): { at: number; path: string }[] {
     // Missing, or a dangling link: what there is was checked.
   }
   return times;
+}
+
+/**
+ * Whether `file` was out of reach of the commands of a run that started at `since` in a cwd the
+ * sandbox keeps `kept` in (its protected paths there, as they are now): its name lies in a
+ * protected dir or is a protected file (a mount point: it cannot be replaced), and what it leads to
+ * is protected too (a link into a writable folder is not). A protected path made since (a home dot
+ * entry kept only while it exists, made by the run) kept nothing then.
+ */
+export function keptFrom(file: string, kept: readonly ProtectedPath[], since: number): boolean {
+  let target: { dev: number; ino: number };
+  try {
+    target = statSync(file);
+  } catch {
+    return false;
+  }
+  const before = kept.filter(({ path }) => {
+    try {
+      const born = Number(statSync(path, { bigint: true }).birthtimeNs / 1_000_000n);
+      return born > 0 && born < since; // unknown (0): not known to have kept anything
+    } catch {
+      return false;
+    }
+  });
+  const named = (path: string): boolean =>
+    before.some((entry) => entry.path === path || (entry.kind === 'dir' && isWithin(path, entry.path)));
+  const same = before.some((entry) => entry.dev === target.dev && entry.ino === target.ino);
+  return named(resolve(file)) && (same || named(real(file)));
 }
 
 export class ConfinedWrites {
@@ -117,11 +145,19 @@ export class ConfinedWrites {
    * changed while that run could write there, if there is one; else undefined.
    */
   changedDuringRun(...paths: string[]): WriteWindow | undefined {
-    return this.changedDuringOtherRun(undefined, ...paths);
+    return this.changedDuringOtherRun(undefined, paths);
   }
 
-  /** `changedDuringRun`, leaving out the window of run `runId` (one that asks about its own start). */
-  changedDuringOtherRun(runId: string | undefined, ...paths: string[]): WriteWindow | undefined {
+  /**
+   * `changedDuringRun`, leaving out the window of run `runId` (one that asks about its own start),
+   * and the runs whose commands `writable` says could not write the file (the sandbox kept it
+   * read-only in their cwd: a change then was not theirs).
+   */
+  changedDuringOtherRun(
+    runId: string | undefined,
+    paths: readonly string[],
+    writable: (window: WriteWindow) => boolean = () => true,
+  ): WriteWindow | undefined {
     const now = this.#now();
     const windows = [
       ...this.#windows,
@@ -130,7 +166,12 @@ export class ConfinedWrites {
     for (const path of paths)
       for (const { at, path: where } of changeTimes(path))
         for (const window of windows)
-          if (at >= window.from - SLACK_MS && at <= window.to + SLACK_MS && isWithin(where, window.cwd))
+          if (
+            at >= window.from - SLACK_MS &&
+            at <= window.to + SLACK_MS &&
+            isWithin(where, window.cwd) &&
+            writable(window)
+          )
             return window;
     return undefined;
   }

@@ -1,7 +1,7 @@
 // The project's own hooks files (`.claude/settings.json`, `settings.local.json`) may be the model's
 // (a subfolder's `.claude` is writable to a run above it): they are read only when their real path
 // lies in the project and under no denied path (a warning naming the file, never its content,
-// else), and the hooks of one the caller names (`sandboxProjectFile`: it changed while the model's
+// else), and the hooks of one the caller names (`sandboxFile`: it changed while the model's
 // commands could write it) run through the runner's `wrap` (the sandbox), for every event. The
 // rest run as the user.
 import {
@@ -75,12 +75,17 @@ describe("the project's own hooks files", () => {
     const found = discoverClaudeCodeHooks({
       projectDir: project,
       home,
-      sandboxProjectFile: (file) => (
-        asked.push(file),
-        'changed during agent run r1 in /p: its hooks run in the sandbox'
-      ),
+      sandboxFile: (file) => {
+        asked.push(file);
+        return file.startsWith(project)
+          ? 'changed during agent run r1 in /p: its hooks run in the sandbox'
+          : undefined;
+      },
     });
-    expect(asked).toEqual([join(project, '.claude', 'settings.json')]);
+    expect(asked).toEqual([
+      join(home, '.claude', 'settings.json'),
+      join(project, '.claude', 'settings.json'),
+    ]);
     expect(found.warnings).toEqual([
       '.claude/settings.json: changed during agent run r1 in /p: its hooks run in the sandbox',
     ]);
@@ -114,7 +119,7 @@ describe("the project's own hooks files", () => {
     const found = discoverClaudeCodeHooks({
       projectDir: project,
       home: null,
-      sandboxProjectFile: () => undefined,
+      sandboxFile: () => undefined,
     });
     expect(found.warnings).toEqual([]);
     const session = new ClaudeCodeSessionHooks(found, { projectDir: project, wrap });
@@ -160,5 +165,60 @@ describe("the project's own hooks files", () => {
       deniedPaths: [join(project, 'secret')],
     });
     expect(withUser.hooks).toHaveLength(3);
+  });
+});
+
+describe('hooks files the model may have written, outside the project', () => {
+  it("the user's settings file, a link into a folder a run could write, runs its hooks in the sandbox", async () => {
+    // Dotfiles: ~/.claude/settings.json is a link into a folder agent runs worked in.
+    mkdirSync(join(root, 'dotfiles', 'claude'), { recursive: true });
+    settings(join(root, 'dotfiles', 'claude', 'settings.json'), 'user');
+    symlinkSync(join(root, 'dotfiles', 'claude', 'settings.json'), join(home, '.claude', 'settings.json'));
+    const asked: string[] = [];
+    const found = discoverClaudeCodeHooks({
+      projectDir: project,
+      home,
+      sandboxFile: (file) => {
+        asked.push(file);
+        return 'changed during agent run r2 in /dotfiles: its hooks run in the sandbox';
+      },
+    });
+    expect(asked).toEqual([join(home, '.claude', 'settings.json')]);
+    expect(found.warnings).toEqual([
+      '~/.claude/settings.json: changed during agent run r2 in /dotfiles: its hooks run in the sandbox',
+    ]);
+    expect(found.hooks.every((hook) => hook.sandbox === true)).toBe(true);
+    const session = new ClaudeCodeSessionHooks(found, { projectDir: project, wrap });
+    await session.sessionStart({ sessionId: 's1', source: 'startup' });
+    expect(log('SessionStart')).toEqual(['user:yes']);
+  });
+
+  it("a file the caller names cannot turn the other files' hooks off with disableAllHooks", () => {
+    settings(join(home, '.claude', 'settings.json'), 'user');
+    mkdirSync(join(project, 'sub', '.claude'), { recursive: true });
+    writeFileSync(
+      join(project, 'sub', '.claude', 'settings.json'),
+      JSON.stringify({ disableAllHooks: true }),
+    );
+    const sub = join(project, 'sub');
+    const found = discoverClaudeCodeHooks({
+      projectDir: sub,
+      home,
+      sandboxFile: (file) => (file.startsWith(sub) ? 'changed during agent run r3 in /p' : undefined),
+    });
+    expect(found.warnings).toEqual([
+      '.claude/settings.json: changed during agent run r3 in /p',
+      '.claude/settings.json: "disableAllHooks": true is not obeyed: the file may be the model\'s',
+    ]);
+    expect(found.hooks.map((hook) => [hook.event, hook.sandbox === true])).toEqual([
+      ['Stop', false],
+      ['PreToolUse', false],
+      ['SessionStart', false],
+    ]);
+    // The user's own file still turns every hook off.
+    writeFileSync(join(home, '.claude', 'settings.json'), JSON.stringify({ disableAllHooks: true }));
+    expect(discoverClaudeCodeHooks({ projectDir: sub, home, sandboxFile: () => undefined }).hooks).toEqual(
+      [],
+    );
   });
 });

@@ -45,8 +45,8 @@ export interface ClaudeCodeCommandHook {
   readonly timeoutMs: number;
   readonly pluginRoot?: string;
   /**
-   * Runs through the runner's `wrap` (the sandbox): its file is one of the project's own that the
-   * caller's `sandboxProjectFile` named (the model's commands may have written it).
+   * Runs through the runner's `wrap` (the sandbox): its file is one the caller's `sandboxFile` named
+   * (the model's commands may have written it).
    */
   readonly sandbox?: boolean;
 }
@@ -77,11 +77,12 @@ export interface DiscoverClaudeCodeHooksOptions {
    */
   readonly deniedPaths?: readonly string[] | undefined;
   /**
-   * For each of the project's own settings files that is there: why its hooks must run in the
-   * sandbox (it changed while the model's commands could write it), a warning after the file's
-   * name; undefined: they run as the user, as every other file's.
+   * For each hooks file that is there (the project's, the user's `~/.claude/settings.json`, which
+   * may be a link into a project, `files`, plugins'): why its hooks must run in the sandbox (it
+   * changed while the model's commands could write it), a warning after the file's name; such a
+   * file's `disableAllHooks` is not obeyed (said). Undefined: they run as the user.
    */
-  readonly sandboxProjectFile?: ((file: string) => string | undefined) | undefined;
+  readonly sandboxFile?: ((file: string) => string | undefined) | undefined;
 }
 
 const hookEntrySchema = z.looseObject({
@@ -262,12 +263,15 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
       continue;
     }
     const text = settingsText(source.path, read);
-    const why = project ? options.sandboxProjectFile?.(source.path) : undefined;
+    const why = options.sandboxFile?.(source.path);
     if (why !== undefined) warnings.push(`${shown}: ${why}`);
     const loaded = parseHooksText(text, source.path, shown, source.pluginRoot, why !== undefined);
     files.push(source.path);
     warnings.push(...loaded.warnings);
-    if (loaded.disableAllHooks) disabledBy ??= displayPath(source.path, projectDir, home);
+    // A file the model may have written does not turn off the user's hooks (nor its own).
+    if (loaded.disableAllHooks && why !== undefined)
+      warnings.push(`${shown}: "disableAllHooks": true is not obeyed: the file may be the model's`);
+    else if (loaded.disableAllHooks) disabledBy ??= displayPath(source.path, projectDir, home);
     for (const hook of loaded.hooks) {
       // Claude Code runs identical hook commands once.
       const key = JSON.stringify([
