@@ -228,6 +228,13 @@ export class AgentService {
    * window is left out: a file the user wrote just before starting it is not the model's.
    */
   #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
+    const found = this.#discoverClaudeHooks(cwd, config, runId);
+    // `[hooks] sandbox = true`: every hook confined, the user's own too.
+    if (!config.hooks.sandbox) return found;
+    return { ...found, hooks: found.hooks.map((hook) => ({ ...hook, sandbox: true })) };
+  }
+
+  #discoverClaudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const writes = this.#options.confinedWrites;
     const keptByCwd = new Map<string, readonly ProtectedPath[]>();
     return discoverClaudeCodeHooks({

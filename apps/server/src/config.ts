@@ -51,7 +51,14 @@ export const configSchema = z.strictObject({
       }),
     )
     .default([]),
-  hooks: z.strictObject({ files: z.array(z.string()).default([]) }).prefault({}),
+  hooks: z
+    .strictObject({
+      files: z.array(z.string()).default([]),
+      // Every Claude Code hook in the sandbox: a hook's program resolved from the project
+      // (`npx prettier` → node_modules/.bin) is the model's to write.
+      sandbox: z.boolean().default(false),
+    })
+    .prefault({}),
   // Claude Code's `.mcp.json` fields, a `name` each (checked by @aleph/mcp; `${VAR}`s expand per run).
   mcp_servers: z
     .array(z.record(z.string(), z.unknown()), { error: 'must be an array of tables ([[mcp_servers]])' })

@@ -190,3 +190,60 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
     },
   );
 });
+
+// A user's formatter hook (`npx prettier --write`, `./node_modules/.bin/…`) runs a program from the
+// project, which the model's commands write: with `[hooks] sandbox = true` it runs confined.
+describe.skipIf(!linux)('[hooks] sandbox = true', () => {
+  let llm: FakeLlm;
+  const commands: Brain = (conversation) => {
+    const steps = JSON.parse(conversation.find((turn) => turn.role === 'user')?.text ?? '[]') as string[];
+    const next = steps[conversation.filter((turn) => turn.role === 'tool').length];
+    return next === undefined ? { text: 'done' } : { call: { name: 'shell', args: { command: next } } };
+  };
+  beforeAll(async () => {
+    llm = await startFakeLlm(commands);
+  });
+  afterAll(async () => {
+    await llm.close();
+  });
+
+  it(
+    "runs the user's own hooks in the sandbox: a program the model planted for them cannot write outside the project",
+    { timeout: 90_000 },
+    async () => {
+      const { state, project } = folders('hooks-sandbox');
+      const outside = join(state, 'pwned');
+      const hooksFile = join(state, 'hooks.json');
+      writeFileSync(
+        hooksFile,
+        JSON.stringify({
+          hooks: {
+            PostToolUse: [
+              { matcher: 'Bash', hooks: [{ type: 'command', command: './node_modules/.bin/fmt' }] },
+            ],
+          },
+        }),
+      );
+      const server = await startServerProcess(
+        `[gateway]\nport = 0\n[agent]\nprovider = "openai-compatible"\nmodel = "fake"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\n[power]\ninhibit_sleep = false\n[sandbox]\nmode = "required"\n[hooks]\nfiles = ["${hooksFile}"]\nsandbox = true\n`,
+        { FAKE_PROVIDER_KEY: 'k' },
+      );
+      try {
+        const client = await connectGateway(server.url, { token: server.token });
+        await client.subscribe(['agent.done']);
+        const done = new Promise<void>((resolve) =>
+          client.onEvent((topic) => topic === 'agent.done' && resolve()),
+        );
+        const plant = `mkdir -p node_modules/.bin && printf '#!/bin/sh\\necho ran > ran-by-hook; id > ${outside}\\n' > node_modules/.bin/fmt && chmod +x node_modules/.bin/fmt`;
+        await client.request('agent.run', { prompt: JSON.stringify([plant, 'true']), cwd: project });
+        await done;
+        await client.close();
+      } finally {
+        await server.stop();
+        rmSync(server.stateDir, { recursive: true, force: true });
+      }
+      expect(readFileSync(join(project, 'ran-by-hook'), 'utf8')).toBe('ran\n'); // the hook ran
+      expect(() => readFileSync(outside)).toThrow(/ENOENT/); // confined: nothing outside the project
+    },
+  );
+});
