@@ -487,3 +487,56 @@ async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<vo
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
+
+describe.skipIf(!linux)("other version control systems' repository config", () => {
+  it('.hg/hgrc (and what it %includes), .sl/config and .jj/repo/config.toml are read-only, their folders cannot be swapped; the rest stays writable', async () => {
+    count += 1;
+    const dir = join(root, `vcs${count}`);
+    mkdirSync(join(dir, '.hg'), { recursive: true });
+    writeFileSync(join(dir, '.hg', 'hgrc'), '[ui]\nusername = u\n%include ../hg-extra.rc\n');
+    writeFileSync(join(dir, 'hg-extra.rc'), '[extensions]\n');
+    writeFileSync(join(dir, '.hg', 'requires'), 'store\n');
+    mkdirSync(join(dir, '.sl'));
+    writeFileSync(join(dir, '.sl', 'config'), '[ui]\n');
+    mkdirSync(join(dir, '.jj', 'repo', 'op_store'), { recursive: true }); // config.toml absent
+    const files = [join(dir, '.hg', 'hgrc'), join(dir, 'hg-extra.rc'), join(dir, '.sl', 'config')];
+    const before = files.map((file) => readFileSync(file, 'utf8'));
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const hook = `[hooks]\\npre-status = ${EVIL}\\n`;
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `printf '${hook}' >> .hg/hgrc`,
+          `printf '${hook}' >> hg-extra.rc`,
+          `printf '${hook}' >> .sl/config`,
+          `printf '[ui]\\npager = "${EVIL}"\\n' > .jj/repo/config.toml`,
+          'mv .hg .hg-x',
+          'mv .jj .jj-x',
+          'echo op > .jj/repo/op_store/1 && echo wrote-op',
+          'echo r >> .hg/requires && echo wrote-requires',
+        ].join('; '),
+      ],
+      cwd: dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('wrote-op\nwrote-requires\n');
+    expect(files.map((file) => readFileSync(file, 'utf8'))).toEqual(before);
+    expect(existsSync(join(dir, '.jj', 'repo', 'config.toml'))).toBe(false); // its stand-in is gone
+    expect(readdirSync(dir).sort()).toEqual(['.hg', '.jj', '.sl', 'hg-extra.rc']);
+  });
+
+  it('an absent repository folder gets no stand-in: nothing appears in the project', async () => {
+    count += 1;
+    const dir = join(root, `novcs${count}`);
+    mkdirSync(dir, { recursive: true });
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'ls -A'], cwd: dir, env: process.env });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout).not.toMatch(/\.hg|\.jj|\.sl/);
+  });
+});

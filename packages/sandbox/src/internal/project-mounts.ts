@@ -64,6 +64,29 @@ const LINKED_OR_RUN_LATER = [
   'node_modules/.pnpm',
 ];
 
+/** Other version control systems' repository folders and the config each reads from there. */
+const OTHER_VCS = [
+  ['.hg', 'hgrc'],
+  ['.sl', 'config'],
+  ['.jj', 'repo'],
+] as const;
+
+/** The files an hgrc names with `%include` (relative to its folder), a few levels deep. */
+function hgIncludes(config: string, depth = 0): string[] {
+  let text: string;
+  try {
+    text = readFileSync(config, 'utf8');
+  } catch {
+    return [];
+  }
+  return text.split('\n').flatMap((line) => {
+    const named = /^%include\s+(.+?)\s*$/.exec(line)?.[1];
+    if (named === undefined || named.startsWith('~') || named.includes('$')) return [];
+    const path = resolve(dirname(config), named);
+    return [path, ...(depth < 4 ? hgIncludes(path, depth + 1) : [])];
+  });
+}
+
 type Kind = 'dir' | 'file' | 'symlink' | 'other';
 
 function kindOf(path: string): Kind | undefined {
@@ -146,6 +169,24 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
       if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
+  }
+  // Mercurial's, Sapling's and Jujutsu's repository config, when the repository is there: its
+  // folder pinned (a rename cannot put another in its place), the config read-only, what an hgrc
+  // `%include`s too. An absent one has no stand-in: an empty `.hg` or `.jj` would be a broken
+  // repository to the user's tools while the command runs.
+  for (const [dir, config] of OTHER_VCS) {
+    const path = join(cwd, dir);
+    if (kindOf(path) !== 'dir' || ownStandIn(path)) continue;
+    mounts.push({ path, how: 'pin', absent: 'dir' });
+    // `.jj/repo` is the store jj writes at each command, or a workspace's file naming another.
+    const kept =
+      dir === '.jj' && kindOf(join(path, 'repo')) === 'dir'
+        ? join(path, 'repo', 'config.toml')
+        : join(path, config);
+    mounts.push({ path: kept, how: 'read-only', absent: 'file' });
+    if (dir === '.hg')
+      for (const included of hgIncludes(join(path, config)))
+        mounts.push({ path: included, how: 'read-only', absent: 'file' });
   }
   // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
   // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
