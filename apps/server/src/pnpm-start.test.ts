@@ -221,3 +221,30 @@ it(
     expect(output).toContain(`cwd=${join(project, 'wd')}\r`);
   },
 );
+
+it(
+  'a SIGTERM to pnpm alone (a supervisor, `kill`, `timeout`) ends the server: nothing keeps serving',
+  { timeout: 300_000 },
+  async () => {
+    await stopServer();
+    const home = join(root, 'home3');
+    mkdirSync(home);
+    const env = Object.assign(userShell(home), { ALEPH_PORT: '0' });
+    const stdout = await pnpmStart(['start'], REPO, env);
+    const health = new URL('/healthz', /^console: (\S+)/m.exec(stdout)![1]);
+    expect((await fetch(health)).status).toBe(200);
+    const exited = new Promise((done) => server!.once('exit', done));
+    process.kill(server!.pid!, 'SIGTERM'); // pnpm's own pid, not its group
+    await exited;
+    await expect
+      .poll(
+        () =>
+          fetch(health).then(
+            () => 'serving',
+            () => 'gone',
+          ),
+        { timeout: 20_000 },
+      )
+      .toBe('gone');
+  },
+);
