@@ -70,13 +70,18 @@ export interface ClusterMode {
 /**
  * Connects this node to the cluster. Loaded only when `[cluster]` is configured (the NATS clients
  * are not imported otherwise). Errors are the cluster's own (unreachable, auth, duplicate node,
- * incompatible stream), for the caller to report as configuration errors.
+ * incompatible stream), for the caller to report as configuration errors. `secret` (the gateway
+ * token, the same on every node) authenticates the calls nodes forward each other.
  */
 export async function startClusterMode(
   config: ClusterConfig,
-  logger: Logger,
-  summarize: (sessionId: string, load: SessionLoad, live: boolean) => SessionSummary,
+  options: {
+    readonly logger: Logger;
+    readonly summarize: (sessionId: string, load: SessionLoad, live: boolean) => SessionSummary;
+    readonly secret: string;
+  },
 ): Promise<ClusterMode> {
+  const { logger, summarize, secret } = options;
   const cluster = await import('@aleph/cluster');
   const connection = await cluster.connectCluster({
     servers: config.servers,
@@ -97,6 +102,7 @@ export async function startClusterMode(
     });
     const bus = await cluster.JetStreamEventBus.open(connection);
     const terminals = await cluster.ClusterTerminals.open(connection, bus, {
+      secret,
       onError: (error, what) => logger.warn({ component: 'cluster', err: error }, what),
       makeError: (code, message, data) => new GatewayError(code, message, { data }),
     });

@@ -2,7 +2,15 @@
 // a fake OpenAI-compatible model, and a client on one node. A run submitted anywhere runs on some
 // node and every event reaches the client; a node SIGKILLed mid-run loses it to another node,
 // which resumes from the log without repeating a completed step.
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,7 +20,13 @@ import { natsServerBinary, startNatsServer, type NatsServer } from '@aleph/clust
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
-import { clusterNodeConfig, startServerProcess, type ServerProcess } from '../test/server-process.js';
+import {
+  clusterNodeConfig,
+  MAIN,
+  runToExit,
+  startServerProcess,
+  type ServerProcess,
+} from '../test/server-process.js';
 
 const binary = natsServerBinary();
 if (binary === undefined && process.env.CI)
@@ -146,6 +160,23 @@ describe.skipIf(binary === undefined)(
       await llm?.close();
       await nats?.dispose();
       rmSync(work, { recursive: true, force: true });
+    });
+
+    it('refuses to start a node without a gateway token: the calls nodes forward each other are authenticated with it', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'aleph-cluster-no-token-'));
+      onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+      const text = config('a', 'e2e0').replace(/^token = .*$/m, '');
+      expect(text).not.toMatch(/token/);
+      writeFileSync(join(dir, 'aleph.toml'), text);
+      const result = await runToExit([MAIN, '--config', join(dir, 'aleph.toml')], {
+        ALEPH_STATE_DIR: dir,
+        ALEPH_TOKEN: '',
+      });
+      expect(result.code).not.toBe(0);
+      expect(result.stderr).toContain(
+        '[cluster] needs [gateway] token (or ALEPH_TOKEN), the same on every node: the calls nodes forward each other are authenticated with it',
+      );
+      clusters.delete('e2e0'); // it never reached NATS
     });
 
     it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop; its spans name the node', async () => {

@@ -230,7 +230,16 @@ export function mergeDeltas(held: unknown, next: unknown): Delta | undefined {
 async function openCluster(config: Config, logger: Logger): Promise<ClusterMode | undefined> {
   const settings = config.cluster;
   if (settings === undefined) return undefined;
-  const join = () => startClusterMode(settings, logger.child({ component: 'cluster' }), summarize);
+  // The nodes authenticate the calls they forward each other (a terminal's input, a kill) with the
+  // shared gateway token: a generated one differs on each node, and none would let anything that
+  // reaches NATS drive every terminal.
+  const secret = config.gateway.token;
+  if (secret === undefined)
+    throw new ConfigError(
+      '[cluster] needs [gateway] token (or ALEPH_TOKEN), the same on every node: the calls nodes forward each other are authenticated with it',
+    );
+  const join = () =>
+    startClusterMode(settings, { logger: logger.child({ component: 'cluster' }), summarize, secret });
   try {
     const cluster = await join();
     logger.info({ component: 'cluster', node: cluster.node, cluster: cluster.name }, 'joined the cluster');

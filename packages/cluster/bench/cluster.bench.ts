@@ -20,6 +20,8 @@ import { natsServerBinary, startNatsServer } from '../src/testing.js';
 const MIB = 1024 * 1024;
 const TOTAL = Number(process.env.CLUSTER_BENCH_MIB ?? 64) * MIB;
 const CHUNK = 4096;
+/** The cluster's shared secret: the nodes authenticate the calls, reports and announcements they send each other. */
+const SECRET = 'bench-cluster-secret-0123456789';
 
 function chunk(index: number): Buffer {
   const buffer = Buffer.alloc(CHUNK, 97 + (index % 26));
@@ -96,8 +98,8 @@ async function terminalOutput(
     list: () => [session],
     callLocal: () => Promise.reject(new Error('not in this bench')),
   };
-  const owner = await ClusterTerminals.open(a, busA, { maxBytes: 2 * TOTAL + 64 * MIB });
-  const front = await ClusterTerminals.open(b, busB, { maxBytes: 2 * TOTAL + 64 * MIB });
+  const owner = await ClusterTerminals.open(a, busA, { secret: SECRET, maxBytes: 2 * TOTAL + 64 * MIB });
+  const front = await ClusterTerminals.open(b, busB, { secret: SECRET, maxBytes: 2 * TOTAL + 64 * MIB });
   owner.attach(host);
   const hash = createHash('sha256');
   let received = 0;

@@ -2,9 +2,11 @@
 // cluster-wide ordered events with resume, and runs that move when their node dies.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AckPolicy, RetentionPolicy } from '@nats-io/jetstream';
+import { connect, headers as natsHeaders, type Msg, type MsgHdrs } from '@nats-io/transport-node';
 import type { BusEvent, RemoteViewer } from '@aleph/gateway';
 import { eventBusContract } from '@aleph/gateway/testing';
 import type { SessionEventBody } from '@aleph/harness';
+import { ForwardAuth } from './internal/forward-auth.js';
 import { natsServerBinary, startNatsServer, type NatsServer } from './testing.js';
 import {
   ClusterTerminals,
@@ -24,6 +26,8 @@ if (binary === undefined && process.env.CI)
   throw new Error('nats-server is missing (Debian package nats-server)');
 
 const QUARTER_MIB = 256 * 1024;
+/** The cluster's shared secret, the same on every node of a test cluster. */
+const SECRET = 'test-cluster-secret-0123456789';
 const user = (content: string): SessionEventBody => ({ type: 'user', content });
 
 describe.skipIf(binary === undefined)('cluster over nats-server', () => {
@@ -400,6 +404,140 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(got).toEqual(Array.from({ length: 100 }, (_, index) => index));
   });
 
+  it('refuses a forwarded terminal call without a valid MAC, a stale one and a replay: the terminal receives only the good one, and nothing sent carries the secret', async () => {
+    const cluster = name();
+    const a = await node(cluster, 'a');
+    const b = await node(cluster, 'b');
+    const busA = await JetStreamEventBus.open(a);
+    const busB = await JetStreamEventBus.open(b);
+    const disposable = (): Disposable => ({ [Symbol.dispose]: () => undefined });
+    const session: HostSession = {
+      id: 'typed-into',
+      pid: process.pid,
+      command: 'test',
+      args: [],
+      cols: 80,
+      rows: 24,
+      createdAt: Date.now(),
+      scrollback: { start: 0, end: 0, read: () => ({ offset: 0, data: Buffer.alloc(0) }) },
+      exitInfo: undefined,
+      onData: disposable,
+      onExit: disposable,
+      hold: disposable,
+      watch: disposable,
+    };
+    const typed: string[] = [];
+    const logged: string[] = [];
+    const owner = await ClusterTerminals.open(a, busA, {
+      secret: SECRET,
+      onError: (error) => void logged.push(String(error)),
+    });
+    const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
+    // Anything that reaches NATS (no cluster credentials needed here): it sees and sends every subject.
+    const intruder = await connect({ servers: [nats.url] });
+    const traffic: string[] = [];
+    const tap = intruder.subscribe('>', {
+      callback: (_error, message) =>
+        void traffic.push(
+          `${message.subject} ${message.headers === undefined ? '' : [...message.headers].join(' ')} ${Buffer.from(message.data).toString('latin1')}`,
+        ),
+    });
+    const inbox = `${cluster}.node.a.pty`;
+    const copies: Msg[] = [];
+    const copy = intruder.subscribe(inbox, { callback: (_error, message) => void copies.push(message) });
+    await intruder.flush();
+    try {
+      owner.attach({
+        on: () => undefined,
+        off: () => undefined,
+        get: (id) => (id === session.id ? session : undefined),
+        list: () => [session],
+        callLocal: (method, params) => {
+          if (method === 'pty.input')
+            typed.push(Buffer.from((params as { data: string }).data, 'base64').toString());
+          return Promise.resolve({ bytes: 0 });
+        },
+      });
+      const input = (text: string): string =>
+        JSON.stringify({
+          m: 'pty.input',
+          p: { sessionId: session.id, data: Buffer.from(text).toString('base64') },
+        });
+      const refusal = async (body: string, headers?: MsgHdrs) =>
+        JSON.parse(
+          (await intruder.request(inbox, body, { timeout: 5_000, ...(headers ? { headers } : {}) })).string(),
+        ) as {
+          e?: { code: string; message: string; data: { reason: string } };
+        };
+      // No MAC at all.
+      expect((await refusal(input('rm -rf ~\r'))).e).toMatchObject({
+        code: 'invalid_request',
+        message: expect.stringMatching(/node a refused the forwarded call: it carries no authentication/),
+        data: { reason: 'unauthenticated' },
+      });
+      // A MAC under another secret.
+      const body = Buffer.from(input('wrong key\r'));
+      expect(
+        (
+          await refusal(
+            input('wrong key\r'),
+            new ForwardAuth('not-the-cluster-secret', cluster).sign(inbox, body),
+          )
+        ).e?.data.reason,
+      ).toBe('bad_mac');
+      // The right secret, but a minute old.
+      const old = new ForwardAuth(SECRET, cluster, () => Date.now() - 60_000);
+      const late = Buffer.from(input('late\r'));
+      expect((await refusal(input('late\r'), old.sign(inbox, late))).e?.data.reason).toBe('stale');
+      expect(typed).toEqual([]);
+      // A node of the cluster: its call works.
+      await expect
+        .poll(
+          () =>
+            front
+              .call('pty.input', {
+                sessionId: session.id,
+                data: Buffer.from('ls\r').toString('base64'),
+              } as never)
+              .then(
+                () => true,
+                () => false,
+              ),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
+      expect(typed).toEqual(['ls\r']);
+      // That call, sent again as it was seen on the wire: a replay.
+      const seen = copies.findLast((message) => message.string().includes('"pty.input"')); // the node's call
+      expect(seen).toBeDefined();
+      const again = natsHeaders();
+      for (const [key, values] of seen!.headers ?? []) for (const value of values) again.append(key, value);
+      expect((await refusal(seen!.string(), again)).e?.data.reason).toBe('replayed');
+      expect(typed).toEqual(['ls\r']);
+      expect(logged.join('\n')).toMatch(
+        /refused a forwarded call on .*\.node\.a\.pty: it carries no authentication/,
+      );
+      // Nothing on the wire carries the secret (nor the key derived from it).
+      await intruder.flush();
+      expect(traffic.length).toBeGreaterThan(5);
+      for (const line of traffic) expect(line.includes(SECRET)).toBe(false);
+    } finally {
+      tap.unsubscribe();
+      copy.unsubscribe();
+      await intruder.close();
+      await front.close();
+      await owner.close();
+    }
+  });
+
+  it('refuses to open terminals without the cluster secret', async () => {
+    const a = await node(name(), 'a');
+    const error = await ClusterTerminals.open(a, await JetStreamEventBus.open(a), {} as never).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toMatchObject({ code: 'invalid_options', message: expect.stringMatching(/secret/) });
+  });
+
   it("a follower whose client read nothing for longer than a consumer's inactive threshold goes on where it was", async () => {
     const cluster = name();
     const a = await node(cluster, 'a');
@@ -431,8 +569,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       list: () => [session],
       callLocal: () => Promise.reject(new Error('not here')),
     };
-    const owner = await ClusterTerminals.open(a, busA);
-    const front = await ClusterTerminals.open(b, busB);
+    const owner = await ClusterTerminals.open(a, busA, { secret: SECRET });
+    const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
     try {
       owner.attach(host);
       let received = 0;
@@ -502,8 +640,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       hold: disposable,
       watch: disposable,
     };
-    const owner = await ClusterTerminals.open(a, busA);
-    const front = await ClusterTerminals.open(b, busB);
+    const owner = await ClusterTerminals.open(a, busA, { secret: SECRET });
+    const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
     const exits: BusEvent[] = [];
     const spy = busB.subscribe({ topics: ['pty.exit'] }, (event) => void exits.push(event));
     await spy.ready;
@@ -578,8 +716,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       list: () => [session],
       callLocal: () => Promise.reject(new Error('not here')),
     };
-    const owner = await ClusterTerminals.open(a, busA);
-    const front = await ClusterTerminals.open(b, busB);
+    const owner = await ClusterTerminals.open(a, busA, { secret: SECRET });
+    const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
     try {
       owner.attach(host);
       let received = 0;

@@ -41,6 +41,8 @@ import type {
 } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { sessionToken } from './event-bus.js';
+import { ClusterError } from './errors.js';
+import { describeRefusal, ForwardAuth } from './internal/forward-auth.js';
 import { StreamReader } from './internal/reader.js';
 
 const OFFSET_HEADER = 'Aleph-Offset';
@@ -104,6 +106,12 @@ export interface TerminalHost {
 }
 
 export interface ClusterTerminalsOptions {
+  /**
+   * The cluster's shared secret (the server passes its gateway token), the same on every node, at
+   * least 16 characters: every call, report and announcement a node sends another is authenticated
+   * with a key derived from it, and one without a valid MAC is refused. It is never sent.
+   */
+  readonly secret: string;
   /** Remote viewers this far behind (all of them) hold the owner's pty; default 4 MiB. */
   readonly windowBytes?: number;
   /** Bytes a node publishes without an answer from the stream before it holds the pty; default 8 MiB. */
@@ -209,7 +217,10 @@ export class ClusterTerminals implements RemoteTerminals {
   readonly #jsm: JetStreamManager;
   readonly #terminals: KV;
   readonly #bus: EventBus;
-  readonly #options: Required<ClusterTerminalsOptions>;
+  readonly #options: Required<Omit<ClusterTerminalsOptions, 'secret'>>;
+  readonly #auth: ForwardAuth;
+  /** Refused messages not logged yet (one line a second at most, however many come). */
+  #refused = { count: 0, loggedAt: 0 };
   readonly #stream: string;
   readonly #prefix: string;
   readonly #node: string;
@@ -252,6 +263,7 @@ export class ClusterTerminals implements RemoteTerminals {
     this.#node = connection.options.node;
     this.#stream = `${connection.options.name}_pty`;
     this.#prefix = `${connection.options.name}.pty.`;
+    this.#auth = new ForwardAuth(options.secret, connection.options.name);
     this.#options = {
       windowBytes: options.windowBytes ?? 4 * 1024 * 1024,
       publishWindowBytes: options.publishWindowBytes ?? 8 * 1024 * 1024,
@@ -271,9 +283,15 @@ export class ClusterTerminals implements RemoteTerminals {
   static async open(
     connection: ClusterConnection,
     bus: EventBus,
-    options: ClusterTerminalsOptions = {},
+    options: ClusterTerminalsOptions,
   ): Promise<ClusterTerminals> {
     const { name, replicas, leaseTtlMs } = connection.options;
+    // Without it any publisher on the cluster's subjects could type into every terminal.
+    if (typeof options?.secret !== 'string' || options.secret.length < 16)
+      throw new ClusterError(
+        'invalid_options',
+        'terminals: secret (the cluster’s shared secret, at least 16 characters) is required: calls between nodes are authenticated with it',
+      );
     await ensureStream(connection.jsm, {
       name: `${name}_pty`,
       subjects: [`${name}.pty.>`],
@@ -337,9 +355,37 @@ export class ClusterTerminals implements RemoteTerminals {
     return `${this.#connection.options.name}.pty.interest`;
   }
 
+  /** Publishes to other nodes, authenticated (see ForwardAuth). */
+  #send(subject: string, body: string): void {
+    const data = Buffer.from(body);
+    this.#connection.nc.publish(subject, data, { headers: this.#auth.sign(subject, data) });
+  }
+
+  /**
+   * Whether a message is from a node of this cluster; one that is not is logged (a line a second at
+   * most, counting the others) and its refusal returned.
+   */
+  #refusal(message: Msg, what: string): { reason: string; why: string } | undefined {
+    const verdict = this.#auth.verify(message.subject, message.data, message.headers);
+    if (verdict.kind === 'accepted') return undefined;
+    const why = describeRefusal(verdict.reason);
+    this.#refused.count += 1;
+    const now = Date.now();
+    if (now - this.#refused.loggedAt >= 1_000) {
+      const more =
+        this.#refused.count > 1 ? ` (${this.#refused.count - 1} more refused since the last line)` : '';
+      this.#options.onError(
+        new Error(`refused ${what} on ${message.subject}: ${why}${more}`),
+        'authenticating a message from another node',
+      );
+      this.#refused = { count: 0, loggedAt: now };
+    }
+    return { reason: verdict.reason, why };
+  }
+
   #announce(on: boolean): void {
     try {
-      this.#connection.nc.publish(this.#interestSubject, JSON.stringify({ node: this.#node, on }));
+      this.#send(this.#interestSubject, JSON.stringify({ node: this.#node, on }));
     } catch {
       /* NATS away: the next reminder tells */
     }
@@ -348,6 +394,7 @@ export class ClusterTerminals implements RemoteTerminals {
   /** Another node has (or no longer has) a client that wants every terminal's output. */
   #onInterest(message: Msg): void {
     let interest: { node?: unknown; on?: unknown };
+    if (this.#refusal(message, 'an interest announcement') !== undefined) return;
     try {
       interest = message.json();
     } catch {
@@ -594,6 +641,7 @@ export class ClusterTerminals implements RemoteTerminals {
   /** A follower's report: how far its client has acknowledged (or that it left). */
   #onReport(message: Msg): void {
     let report: { sessionId: string; viewer: string; acked: number; left?: boolean };
+    if (this.#refusal(message, "a follower's report") !== undefined) return;
     try {
       report = message.json();
     } catch {
@@ -639,6 +687,16 @@ export class ClusterTerminals implements RemoteTerminals {
   /** A forwarded call from another node, run here as this node's own client's would be. */
   async #serve(message: Msg): Promise<void> {
     let reply: Reply;
+    const refusal = this.#refusal(message, 'a forwarded call');
+    if (refusal !== undefined) {
+      const error = {
+        code: 'invalid_request',
+        message: `node ${this.#node} refused the forwarded call: ${refusal.why}`,
+        data: { reason: refusal.reason },
+      };
+      message.respond(JSON.stringify({ e: error } satisfies Reply));
+      return;
+    }
     try {
       const { m: method, p: params } = message.json<{ m: string; p: { sessionId?: unknown } }>();
       reply = { r: await this.#local(method, params) };
@@ -866,13 +924,12 @@ export class ClusterTerminals implements RemoteTerminals {
   ): Promise<unknown> {
     let answer: Msg;
     try {
-      answer = await this.#connection.nc.request(
-        this.#inbox(node, 'pty'),
-        JSON.stringify({ m: method, p: params }),
-        {
-          timeout,
-        },
-      );
+      const subject = this.#inbox(node, 'pty');
+      const body = Buffer.from(JSON.stringify({ m: method, p: params }));
+      answer = await this.#connection.nc.request(subject, body, {
+        timeout,
+        headers: this.#auth.sign(subject, body),
+      });
     } catch (error) {
       if (error instanceof RequestError && error.isNoResponders()) throw this.#lost(sessionId, node);
       if (error instanceof TimeoutError || (error as Error).name === 'TimeoutError')
@@ -1162,7 +1219,7 @@ export class ClusterTerminals implements RemoteTerminals {
     feed.lastReport = Date.now();
     const acked = Math.max(feed.viewer.acked(feed.sessionId) ?? feed.start, feed.start);
     try {
-      this.#connection.nc.publish(
+      this.#send(
         this.#inbox(feed.owner, 'flow'),
         JSON.stringify({ sessionId: feed.sessionId, viewer: `${this.#node}:${feed.viewer.id}`, acked, left }),
       );
