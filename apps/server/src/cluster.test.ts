@@ -37,6 +37,9 @@ const TOKEN = 'cluster-shared-token-0123456789';
 const PROVIDER_KEY = 'sk-cluster-e2e-provider-key-9f8e7d6c5b4a';
 const providerKey = { ALEPH_E2E_PROVIDER_KEY: PROVIDER_KEY };
 const STEPS = 10;
+/** A NATS user's nkey (its seed is the secret a node reads from `[cluster] nkey_file`). */
+const NKEY_SEED = 'SUAF2D6FHOJCVO5VF5MA3NRJM2NTJWWSXVUCJUXKN4664GM6LOV4GREIAA';
+const NKEY_PUBLIC = 'UCG5VNBF5RU2K6URCC6CUGFGNBZATQNKUWRXRIX6IEINFAIH7A7ZZ6DS';
 
 /** Ten shell steps (each takes a moment), then a stop. */
 const tenSteps: Brain = (conversation) => {
@@ -177,6 +180,63 @@ describe.skipIf(binary === undefined)(
         '[cluster] needs [gateway] token (or ALEPH_TOKEN), the same on every node: the calls nodes forward each other are authenticated with it',
       );
       clusters.delete('e2e0'); // it never reached NATS
+    });
+
+    it("keeps the cluster's NATS credentials from the model: [cluster] nkey_file is denied to its sandboxed commands and its file tools", async () => {
+      // Out of /tmp (a sandboxed command has a private one): what it cannot read, the policy denies.
+      const dir = realpathSync(mkdtempSync('/var/tmp/aleph-cluster-nkey-'));
+      onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+      const seedFile = join(dir, 'node.nk');
+      writeFileSync(seedFile, `${NKEY_SEED}\n`, { mode: 0o600 });
+      writeFileSync(join(dir, 'beside.txt'), 'readable-beside\n');
+      const natsConfig = join(dir, 'nats.conf');
+      writeFileSync(natsConfig, `authorization { users = [ { nkey: "${NKEY_PUBLIC}" } ] }\n`);
+      // A NATS that admits only that nkey: the node joins with it.
+      const guarded = await startNatsServer({ extraArgs: ['-c', natsConfig] });
+      onTestFinished(() => guarded.dispose());
+      const commands = [
+        { name: 'shell', args: { command: `cat ${seedFile}; echo cat-exit=$?; cat ${dir}/beside.txt` } },
+        { name: 'read_file', args: { path: 'node.nk' } },
+      ];
+      const model = await startFakeLlm((conversation) => {
+        const done = conversation.filter((turn) => turn.role === 'tool').length;
+        const next = commands[done];
+        return next === undefined ? { text: 'done\nVERDICT: PASS' } : { call: next };
+      });
+      onTestFinished(() => model.close());
+      const text = `${clusterNodeConfig({
+        token: TOKEN,
+        natsUrl: guarded.url,
+        name: 'e2e6',
+        node: 'a',
+        leaseTtlSecs: 2,
+        agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${model.baseUrl}"\napi_key_env = "ALEPH_E2E_PROVIDER_KEY"\n`,
+      })}nkey_file = "${seedFile}"\n`.replace('mode = "off"', 'mode = "required"');
+      const node = await startServerProcess(text, providerKey);
+      servers.push(node);
+      expect(await healthOf(node)).toEqual({ name: 'e2e6', node: 'a', health: 'ok' });
+      const viewer = await client(node);
+      await viewer.subscribe(['agent.*']);
+      const outputs: string[] = [];
+      let finished = false;
+      viewer.onEvent((topic, params) => {
+        if (topic === 'agent.tool') outputs.push(String((params as { output?: unknown }).output));
+        if (topic === 'agent.done') finished = true;
+      });
+      const started = await viewer.request<{ sandbox: string }>('agent.run', {
+        prompt: 'read it',
+        cwd: dir,
+      });
+      expect(started.sandbox).not.toBe('off');
+      await expect.poll(() => finished, { timeout: 60_000 }).toBe(true);
+      expect(outputs).toHaveLength(2);
+      expect(outputs[0]).not.toContain(NKEY_SEED);
+      expect(outputs[0]).toMatch(/cat-exit=1/);
+      expect(outputs[0]).toContain('readable-beside'); // the folder is readable: the file is denied
+      expect(outputs[1]).toBe(
+        `refused: "node.nk" is under ${seedFile}, denied by [cluster] nkey_file (the cluster's NATS credentials)`,
+      );
+      await node.stop();
     });
 
     it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop; its spans name the node', async () => {

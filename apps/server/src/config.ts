@@ -307,6 +307,9 @@ export function loadConfig(
   config.hooks.files = config.hooks.files.map((file) => resolve(base, file));
   if (config.store.dir !== undefined) config.store.dir = resolve(base, config.store.dir);
   if (config.agent.workdir !== undefined) config.agent.workdir = resolve(base, config.agent.workdir);
+  const cluster = config.cluster;
+  if (cluster?.creds_file !== undefined) cluster.creds_file = resolve(base, cluster.creds_file);
+  if (cluster?.nkey_file !== undefined) cluster.nkey_file = resolve(base, cluster.nkey_file);
   for (const [name, apply] of ENV_OVERRIDES) {
     const value = env[name];
     if (value !== undefined && value !== '') apply(config, value);

@@ -143,6 +143,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
         }),
   });
   cluster?.attach(ptyManager, gateway); // this node's terminals, driven from any node
+  const credentials = new Map(clusterCredentials(config).map(({ key, path }) => [realpathSync(path), key]));
   const agents = new AgentService({
     config,
     gateway,
@@ -158,9 +159,11 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
           ? '[store] dir (the session store)'
           : options.configPath !== undefined && path === realpathSync(options.configPath)
             ? "the server's config file"
-            : source === 'deny_read'
-              ? '[sandbox] deny_read'
-              : `the sandbox (always denied: ${PROTECTED_HOME_PATHS.map((path) => `~/${path}`).join(', ')})`,
+            : credentials.has(path)
+              ? `[cluster] ${credentials.get(path)} (the cluster's NATS credentials)`
+              : source === 'deny_read'
+                ? '[sandbox] deny_read'
+                : `the sandbox (always denied: ${PROTECTED_HOME_PATHS.map((path) => `~/${path}`).join(', ')})`,
     })),
     // The sandbox's read-only paths: the [hooks] files entries first, then this server's own code.
     readOnly: sandbox.readOnlyPaths.map((path, index) => ({
@@ -262,6 +265,15 @@ async function openCluster(config: Config, logger: Logger): Promise<ClusterMode 
   }
 }
 
+/** `[cluster] creds_file` and `nkey_file`, as configured: the NATS credentials of the cluster. */
+function clusterCredentials(config: Config): { key: 'creds_file' | 'nkey_file'; path: string }[] {
+  const cluster = config.cluster;
+  if (cluster === undefined) return [];
+  return (['creds_file', 'nkey_file'] as const).flatMap((key) =>
+    cluster[key] === undefined ? [] : [{ key, path: cluster[key] }],
+  );
+}
+
 const mib = (value: number | undefined): number | undefined =>
   value === undefined ? undefined : value * 1024 ** 2;
 
@@ -288,6 +300,8 @@ function buildSandbox(
           stateDir,
           storeDir,
           ...(configPath === undefined ? [] : [configPath]),
+          // Whatever holds them could join the cluster: read its sessions, drive its terminals.
+          ...clusterCredentials(config).map((file) => file.path),
           ...config.sandbox.deny_read,
         ],
         readOnly: config.hooks.files,
