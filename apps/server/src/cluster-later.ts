@@ -90,6 +90,10 @@ export function clusterLater(
     cancel: (runId) => joined?.queue.cancel(runId),
     holder: async (runId) => (joined === undefined ? undefined : joined.queue.holder(runId)),
     relinquish: (sessionId) => joined?.queue.relinquish(sessionId),
+    claim: async (sessionId) => {
+      if (joined === undefined) throw unavailable();
+      return joined.queue.claim(sessionId);
+    },
     close: async () => joined?.queue.close(),
   };
 

@@ -47,6 +47,11 @@ export interface ClusterRunQueue {
   holder(runId: string): Promise<{ node: string } | undefined>;
   /** This node lost the run's lease: its session log takes nothing more from here. */
   relinquish(sessionId: string): void;
+  /**
+   * A take-over's claim on the run's log, before the run reads it to plan from: the node that lost
+   * the run appends nothing after it. `ended`: that node ended the run meanwhile.
+   */
+  claim(sessionId: string): Promise<'claimed' | 'ended'>;
   close(): Promise<void>;
 }
 
@@ -128,6 +133,7 @@ export async function startClusterMode(
         cancel: (runId) => queue.cancel(runId),
         holder: (runId) => queue.holder(runId),
         relinquish: (sessionId) => sessions.relinquish(sessionId),
+        claim: async (sessionId) => (await sessions.claim(sessionId)).kind,
         close: () => queue.close(),
       },
       health: () => connection.health,

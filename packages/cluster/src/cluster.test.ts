@@ -172,6 +172,44 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(await b.list()).toContain(id);
   });
 
+  it('a take-over claims the log before it plans: what the node that lost it appended meanwhile is read, and that node is fenced after', async () => {
+    const cluster = name();
+    const a = await JetStreamSessionStore.open(await node(cluster, 'a'));
+    const b = await JetStreamSessionStore.open(await node(cluster, 'b'));
+    const id = await a.create();
+    await a.append(id, user('go'));
+    await a.append(id, user('step-1 (a)'));
+    // b takes the run over and reads the log; a, stopped and continued, appends its next step.
+    expect((await b.load(id)).events).toHaveLength(2);
+    await a.append(id, user('step-2 (a)'));
+    // A resume planned from what b read is refused, not placed after a step it never saw.
+    const stale = await b.append(id, { type: 'resumed' }).catch((caught: unknown) => caught);
+    expect((stale as ClusterError).code).toBe('fenced');
+    // The claim reads the log again: a's step is in what b plans from, the claim last.
+    const claim = await b.claim(id);
+    expect(claim.kind).toBe('claimed');
+    expect(claim.load.events.map((event) => (event as { content?: string }).content ?? event.type)).toEqual([
+      'go',
+      'step-1 (a)',
+      'step-2 (a)',
+      'resumed',
+    ]);
+    expect(((await a.append(id, user('step-3 (a)')).catch((e: unknown) => e)) as ClusterError).code).toBe(
+      'fenced',
+    );
+    // The run's own `resumed` is the claim; b goes on after it.
+    expect(await b.append(id, { type: 'resumed' })).toMatchObject({ type: 'resumed', seq: 3 });
+    await b.append(id, user('step-3 (b)'));
+    expect((await b.load(id)).events.map((event) => event.seq)).toEqual([0, 1, 2, 3, 4]);
+    // A log that ended meanwhile is not claimed.
+    const ended = await a.create();
+    await a.append(ended, user('go'));
+    await a.append(ended, { type: 'terminate', reason: { kind: 'model_stop' } });
+    const late = await b.claim(ended);
+    expect(late.kind).toBe('ended');
+    expect(late.load.events).toHaveLength(2);
+  });
+
   describe('the EventBus contract of @aleph/gateway', () => {
     for (const { name: caseName, run } of eventBusContract)
       it(caseName, async () => {

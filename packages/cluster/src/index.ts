@@ -11,7 +11,11 @@ export {
   type RunLease,
   type RunTicket,
 } from './run-queue.js';
-export { JetStreamSessionStore, type JetStreamSessionStoreOptions } from './session-store.js';
+export {
+  JetStreamSessionStore,
+  type JetStreamSessionStoreOptions,
+  type SessionClaim,
+} from './session-store.js';
 export {
   ClusterTerminals,
   type ClusterTerminalsOptions,

@@ -2,7 +2,9 @@
 // reads every session's log. Invariant: an append lands only when the log's last message is the
 // one this store last saw for that session (JetStream's expected-last-subject-sequence), so once
 // another node has loaded the log and appended — it resumed the run — a node that was stopped or
-// cut off can never append to it again: its append is refused as `fenced`.
+// cut off can never append to it again: its append is refused as `fenced`. A node that takes a run
+// over claims the log (`claim`) before it reads it to plan from, so what it plans from is the whole
+// log: a refused claim reads the log again, never places a stale plan after what it did not read.
 import { randomUUID } from 'node:crypto';
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import type {
@@ -30,7 +32,17 @@ interface Tail {
   chain: Promise<unknown>;
   /** This node lost the run (its lease): every further append is refused here, before NATS. */
   relinquished?: boolean;
+  /** The `resumed` this store's claim appended, while nothing followed it: the run's own `resumed` is it. */
+  claimed?: SessionEvent | undefined;
 }
+
+/** A take-over's claim: made (the log read after it, the claim last), or not, the log having ended. */
+export type SessionClaim =
+  | { readonly kind: 'claimed'; readonly load: SessionLoad }
+  | { readonly kind: 'ended'; readonly load: SessionLoad };
+
+/** Claims refused in a row (each one an append of the node that lost the run) before giving up. */
+const MAX_CLAIM_ATTEMPTS = 100;
 
 export interface JetStreamSessionStoreOptions {
   /** The harness's `summarize` (a list of runs reads each log); injected so this package imports types only. */
@@ -100,6 +112,9 @@ export class JetStreamSessionStore implements SessionStore {
           'fenced',
           `session ${sessionId} is held by another node now; this node lost it`,
         );
+      const claimed = tail.claimed;
+      tail.claimed = undefined;
+      if (claimed !== undefined && body.type === 'resumed') return claimed; // the claim said it
       const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
       try {
         const ack = await untilStored(this.#connection, () =>
@@ -112,25 +127,6 @@ export class JetStreamSessionStore implements SessionStore {
         tail.count += 1;
         return event;
       } catch (error) {
-        if (
-          error instanceof JetStreamApiError &&
-          error.code === WRONG_LAST_SEQUENCE &&
-          body.type === 'resumed'
-        ) {
-          // A take-over claims the log whatever the node that lost it still wrote: read the tail
-          // again and claim after it (that node's next append is refused).
-          const { last, load } = await this.#read(sessionId);
-          tail.lastStreamSeq = last;
-          tail.count = load.events.length;
-          const again = { ...event, seq: tail.count };
-          const ack = await this.#js.publish(this.#subject(sessionId), JSON.stringify(again), {
-            msgID: `${this.#writer}:${sessionId}:${again.seq}`,
-            expect: { lastSubjectSequence: tail.lastStreamSeq },
-          });
-          tail.lastStreamSeq = ack.seq;
-          tail.count += 1;
-          return again;
-        }
         if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
           throw new ClusterError(
             'fenced',
@@ -144,6 +140,42 @@ export class JetStreamSessionStore implements SessionStore {
     });
     tail.chain = write.catch(() => undefined);
     return await write;
+  }
+
+  /**
+   * A take-over's first write, before it reads the log to plan from: appends `resumed` after the
+   * log's last message as read, which fences the node that lost the run (its next append is
+   * refused). Refused — that node appended meanwhile — it reads the log again and claims after
+   * that, so the log returned (the claim last) is all there is, and only this store appends to it
+   * from now on. A log whose last event is `terminate` (the run ended meanwhile) is not claimed.
+   */
+  async claim(sessionId: string): Promise<SessionClaim> {
+    checkId(sessionId);
+    for (let attempt = 1; ; attempt++) {
+      const { load, last } = await this.#read(sessionId);
+      if (load.events.at(-1)?.type === 'terminate') return { kind: 'ended', load };
+      const event: SessionEvent = { type: 'resumed', seq: load.events.length, at: Date.now() };
+      try {
+        const ack = await untilStored(this.#connection, () =>
+          this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
+            msgID: `${this.#writer}:${sessionId}:${event.seq}`,
+            expect: { lastSubjectSequence: last },
+          }),
+        );
+        const chain = this.#tails.get(sessionId)?.chain ?? Promise.resolve();
+        this.#tails.set(sessionId, { lastStreamSeq: ack.seq, count: event.seq + 1, chain, claimed: event });
+        return { kind: 'claimed', load: { ...load, events: [...load.events, event] } };
+      } catch (error) {
+        const refused = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
+        if (!refused) throw error;
+        if (attempt >= MAX_CLAIM_ATTEMPTS)
+          throw new ClusterError(
+            'fenced',
+            `session ${sessionId}: ${attempt} claims in a row were refused (another node keeps appending to it)`,
+            { cause: error },
+          );
+      }
+    }
   }
 
   /**
