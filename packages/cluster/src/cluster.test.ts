@@ -465,6 +465,7 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       watch: disposable,
     };
     const typed: string[] = [];
+    const called: string[] = [];
     const logged: string[] = [];
     const owner = await ClusterTerminals.open(a, busA, {
       secret: SECRET,
@@ -491,6 +492,7 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
         get: (id) => (id === session.id ? session : undefined),
         list: () => [session],
         callLocal: (method, params) => {
+          called.push(method);
           if (method === 'pty.input')
             typed.push(Buffer.from((params as { data: string }).data, 'base64').toString());
           return Promise.resolve({ bytes: 0 });
@@ -527,7 +529,14 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       const old = new ForwardAuth(SECRET, cluster, () => Date.now() - 60_000);
       const late = Buffer.from(input('late\r'));
       expect((await refusal(input('late\r'), old.sign(inbox, late))).e?.data.reason).toBe('stale');
+      // Nor is a terminal forked: on the node, outside any sandbox, as the server's user.
+      const spawn = JSON.stringify({
+        m: 'pty.spawn',
+        p: { command: '/bin/sh', args: [], cols: 80, rows: 24 },
+      });
+      expect((await refusal(spawn)).e?.data.reason).toBe('unauthenticated');
       expect(typed).toEqual([]);
+      expect(called).toEqual([]);
       // A node of the cluster: its call works.
       await expect
         .poll(
