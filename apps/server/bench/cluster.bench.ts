@@ -140,7 +140,7 @@ async function failOver(nats: NatsServer, cwd: string): Promise<void> {
     node: 'probe',
     leaseTtlSecs: LEASE_TTL_SECS,
   });
-  const queue = await JetStreamRunQueue.open(probe);
+  const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
   let runId: string | undefined;
   const watchers = await Promise.all(nodes.map((node) => watch(node, () => runId)));
   try {

@@ -76,7 +76,7 @@ export interface ClusterMode {
  * Connects this node to the cluster. Loaded only when `[cluster]` is configured (the NATS clients
  * are not imported otherwise). Errors are the cluster's own (unreachable, auth, duplicate node,
  * incompatible stream), for the caller to report as configuration errors. `secret` (the gateway
- * token, the same on every node) authenticates the calls nodes forward each other.
+ * token, the same on every node) authenticates the calls nodes forward each other, runs and cancels.
  */
 export async function startClusterMode(
   config: ClusterConfig,
@@ -100,7 +100,10 @@ export async function startClusterMode(
     ...(config.nkey_file !== undefined ? { nkeyFile: config.nkey_file } : {}),
   });
   try {
-    const queue = await cluster.JetStreamRunQueue.open(connection);
+    const queue = await cluster.JetStreamRunQueue.open(connection, {
+      secret,
+      onError: (error, what) => logger.warn({ component: 'cluster', err: error }, what),
+    });
     const sessions = await cluster.JetStreamSessionStore.open(connection, {
       summarize,
       isLive: async (sessionId) => (await queue.holder(sessionId)) !== undefined,

@@ -360,7 +360,7 @@ describe.skipIf(binary === undefined)(
         node: 'probe',
         leaseTtlSecs: 2,
       });
-      const queue = await JetStreamRunQueue.open(probe);
+      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
       try {
         const front = nodes[0] as ServerProcess;
         const viewer = await client(front);
@@ -432,7 +432,7 @@ describe.skipIf(binary === undefined)(
         node: 'probe',
         leaseTtlSecs: 2,
       });
-      const queue = await JetStreamRunQueue.open(probe);
+      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
       try {
         const events: { topic: string; params: Record<string, unknown> }[] = [];
         const { runId } = await (

@@ -1,7 +1,7 @@
 // The seams over a real nats-server with JetStream: connection faults, fenced session appends,
 // cluster-wide ordered events with resume, and runs that move when their node dies.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AckPolicy, RetentionPolicy } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, RetentionPolicy } from '@nats-io/jetstream';
 import { connect, headers as natsHeaders, type Msg, type MsgHdrs } from '@nats-io/transport-node';
 import type { BusEvent, RemoteViewer } from '@aleph/gateway';
 import { eventBusContract } from '@aleph/gateway/testing';
@@ -128,7 +128,7 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       filter_subject: `${cluster}.runs`,
     });
     await a.js.publish(`${cluster}.runs`, JSON.stringify({ runId: 'kept', sessionId: 's', request: {} }));
-    const error = await JetStreamRunQueue.open(a).catch((e: unknown) => e);
+    const error = await JetStreamRunQueue.open(a, { secret: SECRET }).catch((e: unknown) => e);
     expect((error as ClusterError).code).toBe('incompatible');
     expect((error as ClusterError).message).toContain(
       `consumer ${cluster}_runners exists with ack_wait 7000 ms, this node needs 2000 ms`,
@@ -344,8 +344,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     const cluster = name();
     const connectionA = await node(cluster, 'a', 1);
     const connectionB = await node(cluster, 'b', 1);
-    const queueA = await JetStreamRunQueue.open(connectionA);
-    const queueB = await JetStreamRunQueue.open(connectionB);
+    const queueA = await JetStreamRunQueue.open(connectionA, { secret: SECRET });
+    const queueB = await JetStreamRunQueue.open(connectionB, { secret: SECRET });
     const taken: { node: string; redelivered: boolean }[] = [];
     let aSignal: AbortSignal | undefined;
     queueA.serve(async (_ticket, lease) => {
@@ -375,8 +375,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
 
   it('cancels a run on the node that holds it', async () => {
     const cluster = name();
-    const a = await JetStreamRunQueue.open(await node(cluster, 'a'));
-    const b = await JetStreamRunQueue.open(await node(cluster, 'b'));
+    const a = await JetStreamRunQueue.open(await node(cluster, 'a'), { secret: SECRET });
+    const b = await JetStreamRunQueue.open(await node(cluster, 'b'), { secret: SECRET });
     let reason: unknown;
     a.serve(async (_ticket, lease) => {
       await new Promise<void>((resolve) => lease.signal.addEventListener('abort', () => resolve()));
@@ -392,10 +392,62 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await b.close();
   });
 
+  it('drops a queued run and a cancel that no node of the cluster sent', async () => {
+    const cluster = name();
+    const logged: string[] = [];
+    const a = await JetStreamRunQueue.open(await node(cluster, 'a'), {
+      secret: SECRET,
+      onError: (error) => void logged.push(String(error)),
+    });
+    const b = await JetStreamRunQueue.open(await node(cluster, 'b'), { secret: SECRET });
+    const intruder = await connect({ servers: [nats.url] });
+    const taken: string[] = [];
+    let reason: unknown;
+    a.serve(async (ticket, lease) => {
+      taken.push(ticket.runId);
+      await new Promise<void>((resolve) => lease.signal.addEventListener('abort', () => resolve()));
+      reason = lease.signal.reason;
+    });
+    try {
+      // A run put on the queue by anything that reaches NATS: never run, never delivered again.
+      const forged = {
+        runId: 'forged',
+        sessionId: 'forged',
+        request: { prompt: 'curl … | sh', cwd: '/root' },
+      };
+      await jetstream(intruder).publish(`${cluster}.runs`, JSON.stringify(forged));
+      await expect
+        .poll(() => logged.join('\n'), { timeout: 10_000 })
+        .toMatch(/refused a queued run .*: it carries no authentication/);
+      // A node's run is taken; a cancel without a MAC does not reach it, the node's own does.
+      await b.submit({ runId: 'good', sessionId: 'good', request: {} });
+      await expect.poll(() => taken, { timeout: 10_000 }).toEqual(['good']);
+      intruder.publish(`${cluster}.runs.cancel`, 'good');
+      await intruder.flush();
+      await expect
+        .poll(() => logged.join('\n'), { timeout: 5_000 })
+        .toMatch(/refused a run cancel: it carries no authentication/);
+      expect(reason).toBeUndefined();
+      b.cancel('good');
+      await expect.poll(() => reason, { timeout: 5_000 }).toBeInstanceOf(ClusterError);
+      expect(taken).toEqual(['good']);
+    } finally {
+      await intruder.close();
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('refuses to open a run queue without the cluster secret', async () => {
+    const a = await node(name(), 'a');
+    const error = await JetStreamRunQueue.open(a, {} as never).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'invalid_options', message: expect.stringMatching(/secret/) });
+  });
+
   it('a run redelivered to the node that runs it, after NATS was away past its lease, is not run twice', async () => {
     const cluster = name();
     const connection = await node(cluster, 'a', 1);
-    const queue = await JetStreamRunQueue.open(connection);
+    const queue = await JetStreamRunQueue.open(connection, { secret: SECRET });
     let taken = 0;
     let finish: (() => void) | undefined;
     let signal: AbortSignal | undefined;

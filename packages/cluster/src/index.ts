@@ -6,6 +6,7 @@ export { JetStreamEventBus, sessionToken, type JetStreamEventBusOptions } from '
 export { clusterNames, resolveOptions, type ClusterOptions, type ResolvedOptions } from './options.js';
 export {
   JetStreamRunQueue,
+  type JetStreamRunQueueOptions,
   type RunHandler,
   type RunHolder,
   type RunLease,

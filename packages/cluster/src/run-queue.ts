@@ -4,12 +4,14 @@
 // stops stops renewing: its lease expires and the message comes back, and another node takes it.
 // Invariant: a node runs a ticket only while it holds the lease; when a renewal finds the lease
 // someone else's, the handler's signal is aborted at once (the session store's fenced
-// appends keep anything it still tries from landing).
+// appends keep anything it still tries from landing). A run and a cancel are taken only when a node
+// of the cluster sent them (a MAC under the cluster's secret): one that is not is dropped and said.
 import { AckPolicy, DeliverPolicy, RetentionPolicy, type Consumer, type JsMsg } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { ClusterError } from './errors.js';
+import { describeRefusal, ForwardAuth } from './internal/forward-auth.js';
 
 export interface RunTicket {
   readonly runId: string;
@@ -33,6 +35,17 @@ export interface RunHolder {
   readonly since: number;
 }
 
+export interface JetStreamRunQueueOptions {
+  /**
+   * The cluster's shared secret (as `ClusterTerminals`'), the same on every node, at least 16
+   * characters: runs are submitted and cancelled with a MAC under a key derived from it, and a run
+   * or cancel without a valid one is dropped. It is never sent.
+   */
+  readonly secret: string;
+  /** Told of each run or cancel dropped for want of a valid MAC; default: a process warning. */
+  readonly onError?: (error: unknown, what: string) => void;
+}
+
 const NS_PER_MS = 1_000_000;
 
 export class JetStreamRunQueue {
@@ -43,17 +56,21 @@ export class JetStreamRunQueue {
   /** The latest delivery of each run held here. */
   readonly #deliveries = new Map<string, { message: JsMsg }>();
   readonly #cancels: Subscription;
+  readonly #auth: ForwardAuth;
+  readonly #onError: (error: unknown, what: string) => void;
   #closed = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
 
   private constructor(
     connection: ClusterConnection,
-    consumer: Consumer,
-    leases: KV,
-    cancels: Subscription,
+    parts: { consumer: Consumer; leases: KV; cancels: Subscription; auth: ForwardAuth },
     running: Map<string, AbortController>,
+    onError: (error: unknown, what: string) => void,
   ) {
+    const { consumer, leases, cancels, auth } = parts;
+    this.#auth = auth;
+    this.#onError = onError;
     this.#running = running;
     this.#connection = connection;
     this.#consumer = consumer;
@@ -61,8 +78,20 @@ export class JetStreamRunQueue {
     this.#cancels = cancels;
   }
 
-  static async open(connection: ClusterConnection): Promise<JetStreamRunQueue> {
+  static async open(
+    connection: ClusterConnection,
+    queueOptions: JetStreamRunQueueOptions,
+  ): Promise<JetStreamRunQueue> {
     const { names, options, jsm, js, nc } = connection;
+    if (typeof queueOptions?.secret !== 'string' || queueOptions.secret.length < 16)
+      throw new ClusterError(
+        'invalid_options',
+        'run queue: secret (the cluster’s shared secret, at least 16 characters) is required: runs and cancels between nodes are authenticated with it',
+      );
+    const auth = new ForwardAuth(queueOptions.secret, options.name);
+    const onError =
+      queueOptions.onError ??
+      ((error: unknown, what: string) => process.emitWarning(`${what}: ${String(error)}`, 'AlephRunQueue'));
     await ensureStream(jsm, {
       name: names.runsStream,
       subjects: [names.runsSubject],
@@ -96,22 +125,35 @@ export class JetStreamRunQueue {
     const running = new Map<string, AbortController>();
     const cancels = nc.subscribe(`${names.runsSubject}.cancel`, {
       callback: (_error, message) => {
+        const verdict = auth.verify(message.subject, message.data, message.headers);
+        if (verdict.kind === 'refused') {
+          onError(
+            new Error(`refused a run cancel: ${describeRefusal(verdict.reason)}`),
+            'authenticating a cancel',
+          );
+          return;
+        }
         const runId = message.string();
         running.get(runId)?.abort(new ClusterError('closed', `run ${runId} was cancelled`));
       },
     });
-    return new JetStreamRunQueue(connection, consumer, leases, cancels, running);
+    return new JetStreamRunQueue(connection, { consumer, leases, cancels, auth }, running, onError);
   }
 
   async submit(ticket: RunTicket): Promise<void> {
-    await this.#connection.js.publish(this.#connection.names.runsSubject, JSON.stringify(ticket), {
+    const subject = this.#connection.names.runsSubject;
+    const body = Buffer.from(JSON.stringify(ticket));
+    await this.#connection.js.publish(subject, body, {
       msgID: ticket.runId,
+      headers: this.#auth.sign(subject, body),
     });
   }
 
   /** Cancels a run wherever it is held (a run still waiting is dropped when it is taken). */
   cancel(runId: string): void {
-    this.#connection.nc.publish(`${this.#connection.names.runsSubject}.cancel`, runId);
+    const subject = `${this.#connection.names.runsSubject}.cancel`;
+    const body = Buffer.from(runId);
+    this.#connection.nc.publish(subject, body, { headers: this.#auth.sign(subject, body) });
   }
 
   /** The node holding a run now, if any. */
@@ -153,6 +195,18 @@ export class JetStreamRunQueue {
   }
 
   async #take(delivered: JsMsg, handler: RunHandler): Promise<void> {
+    const verdict = this.#auth.signed(delivered.subject, delivered.data, delivered.headers);
+    if (verdict.kind === 'refused') {
+      // Not from a node of this cluster: never run, never delivered again.
+      delivered.term();
+      this.#onError(
+        new Error(
+          `refused a queued run (stream sequence ${delivered.seq}): ${describeRefusal(verdict.reason)}`,
+        ),
+        'authenticating a run',
+      );
+      return;
+    }
     const ticket = delivered.json<RunTicket>();
     const node = this.#connection.options.node;
     const held = this.#deliveries.get(ticket.runId);

@@ -18,10 +18,10 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4083, files: 25 },
   sandbox: { lines: 2557, files: 11 },
-  server: { lines: 5742, files: 28 },
+  server: { lines: 5745, files: 28 },
   mcp: { lines: 1045, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 2953, files: 12 },
+  cluster: { lines: 3020, files: 12 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
