@@ -249,6 +249,52 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(existsSync(PWNED)).toBe(false);
   });
 
+  it('with the cwd in a dotfiles repository the home links into, what the links lead to is read-only', async () => {
+    const p = project();
+    const dotfiles = join(p.home, 'dotfiles');
+    mkdirSync(join(dotfiles, 'git'), { recursive: true });
+    mkdirSync(join(dotfiles, 'nvim'));
+    mkdirSync(join(dotfiles, 'claude'));
+    writeFileSync(join(dotfiles, 'git', '.gitconfig'), '[user]\n\tname = t\n');
+    writeFileSync(join(dotfiles, 'nvim', 'init.lua'), '-- mine\n');
+    writeFileSync(join(dotfiles, 'claude', 'settings.json'), '{}\n');
+    symlinkSync('dotfiles/git/.gitconfig', join(p.home, '.gitconfig')); // GNU stow's links
+    mkdirSync(join(p.home, '.config'));
+    symlinkSync('../dotfiles/nvim', join(p.home, '.config', 'nvim'));
+    rmSync(join(p.home, '.claude', 'settings.json'));
+    symlinkSync('../dotfiles/claude/settings.json', join(p.home, '.claude', 'settings.json'));
+    const linked = ['git/.gitconfig', 'nvim/init.lua', 'claude/settings.json'];
+    const before = new Map(linked.map((file) => [file, readFileSync(join(dotfiles, file), 'utf8')]));
+    const wrapped = p.box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> git/.gitconfig`,
+          `echo 'os.execute("${EVIL}")' >> nvim/init.lua`,
+          'echo \'{"hooks":{}}\' > claude/settings.json',
+          'mv git git.x',
+          'echo made > notes.txt && echo writable',
+        ].join('; '),
+      ],
+      cwd: dotfiles,
+      env: process.env,
+    });
+    let ran: Ran;
+    try {
+      ran = await run(wrapped);
+    } finally {
+      wrapped.release();
+    }
+    expect(ran.stdout, ran.stderr).toBe('writable\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    for (const [file, text] of before) expect(readFileSync(join(dotfiles, file), 'utf8'), file).toBe(text);
+    expect(readFileSync(join(dotfiles, 'notes.txt'), 'utf8')).toBe('made\n');
+    const listed = p.box.protectedPaths(dotfiles).map(({ path }) => path);
+    for (const file of ['git/.gitconfig', 'nvim', 'claude/settings.json'])
+      expect(listed).toContain(join(dotfiles, file));
+  });
+
   it("what .git/config includes or names as a program is read-only; an absent include can't be created", async () => {
     const p = project();
     mkdirSync(join(p.dir, 'tools'));

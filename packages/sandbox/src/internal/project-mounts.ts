@@ -10,6 +10,7 @@
 // server killed) runs nothing: an empty dir, an empty file, or a `commondir` of ".".
 import {
   closeSync,
+  type Dirent,
   lstatSync,
   mkdirSync,
   openSync,
@@ -210,7 +211,36 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
         mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
     }
   }
+  // A home dot entry that leads into the cwd from outside it (a dotfiles repository the home links
+  // into, as GNU stow makes: `~/.gitconfig`, `~/.config/nvim`): what it leads to runs unconfined later.
+  if (policy.home !== undefined && !isWithin(policy.home, cwd))
+    for (const path of homeLinksInto(policy.home, cwd))
+      mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
+}
+
+/** Where the home's dot entries, and the entries of its dot folders, link to inside `cwd` (a bounded look). */
+function homeLinksInto(home: string, cwd: string): string[] {
+  const found: string[] = [];
+  let left = 512;
+  const look = (dir: string, top: boolean): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true }); // the types without a stat each
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (top && !entry.name.startsWith('.')) continue;
+      if ((left -= 1) < 0) return;
+      const path = join(dir, entry.name);
+      const target = entry.isSymbolicLink() ? linkTarget(path, cwd) : undefined;
+      if (target !== undefined) found.push(target);
+      else if (top && entry.isDirectory()) look(path, false);
+    }
+  };
+  look(home, true);
+  return found;
 }
 
 function dotEntries(dir: string): string[] {
