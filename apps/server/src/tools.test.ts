@@ -56,6 +56,16 @@ describe('built-in tools', () => {
     expect(await call('list_files', {})).toMatchObject({ output: expect.stringContaining('src/') });
   });
 
+  it('a path with a NUL byte is an invalid call naming it, for each file tool', () => {
+    for (const name of ['read_file', 'write_file', 'edit_file', 'list_files']) {
+      const parsed = tools.parse(name, { path: 'a\0b', content: '', old_string: 'x', new_string: '' });
+      expect(parsed).toEqual({
+        ok: false,
+        error: `invalid arguments for ${name}: path: must not contain a NUL byte`,
+      });
+    }
+  });
+
   it('confines paths to the working directory, symlinks included', async () => {
     mkdirSync(join(dir, 'inside'), { recursive: true });
     symlinkSync('/etc', join(dir, 'inside', 'escape'));

@@ -138,6 +138,12 @@ export function serverProtection(
  * The project's own protected paths in `cwd` (what runs unconfined later reads), read-only, and the
  * read-only ones the sandbox adds there (a hook's symlink target, git's `core.hooksPath`).
  */
+/** A file tool's path: a NUL byte would reach the system call as Node's own error. */
+const toolPath = z
+  .string()
+  .min(1)
+  .refine((path) => !path.includes('\0'), { error: 'must not contain a NUL byte' });
+
 export function projectProtection(cwd: string, bySandbox: readonly ProtectedPath[] = []): ProtectedEntry[] {
   const key = (path: string): string => `${path} is kept read-only (what runs unconfined later reads it)`;
   const entries = PROTECTED_PROJECT_PATHS.map((path): ProtectedEntry => ({
@@ -264,7 +270,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const readTool: Tool<{ path: string }> = {
     name: 'read_file',
     description: 'Read a UTF-8 text file in the working directory.',
-    input: z.object({ path: z.string().min(1) }),
+    input: z.object({ path: toolPath }),
     kind: 'evidence',
     readOnly: true,
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path)] }),
@@ -278,7 +284,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const writeTool: Tool<{ path: string; content: string }> = {
     name: 'write_file',
     description: 'Create or overwrite a file in the working directory with the given content.',
-    input: z.object({ path: z.string().min(1), content: z.string() }),
+    input: z.object({ path: toolPath, content: z.string() }),
     kind: 'mutation',
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, content }) =>
@@ -292,7 +298,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const editTool: Tool<{ path: string; old_string: string; new_string: string }> = {
     name: 'edit_file',
     description: 'Replace the one exact occurrence of old_string with new_string in a file.',
-    input: z.object({ path: z.string().min(1), old_string: z.string().min(1), new_string: z.string() }),
+    input: z.object({ path: toolPath, old_string: z.string().min(1), new_string: z.string() }),
     kind: 'mutation',
     claim: ({ path }) => ({ kind: 'exclusive', keys: [pathKey(path)] }),
     execute: ({ path, old_string, new_string }) =>
@@ -328,7 +334,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
   const listTool: Tool<{ path?: string | undefined }> = {
     name: 'list_files',
     description: 'List the entries of a directory in the working directory (directories end with /).',
-    input: z.object({ path: z.string().optional() }),
+    input: z.object({ path: toolPath.optional() }),
     kind: 'other',
     readOnly: true,
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
