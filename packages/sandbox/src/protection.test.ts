@@ -5,6 +5,7 @@
 // dir with the cwd at $HOME. The host's `git status` afterwards runs nothing the command wrote.
 import { spawn, spawnSync } from 'node:child_process';
 import {
+  appendFileSync,
   existsSync,
   linkSync,
   mkdirSync,
@@ -20,6 +21,7 @@ import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
 import { SandboxError } from './errors.js';
+import { gitConfigValue } from './internal/project-mounts.js';
 
 const linux = process.platform === 'linux';
 
@@ -584,5 +586,49 @@ describe.skipIf(!linux)("other version control systems' repository config", () =
     const ran = await run(wrapped);
     wrapped.release();
     expect(ran.stdout).not.toMatch(/\.hg|\.jj|\.sl/);
+  });
+});
+
+describe('git config values as git reads them', () => {
+  it('quotes, escapes and comments', () => {
+    expect(gitConfigValue('.githooks # team hooks')).toBe('.githooks');
+    expect(gitConfigValue('.githooks;x')).toBe('.githooks');
+    expect(gitConfigValue('"hooks # not a comment"  ; one')).toBe('hooks # not a comment');
+    expect(gitConfigValue('a\\"b\\\\c  d  ')).toBe('a"b\\c  d');
+  });
+});
+
+describe.skipIf(!linux)('core.hooksPath wherever git reads it', () => {
+  it("a relative hooksPath from the user's ~/.gitconfig, and one with a comment in .git/config, are read-only", async () => {
+    count += 1;
+    const home = join(root, `githome${count}`);
+    const [globalProject, commented] = ['global', 'commented'].map((name) => join(root, `${name}${count}`));
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(home, '.gitconfig'), '[core]\n\thooksPath = .githooks\n');
+    for (const dir of [globalProject!, commented!]) {
+      mkdirSync(join(dir, '.githooks'), { recursive: true });
+      writeFileSync(join(dir, '.githooks', 'pre-commit'), '#!/bin/sh\nexit 0\n');
+      expect(git(dir, 'init', '-q').status).toBe(0);
+    }
+    mkdirSync(join(commented!, '.team-hooks'));
+    writeFileSync(join(commented!, '.team-hooks', 'pre-commit'), '#!/bin/sh\nexit 0\n');
+    appendFileSync(join(commented!, '.git', 'config'), '[core]\n\thooksPath = .team-hooks # team hooks\n');
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home });
+    for (const [dir, hooks] of [
+      [globalProject!, '.githooks'],
+      [commented!, '.team-hooks'],
+    ] as const) {
+      const wrapped = box.wrap({
+        file: '/bin/sh',
+        args: ['-c', `echo '${EVIL}' >> ${hooks}/pre-commit; echo x > ${hooks}/post-commit; echo done`],
+        cwd: dir,
+        env: process.env,
+      });
+      const ran = await run(wrapped);
+      wrapped.release();
+      expect(ran.stdout).toBe('done\n');
+      expect(readFileSync(join(dir, hooks, 'pre-commit'), 'utf8'), dir).toBe('#!/bin/sh\nexit 0\n');
+      expect(readdirSync(join(dir, hooks))).toEqual(['pre-commit']);
+    }
   });
 });

@@ -109,8 +109,33 @@ interface GitConfigPaths {
   readonly programs: readonly string[];
 }
 
+/**
+ * A config line's value as git reads it: quotes removed, `\\`, `\\"`, `\\t`, `\\n` unescaped, an
+ * unquoted `#` or `;` starting a comment, surrounding blanks trimmed.
+ */
+export function gitConfigValue(raw: string): string {
+  let value = '';
+  let quoted = false;
+  let pending = ''; // blanks kept only when more of the value follows them
+  for (let i = 0; i < raw.length; i += 1) {
+    const char = raw[i]!;
+    if (char === '\\' && i + 1 < raw.length) {
+      const next = raw[(i += 1)]!;
+      value += pending + ({ t: '\t', n: '\n', b: '\b' }[next] ?? next);
+      pending = '';
+    } else if (char === '"') quoted = !quoted;
+    else if (!quoted && (char === '#' || char === ';')) break;
+    else if (!quoted && (char === ' ' || char === '\t')) pending += value === '' ? '' : char;
+    else {
+      value += pending + char;
+      pending = '';
+    }
+  }
+  return value;
+}
+
 /** The paths `config` and the files it includes (a few levels, as git follows them) name. */
-export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfigPaths {
+export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: string): GitConfigPaths {
   let text: string;
   try {
     text = readFileSync(config, 'utf8');
@@ -124,7 +149,7 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfi
   const include = (path: string): void => {
     includes.push(path);
     if (depth >= 4) return;
-    const inner = gitConfigPaths(path, cwd, depth + 1);
+    const inner = gitConfigPaths(path, cwd, depth + 1, home);
     hooks = inner.hooks ?? hooks;
     includes.push(...inner.includes);
     programs.push(...inner.programs);
@@ -136,8 +161,9 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfi
     const entry = /^([A-Za-z][\w-]*)\s*=\s*(.*)$/.exec(line.replace(/^\[[^\]]*\]\s*/, ''));
     if (entry === null) continue;
     const key = (entry[1] ?? '').toLowerCase();
-    const value = (entry[2] ?? '').replace(/^"(.*)"$/, '$1').trim();
+    let value = gitConfigValue(entry[2] ?? '');
     if (value === '') continue;
+    if (value.startsWith('~/') && home !== undefined) value = join(home, value.slice(2));
     // git resolves a relative hooksPath from the top of the work tree, an include from the config's folder.
     if (section === 'core' && key === 'hookspath') hooks = isAbsolute(value) ? value : resolve(cwd, value);
     else if ((section === 'include' || section === 'includeif') && key === 'path') {
@@ -148,6 +174,22 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0): GitConfi
     }
   }
   return { ...(hooks === undefined ? {} : { hooks }), includes, programs };
+}
+
+/**
+ * The configs git reads before the repository's own, in its order: the system's, then the user's
+ * (`$GIT_CONFIG_GLOBAL`, else `$XDG_CONFIG_HOME/git/config` and `~/.gitconfig`). Their relative
+ * `core.hooksPath` and programs resolve in each work tree, the cwd's too.
+ */
+function outerGitConfigs(home: string | undefined): string[] {
+  const env = process.env;
+  if (env['GIT_CONFIG_GLOBAL'] !== undefined) return ['/etc/gitconfig', env['GIT_CONFIG_GLOBAL']];
+  const xdg = env['XDG_CONFIG_HOME'] ?? (home === undefined ? undefined : join(home, '.config'));
+  return [
+    '/etc/gitconfig',
+    ...(xdg === undefined ? [] : [join(xdg, 'git', 'config')]),
+    ...(home === undefined ? [] : [join(home, '.gitconfig')]),
+  ];
 }
 
 /**
@@ -163,10 +205,14 @@ export function projectProtections(cwd: string, policy: ResolvedPolicy): Protect
   if (kindOf(git) === 'dir' && !ownStandIn(git)) {
     mounts.push({ path: git, how: 'pin', absent: 'dir' });
     for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
-    const named = gitConfigPaths(join(git, 'config'), cwd);
-    if (named.hooks !== undefined) mounts.push({ path: named.hooks, how: 'read-only', absent: 'dir' });
-    for (const path of named.includes) mounts.push({ path, how: 'read-only', absent: 'file' });
-    for (const path of named.programs)
+    // The repository's own config wins; the system's and the user's name hooks and programs too.
+    const configs = [...outerGitConfigs(policy.home), join(git, 'config')];
+    const named = configs.map((config) => gitConfigPaths(config, cwd, 0, policy.home));
+    const hooks = named.reduce<string | undefined>((found, paths) => paths.hooks ?? found, undefined);
+    if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
+    for (const path of named.flatMap((paths) => paths.includes))
+      mounts.push({ path, how: 'read-only', absent: 'file' });
+    for (const path of named.flatMap((paths) => paths.programs))
       if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
