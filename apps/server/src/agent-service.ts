@@ -19,6 +19,7 @@ import {
 } from '@aleph/harness';
 import type { PowerCapability } from '@aleph/power';
 import {
+  embeddedRepositories,
   isWithin,
   unsafeCwd,
   type ConfiguredSandbox,
@@ -191,6 +192,21 @@ type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
   readonly state: 'running' | 'done';
   readonly terminateReason?: TerminateReason;
 };
+
+/**
+ * What a run left in its cwd's git index that the user's next `git status` there enters with its
+ * own config (a `core.fsmonitor` runs unconfined): a nested repository staged as a gitlink that was
+ * not there when the run started. The sandbox cannot keep it read-only (made and staged in one
+ * command); this says so once the run ended, naming each.
+ */
+function embeddedWarning(cwd: string, before: readonly string[]): string | undefined {
+  const after = embeddedRepositories(cwd);
+  if (after === undefined)
+    return `${join(cwd, '.git', 'index')} is no longer an index Aleph can read: check \`git ls-files -s | grep ^160000\` before running git there`;
+  const added = after.filter((path) => !before.includes(path));
+  if (added.length === 0) return undefined;
+  return `the run staged ${added.map((path) => JSON.stringify(path)).join(', ')} as nested repositories (gitlinks): your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you; check their .git/config, or \`git rm --cached\` them`;
+}
 
 /** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
 export type SandboxLabel = 'bubblewrap' | 'sandbox-exec' | 'off';
@@ -544,6 +560,8 @@ export class AgentService {
     const realCwd = realpathSync(cwd);
     // From now until the run has ended (its MCP servers too), what changes under its cwd may be the model's.
     const endWindow = this.#options.confinedWrites?.begin(runId, realCwd);
+    const embeddedBefore =
+      this.#options.sandbox.backend === 'none' ? undefined : embeddedRepositories(realCwd);
     const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
     const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
       ({ path }) => !known.has(path),
@@ -658,6 +676,13 @@ export class AgentService {
             logger.warn({ runId, sessionId, node: cluster.node }, 'run lost to another node');
             this.#runs.delete(runId); // agent.list reads it from the cluster's log now
             return result;
+          }
+          if (embeddedBefore !== undefined) {
+            const warning = embeddedWarning(realCwd, embeddedBefore);
+            if (warning !== undefined) {
+              logger.warn({ runId, cwd: realCwd }, warning);
+              publish('agent.hook', { kind: 'warning', route: 'git', message: warning });
+            }
           }
           publish('agent.done', {
             terminateReason: result.terminateReason,

@@ -11,7 +11,8 @@ import type { HookOutcome, HookRoute } from '@aleph/verification';
  */
 export interface HookWarning {
   readonly kind: 'warning';
-  readonly route: HookRoute;
+  /** `git`: what the user's own git would run (a nested repository a run staged). */
+  readonly route: HookRoute | 'git';
   /** Names the file (and the hook) it is about. */
   readonly message: string;
 }

@@ -1,6 +1,7 @@
 // Files the model may have written: a run's window over its cwd, remembered across restarts, and the
 // server refusing an aleph.toml a run's command wrote (a real server, real bubblewrap, a fake model
 // speaking OpenAI's wire) until the user touches it.
+import { spawnSync } from 'node:child_process';
 import {
   appendFileSync,
   mkdirSync,
@@ -141,6 +142,56 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
   afterAll(async () => {
     await llm.close();
   });
+
+  it(
+    "a nested repository the model staged in the project's index is named in a warning at the run's end",
+    { timeout: 90_000 },
+    async () => {
+      const { project } = folders('embedded');
+      const git = (cwd: string, ...args: string[]) =>
+        spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, encoding: 'utf8' });
+      writeFileSync(join(project, 'README'), 'hi\n');
+      for (const args of [
+        ['init', '-q'],
+        ['add', 'README'],
+        ['commit', '-qm', 'first'],
+      ])
+        expect(git(project, ...args).status).toBe(0);
+      const server = await startServerProcess(
+        `[gateway]\nport = 0\n[agent]\nprovider = "openai-compatible"\nmodel = "fake"\nbase_url = "${llm.baseUrl}"\napi_key_env = "FAKE_PROVIDER_KEY"\n[power]\ninhibit_sleep = false\n[sandbox]\nmode = "required"\n`,
+        { FAKE_PROVIDER_KEY: 'k' },
+      );
+      const warnings: string[] = [];
+      try {
+        const client = await connectGateway(server.url, { token: server.token });
+        await client.subscribe(['agent.*']);
+        const done = new Promise<void>((resolve) =>
+          client.onEvent((topic, params) => {
+            const event = params as { kind?: string; message?: string };
+            if (topic === 'agent.hook' && event.kind === 'warning') warnings.push(String(event.message));
+            if (topic === 'agent.done') resolve();
+          }),
+        );
+        const staged = [
+          'mkdir vendor && cd vendor && git init -q && git config core.fsmonitor "touch pwned; false"',
+          'touch f && git add f && git -c user.name=m -c user.email=m@m commit -qm v',
+          'cd .. && git add vendor && echo staged',
+        ].join(' && ');
+        await client.request('agent.run', { prompt: JSON.stringify([staged]), cwd: project });
+        await done;
+        await client.close();
+      } finally {
+        await server.stop();
+        rmSync(server.stateDir, { recursive: true, force: true });
+      }
+      expect(git(project, 'ls-files', '-s', 'vendor').stdout).toMatch(/^160000 /);
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          /^the run staged "vendor" as nested repositories \(gitlinks\): your next `git status`/,
+        ),
+      ]);
+    },
+  );
 
   it(
     'is refused at the next start from that folder, naming the run, until the user touches it',

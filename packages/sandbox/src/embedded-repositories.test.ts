@@ -1,0 +1,47 @@
+// The nested repositories the user's next `git status` enters, read from a real index (git made it):
+// a repository the model made and staged as a gitlink is named, a submodule git cloned is not.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { embeddedRepositories } from './embedded-repositories.js';
+
+const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-embedded-')));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const git = (cwd: string, ...args: string[]) => {
+  const ran = spawnSync(
+    'git',
+    ['-c', 'user.name=t', '-c', 'user.email=t@t', '-c', 'protocol.file.allow=always', ...args],
+    { cwd, encoding: 'utf8' },
+  );
+  expect(ran.status, ran.stderr).toBe(0);
+};
+
+function repository(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  git(dir, 'init', '-q');
+  writeFileSync(join(dir, 'f'), 'f\n');
+  git(dir, 'add', 'f');
+  git(dir, 'commit', '-qm', 'first');
+}
+
+it('names a repository staged as a gitlink (not a cloned submodule), in every index version', () => {
+  const project = join(root, 'project');
+  repository(project);
+  expect(embeddedRepositories(project)).toEqual([]);
+  repository(join(root, 'source'));
+  git(project, 'submodule', '-q', 'add', join(root, 'source'), 'libs/cloned');
+  // The model's one command: a repository with an fsmonitor, staged in the project's index.
+  repository(join(project, 'vendor', 'deep'));
+  git(join(project, 'vendor', 'deep'), 'config', 'core.fsmonitor', 'touch /nonexistent/pwned');
+  git(project, 'add', 'vendor/deep');
+  for (const version of ['2', '3', '4']) {
+    git(project, 'update-index', '--index-version', version);
+    expect(embeddedRepositories(project), `index version ${version}`).toEqual(['vendor/deep']);
+  }
+  expect(embeddedRepositories(join(root, 'not-a-repository'))).toEqual([]);
+  writeFileSync(join(project, '.git', 'index'), 'not an index');
+  expect(embeddedRepositories(project)).toBeUndefined();
+});
