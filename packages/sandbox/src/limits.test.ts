@@ -233,6 +233,33 @@ describe.skipIf(!linux)('the datagram route to host sockets', () => {
     expect(stderr).toMatch(/Operation not permitted/);
   });
 
+  it('network off: only the families the namespace confines open (AF_INET, AF_INET6, AF_NETLINK)', () => {
+    const families = ['AF_INET', 'AF_INET6', 'AF_NETLINK', 'AF_UNIX', 'AF_VSOCK', 'AF_ALG', 'AF_TIPC'];
+    const probe =
+      `import socket\n` +
+      `for name in ${JSON.stringify(families)}:\n` +
+      `  kind = socket.SOCK_RAW if name == 'AF_NETLINK' else socket.SOCK_SEQPACKET if name in ('AF_ALG', 'AF_TIPC') else socket.SOCK_STREAM\n` +
+      `  try:\n` +
+      `    socket.socket(getattr(socket, name), kind).close()\n` +
+      `    print(name, 'ok')\n` +
+      `  except OSError as error:\n` +
+      `    print(name, error.strerror)\n`;
+    const opened = (network: 'on' | 'off'): string[] => {
+      const wrapped = createSandbox({ network }, { mode: 'required' }).wrap({
+        file: 'python3',
+        args: ['-c', probe],
+        cwd: root,
+        env: process.env,
+      });
+      const ran = spawnSync(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, encoding: 'utf8' });
+      wrapped.release();
+      return ran.stdout.split('\n').filter((line) => line.endsWith(' ok'));
+    };
+    expect(opened('off')).toEqual(['AF_INET ok', 'AF_INET6 ok', 'AF_NETLINK ok']);
+    // With the network on, the others open (or fail for the kernel's own reasons, never the filter's).
+    expect(opened('on')).toEqual(expect.arrayContaining(['AF_INET ok', 'AF_UNIX ok']));
+  });
+
   it('network on: the same send arrives (what the filter refuses above is real)', async () => {
     const { received, stderr } = await hostDatagram('on');
     expect(received, stderr).toBe('escaped');

@@ -3,9 +3,11 @@
 // S_ISGID in the mode, open, openat and creat that create a file (O_CREAT, O_TMPFILE) with them,
 // mknod and mknodat with them; openat2, whose flags the filter cannot read, fails with ENOSYS (libc
 // then uses openat). A confined command so cannot leave a setuid binary of the server's user in the
-// project. When the network is off, socket(AF_UNIX, …) and a datagram socketpair() fail with EPERM
+// project. When the network is off, socket() of every family but AF_INET, AF_INET6 and AF_NETLINK
+// (which the command's own network namespace confines) and a datagram socketpair() fail with EPERM
 // too, so a confined command cannot connect or send to the host's Unix sockets (the Docker daemon,
-// the session bus, a datagram socket) that the read-only root still shows; stream and seqpacket
+// the session bus, a datagram socket) that the read-only root still shows, nor to a hypervisor's
+// services over AF_VSOCK, which network namespaces do not separate; stream and seqpacket
 // socketpair() stay allowed (pipes between a command's own processes). Always refused:
 // io_uring_setup (io_uring opens files and sockets without these syscalls), the x32 ABI, and every
 // syscall of a foreign architecture (32-bit binaries), which the filter cannot read the same way.
@@ -80,7 +82,9 @@ const DENY = 0x00050000 | 1; // SECCOMP_RET_ERRNO | EPERM
 const NO_SYSCALL = 0x00050000 | 38; // SECCOMP_RET_ERRNO | ENOSYS
 const SET_ID_BITS = 0o6000; // S_ISUID | S_ISGID
 const CREATES = 0o100 | 0o20000000; // O_CREAT | __O_TMPFILE (the same on x86_64 and arm64)
-const AF_UNIX = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const AF_NETLINK = 16;
 const SOCK_STREAM = 1;
 const SOCK_SEQPACKET = 5;
 const SOCK_TYPE_MASK = 0xf; // the rest are SOCK_CLOEXEC / SOCK_NONBLOCK
@@ -98,7 +102,8 @@ type Step = readonly [code: number, jumpTrue: Label | 0, jumpFalse: Label | 0, k
 
 /**
  * The program for one architecture. Refused: a foreign architecture, x32, io_uring_setup, setuid
- * and setgid mode bits, openat2 (ENOSYS); with the network off also socket(AF_UNIX, …), and
+ * and setgid mode bits, openat2 (ENOSYS); with the network off also socket() of every family but
+ * AF_INET, AF_INET6 and AF_NETLINK (the command's own namespace), AF_UNIX and AF_VSOCK among them, and
  * socketpair() of any type but stream and seqpacket (a datagram socket could be connected, or sent
  * to, at a host socket's path; stream and seqpacket pairs stay connected to each other only).
  */
@@ -136,7 +141,9 @@ export function sandboxFilter(arch: Architecture, network: 'on' | 'off'): Instru
     ]),
     'socket',
     [LOAD_WORD, 0, 0, ARG0],
-    [JUMP_EQUAL, 'deny', 'allow', AF_UNIX],
+    [JUMP_EQUAL, 'allow', 0, AF_INET],
+    [JUMP_EQUAL, 'allow', 0, AF_INET6],
+    [JUMP_EQUAL, 'allow', 'deny', AF_NETLINK],
     'socketpair',
     [LOAD_WORD, 0, 0, ARG1],
     [AND, 0, 0, SOCK_TYPE_MASK],
