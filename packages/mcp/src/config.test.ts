@@ -3,7 +3,13 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { expandVariables, loadMcpServers, parseMcpJson, parseMcpServerEntries } from './config.js';
+import {
+  expandVariables,
+  loadMcpServers,
+  MAX_PROJECT_SERVERS,
+  parseMcpJson,
+  parseMcpServerEntries,
+} from './config.js';
 import { PROJECT_FILE_MAX_BYTES } from './internal/project-file.js';
 
 const env = { HOME: '/home/me', EMPTY: '', TOKEN: 't0k' };
@@ -329,4 +335,22 @@ it('a timeout Node cannot hold, a URL other than http(s), and a name that makes 
     `/p/.mcp.json: mcpServers.slow.tool_timeout_secs: ${limit}`,
     '/p/.mcp.json: mcpServers.ftp.url: "ftp://example.test/mcp" is not an http:// or https:// URL',
   ]);
+});
+
+it('a .mcp.json naming more servers than the limit starts none of them, and says so once', () => {
+  const server = { command: 'true' };
+  const many = Object.fromEntries(Array.from({ length: 5000 }, (_, index) => [`s${index}`, server]));
+  expect(parse({ mcpServers: many })).toEqual({
+    servers: [],
+    problems: [
+      {
+        source: '/p/.mcp.json',
+        message: `/p/.mcp.json: mcpServers: 5000 servers, over the limit of ${MAX_PROJECT_SERVERS}; none of them is started`,
+      },
+    ],
+  });
+  const atLimit = Object.fromEntries(
+    Array.from({ length: MAX_PROJECT_SERVERS }, (_, index) => [`s${index}`, server]),
+  );
+  expect(parse({ mcpServers: atLimit }).servers).toHaveLength(MAX_PROJECT_SERVERS);
 });

@@ -231,6 +231,12 @@ function collect(
   }
 }
 
+/**
+ * Servers one `.mcp.json` may name: each is a process (or a connection) at every run's start, and
+ * the file may be the model's; past it none of them is started, and a problem says why.
+ */
+export const MAX_PROJECT_SERVERS = 64;
+
 /** The `mcpServers` of a `.mcp.json` text; `file` names it in every problem. */
 export function parseMcpJson(text: string, file: string, options: ParseOptions): McpServerList {
   const into = { servers: [] as McpServerConfig[], problems: [] as McpConfigProblem[] };
@@ -251,6 +257,12 @@ export function parseMcpJson(text: string, file: string, options: ParseOptions):
     into.problems.push({
       source: file,
       message: `${file}: mcpServers: must be an object of servers by name`,
+    });
+  } else if (Object.keys(servers ?? {}).length > MAX_PROJECT_SERVERS) {
+    const count = Object.keys(servers ?? {}).length;
+    into.problems.push({
+      source: file,
+      message: `${file}: mcpServers: ${count} servers, over the limit of ${MAX_PROJECT_SERVERS}; none of them is started`,
     });
   } else {
     const entries = Object.entries((servers ?? {}) as Record<string, unknown>);

@@ -6,6 +6,7 @@ export {
   DEFAULT_START_TIMEOUT_MS,
   expandVariables,
   loadMcpServers,
+  MAX_PROJECT_SERVERS,
   parseMcpJson,
   parseMcpServerEntries,
   type McpConfigProblem,
