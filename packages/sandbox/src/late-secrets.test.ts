@@ -3,10 +3,12 @@
 // with a credential store, while the server runs). The root lives in /var/tmp: the sandbox's
 // private /tmp would hide it.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox } from './sandbox.js';
+import { SandboxError } from './errors.js';
+import { createSandbox, type ConfiguredSandbox } from './sandbox.js';
 
 const linux = process.platform === 'linux';
 let root = '';
@@ -23,6 +25,26 @@ beforeAll(() => {
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
+/** Runs `cat` of three late credential stores in `home` through `sandbox`: what it printed. */
+function catIn(sandbox: ConfiguredSandbox, home: string): string {
+  const wrapped = sandbox.wrap({
+    file: '/bin/sh',
+    args: [
+      '-c',
+      `cat ${home}/.git-credentials ${home}/.ssh/id_ed25519 ${home}/.config/gh/hosts.yml; echo done`,
+    ],
+    cwd: work,
+    env: process.env,
+    exactEnv: true,
+  });
+  try {
+    return spawnSync(wrapped.file, wrapped.args, { cwd: wrapped.cwd, env: wrapped.env, encoding: 'utf8' })
+      .stdout;
+  } finally {
+    wrapped.release();
+  }
+}
+
 describe.skipIf(!linux)('credential stores made after the sandbox', () => {
   it('are denied from the next command on, and named at once for checks by path', () => {
     const sandbox = createSandbox({ network: 'off' }, { mode: 'required', home });
@@ -37,28 +59,7 @@ describe.skipIf(!linux)('credential stores made after the sandbox', () => {
       kind: 'absent',
       source: 'protected',
     });
-    const cat = () => {
-      const wrapped = sandbox.wrap({
-        file: '/bin/sh',
-        args: [
-          '-c',
-          `cat ${home}/.git-credentials ${home}/.ssh/id_ed25519 ${home}/.config/gh/hosts.yml; echo done`,
-        ],
-        cwd: work,
-        env: process.env,
-        exactEnv: true,
-      });
-      try {
-        const ran = spawnSync(wrapped.file, wrapped.args, {
-          cwd: wrapped.cwd,
-          env: wrapped.env,
-          encoding: 'utf8',
-        });
-        return ran.stdout;
-      } finally {
-        wrapped.release();
-      }
-    };
+    const cat = () => catIn(sandbox, home);
     expect(cat()).toBe('done\n'); // nothing there yet
     writeFileSync(join(home, '.git-credentials'), 'https://u:late-git-secret@example.com\n');
     mkdirSync(join(home, '.ssh'));
@@ -74,6 +75,39 @@ describe.skipIf(!linux)('credential stores made after the sandbox', () => {
         join(home, '.ssh'),
         join(home, '.config', 'gh'),
       ]),
+    );
+  });
+
+  it('are denied when the answer of earlier commands was kept, from the next command on', async () => {
+    // A home whose folders did not change for a while: what the commands found is kept, checked by
+    // the folders' change times and the entries' identities, not searched for again.
+    const quiet = join(root, 'quiet-home');
+    mkdirSync(join(quiet, '.config'), { recursive: true });
+    mkdirSync(join(quiet, '.ssh'));
+    writeFileSync(join(quiet, '.npmrc'), '//registry.example/:_authToken=npm-secret\n');
+    await sleep(2100);
+    const sandbox = createSandbox({ network: 'off' }, { mode: 'required', home: quiet });
+    expect(catIn(sandbox, quiet)).toBe('done\n');
+    expect(catIn(sandbox, quiet)).toBe('done\n');
+    // A second name for a denied file, made in a folder no check covers: refused at the next command.
+    linkSync(join(quiet, '.npmrc'), join(work, 'npmrc'));
+    try {
+      expect(() => catIn(sandbox, quiet)).toThrow(SandboxError);
+      expect(() => catIn(sandbox, quiet)).toThrow(/hard links/);
+    } finally {
+      rmSync(join(work, 'npmrc'));
+    }
+    expect(catIn(sandbox, quiet)).toBe('done\n');
+    // Made in the home itself and in a folder that was there (.config); a key in a denied folder.
+    writeFileSync(join(quiet, '.git-credentials'), 'https://u:late-git-secret@example.com\n');
+    mkdirSync(join(quiet, '.config', 'gh'));
+    writeFileSync(join(quiet, '.config', 'gh', 'hosts.yml'), 'oauth_token: late-gh-secret\n');
+    writeFileSync(join(quiet, '.ssh', 'id_ed25519'), 'late-ssh-secret\n');
+    const out = catIn(sandbox, quiet);
+    expect(out).toContain('done');
+    expect(out).not.toMatch(/late-git-secret|late-ssh-secret|late-gh-secret/);
+    expect(sandbox.protectedPaths(work).map((entry) => entry.path)).toEqual(
+      expect.arrayContaining([join(quiet, '.git-credentials'), join(quiet, '.config', 'gh')]),
     );
   });
 });

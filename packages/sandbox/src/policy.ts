@@ -2,7 +2,7 @@
 // paths, and the environment it gets. Paths that do not exist, relative paths and the root are
 // errors naming the key; the built-in secrets under $HOME are denied where they exist when each
 // command starts (`denyNow`), so one made while the server runs is hidden too.
-import { realpathSync, statSync } from 'node:fs';
+import { realpathSync, statSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, sep } from 'node:path';
 import { SandboxError } from './errors.js';
@@ -209,8 +209,7 @@ const PSEUDO_FILESYSTEMS = ['/proc', '/dev'];
 export const isWithin = (path: string, root: string): boolean =>
   path === root || path.startsWith(root === sep ? root : root + sep);
 
-function denied(path: string, source: DeniedPath['source']): DeniedPath {
-  const stat = statSync(path);
+function denied(path: string, stat: Stats, source: DeniedPath['source']): DeniedPath {
   if (!stat.isDirectory() && stat.nlink > 1) {
     // Hiding one name of a file hides nothing when another name stays readable.
     throw new SandboxError(
@@ -221,17 +220,98 @@ function denied(path: string, source: DeniedPath['source']): DeniedPath {
   return { path: realpathSync(path), kind: stat.isDirectory() ? 'dir' : 'file', source };
 }
 
+/** A path's stat (links followed), or undefined when there is none to take (absent, not searchable). */
+function statOf(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What denyNow's last answer rests on: each path it statted and what it found. An entry that
+ * exists, by identity (and link count: a new hard link must be refused); the folder an absent entry
+ * would appear in (its nearest existing ancestor), by identity and change time, which the kernel
+ * moves on every entry made, removed or renamed in it and every chmod of it.
+ */
+interface Check {
+  readonly path: string;
+  readonly dev: number;
+  readonly ino: number;
+  readonly nlink?: number;
+  readonly ctimeMs?: number;
+}
+
+const unchanged = (check: Check): boolean => {
+  const stat = statOf(check.path);
+  return (
+    stat !== undefined &&
+    stat.ino === check.ino &&
+    stat.dev === check.dev &&
+    (check.nlink === undefined || stat.nlink === check.nlink) &&
+    (check.ctimeMs === undefined || stat.ctimeMs === check.ctimeMs)
+  );
+};
+
+/**
+ * A folder changed this recently may change again within the same tick of the file system's clock,
+ * leaving its change time as it was: an answer resting on it is not kept (git's "racy" entries).
+ */
+const RACY_MS = 2000;
+
+/** denyNow's last answer for each policy's paths, with its checks. */
+const answers = new WeakMap<ResolvedPolicy['denyPaths'], { denied: DeniedPath[]; checks: Check[] }>();
+
 // What of the denied paths exists now, resolved: a credential store made after the server started
 // (`gh auth login`) is denied from the next command on; a `deny_read` path removed since is skipped.
+// The last answer is reused while every path it rests on is as it was (a few stats instead of one,
+// and a realpath, per denied path, for every command).
 export function denyNow(policy: Pick<ResolvedPolicy, 'denyPaths'>): DeniedPath[] {
-  return policy.denyPaths.flatMap(({ path, source }) => {
-    try {
-      return [denied(path, source)];
-    } catch (error) {
-      if (error instanceof SandboxError) throw error;
-      return []; // absent: nothing to hide
+  const last = answers.get(policy.denyPaths);
+  if (last !== undefined && last.checks.every(unchanged)) return [...last.denied];
+  const started = Date.now();
+  const checks = new Map<string, Check>();
+  const stats = new Map<string, Stats | undefined>();
+  const statted = (path: string): Stats | undefined => {
+    if (!stats.has(path)) stats.set(path, statOf(path));
+    return stats.get(path);
+  };
+  // One check per path, what each use of it needs (a path may be both an entry and a folder).
+  const check = (path: string, stat: Stats, more: Pick<Check, 'nlink' | 'ctimeMs'>): void => {
+    checks.set(path, { ...checks.get(path), path, dev: stat.dev, ino: stat.ino, ...more });
+  };
+  let racy = false;
+  const found = policy.denyPaths.flatMap(({ path, source }) => {
+    const stat = statted(path);
+    if (stat !== undefined) {
+      let entry: DeniedPath;
+      try {
+        entry = denied(path, stat, source);
+      } catch (error) {
+        if (error instanceof SandboxError) throw error; // a file with another name
+        racy = true; // removed meanwhile: absent, and nothing kept
+        return [];
+      }
+      check(path, stat, stat.isDirectory() ? {} : { nlink: stat.nlink });
+      // Reached through a link: its real path must stay that same file or folder.
+      if (entry.path !== path) check(entry.path, stat, {});
+      return [entry];
     }
+    let folder = dirname(path);
+    while (statted(folder) === undefined && dirname(folder) !== folder) folder = dirname(folder);
+    const where = statted(folder);
+    if (where === undefined)
+      racy = true; // not even the root: keep nothing
+    else {
+      check(folder, where, { ctimeMs: where.ctimeMs });
+      if (where.ctimeMs > started - RACY_MS) racy = true;
+    }
+    return []; // absent: nothing to hide
   });
+  if (racy) answers.delete(policy.denyPaths);
+  else answers.set(policy.denyPaths, { denied: found, checks: [...checks.values()] });
+  return [...found];
 }
 
 /** Every denied path, those absent now too (`absent`, by the path they would have): for checks by path. */
