@@ -98,7 +98,7 @@ const realTemp = new Map<string, string>();
  * environment checks this process's credentials (five system calls), for every command.
  */
 let tempDirFor: { key: string; dir: string } | undefined;
-function tempDir(): string {
+export function tempDir(): string {
   const { TMPDIR, TMP, TEMP } = process.env;
   const key = `${TMPDIR}\0${TMP}\0${TEMP}`;
   if (tempDirFor?.key !== key) tempDirFor = { key, dir: tmpdir() };

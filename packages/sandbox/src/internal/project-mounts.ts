@@ -90,14 +90,25 @@ function hgIncludes(config: string, depth = 0): string[] {
 
 type Kind = 'dir' | 'file' | 'symlink' | 'other';
 
-function kindOf(path: string): Kind | undefined {
+/** What is at `path` (a link not followed), and its hard link count; one lstat. */
+function entryOf(path: string): { kind: Kind; nlink: number } | undefined {
   try {
-    const stat = lstatSync(path);
-    return stat.isDirectory() ? 'dir' : stat.isFile() ? 'file' : stat.isSymbolicLink() ? 'symlink' : 'other';
+    const stat = lstatSync(path, { throwIfNoEntry: false }); // most are absent: no error made for each
+    if (stat === undefined) return undefined;
+    const kind = stat.isDirectory()
+      ? 'dir'
+      : stat.isFile()
+        ? 'file'
+        : stat.isSymbolicLink()
+          ? 'symlink'
+          : 'other';
+    return { kind, nlink: stat.nlink };
   } catch {
     return undefined;
   }
 }
+
+const kindOf = (path: string): Kind | undefined => entryOf(path)?.kind;
 
 /** What a `.git/config` makes git read or run from the cwd. */
 interface GitConfigPaths {
@@ -198,11 +209,15 @@ function outerGitConfigs(home: string | undefined): string[] {
  * `core.hooksPath`, the files its config includes or names as programs, the policy's read-only
  * files that lie in the cwd, and (the cwd at or above the home folder) the home's dot entries.
  */
-export function projectProtections(cwd: string, policy: ResolvedPolicy): ProtectedMount[] {
+export function projectProtections(
+  cwd: string,
+  policy: ResolvedPolicy,
+  seen: StandInsSeen = new Map(),
+): ProtectedMount[] {
   const git = join(cwd, '.git');
   const mounts: ProtectedMount[] = [{ path: join(cwd, '.claude'), how: 'read-only', absent: 'dir' }];
   // An empty `.git` stand-in another command (or a kept series) holds is no git dir: kept read-only.
-  if (kindOf(git) === 'dir' && !ownStandIn(git)) {
+  if (kindOf(git) === 'dir' && !ownStandIn(git, seen)) {
     mounts.push({ path: git, how: 'pin', absent: 'dir' });
     for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
     // The repository's own config wins; the system's and the user's name hooks and programs too.
@@ -319,10 +334,17 @@ interface Keep {
 /** Keeps by real cwd. */
 const keeps = new Map<string, Keep>();
 
+/** Stand-ins found (true) or not (false) to be this process's, still empty, in one pass: each is read once. */
+type StandInsSeen = Map<string, boolean>;
+
 /** Whether `path` is a stand-in this process made and still holds, still empty. */
-function ownStandIn(path: string): boolean {
-  const known = standIns.get(path);
-  return known !== undefined && isStandIn(path, known.kind);
+function ownStandIn(path: string, seen: StandInsSeen): boolean {
+  let own = seen.get(path);
+  if (own === undefined) {
+    const known = standIns.get(path);
+    seen.set(path, (own = known !== undefined && isStandIn(path, known.kind)));
+  }
+  return own;
 }
 
 /**
@@ -370,12 +392,16 @@ function isStandIn(path: string, kind: StandIn): boolean {
  * The path to mount for a protected path: itself when it exists; else the topmost absent part of
  * it, created now as an empty stand-in (an absent hooks file under an absent dir: the dir).
  */
-function ensure(path: string, absent: StandIn, cwd: string): { mount: string; standIn?: string } {
+function ensure(
+  path: string,
+  absent: StandIn,
+  cwd: string,
+  seen: StandInsSeen,
+): { mount: string; standIn?: string } {
   let top = path;
   while (dirname(top) !== cwd && isWithin(dirname(top), cwd) && kindOf(dirname(top)) === undefined)
     top = dirname(top);
-  const known = standIns.get(top);
-  if (known !== undefined && isStandIn(top, known.kind)) return { mount: top, standIn: top };
+  if (ownStandIn(top, seen)) return { mount: top, standIn: top };
   if (kindOf(top) !== undefined) return { mount: path };
   const kind = top === path ? absent : 'dir';
   if (kind === 'dir') mkdirSync(top);
@@ -388,6 +414,7 @@ function ensure(path: string, absent: StandIn, cwd: string): { mount: string; st
     }
   }
   standIns.set(top, { count: 0, kind });
+  seen.set(top, true);
   return { mount: top, standIn: top };
 }
 
@@ -415,16 +442,23 @@ const NOT_SCANNED = new Set(['worktrees', 'modules']);
  */
 function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collected {
   const collected: Collected = { readOnly: new Set(), pins: new Set(), used: new Set(), linked: new Set() };
-  const queue = projectProtections(cwd, policy);
+  const seen: StandInsSeen = new Map();
+  const queue = projectProtections(cwd, policy, seen);
   for (let index = 0; index < queue.length && index < 256; index += 1) {
     const { path, how, absent, existing } = queue[index] as ProtectedMount;
     let mount = path;
+    // A stand-in found empty (or made) just now: its kind is known, and there is nothing in it to scan.
+    let standIn: StandIn | undefined;
     if (create && existing !== true) {
-      const ensured = ensure(path, absent, cwd);
+      const ensured = ensure(path, absent, cwd, seen);
       mount = ensured.mount;
-      if (ensured.standIn !== undefined) collected.used.add(ensured.standIn);
+      if (ensured.standIn !== undefined) {
+        collected.used.add(ensured.standIn);
+        standIn = standIns.get(ensured.standIn)?.kind;
+      }
     }
-    const kind = kindOf(mount);
+    const entry = standIn === 'dir' ? { kind: 'dir' as const, nlink: 2 } : entryOf(mount);
+    const kind = entry?.kind;
     if (kind === 'symlink') {
       // The link's own name cannot be pinned (no mount on a link); where it points is protected.
       const target = linkTarget(mount, cwd);
@@ -434,8 +468,13 @@ function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collecte
     if (kind !== 'dir' && kind !== 'file') continue;
     (how === 'pin' && mount === path ? collected.pins : collected.readOnly).add(mount);
     if (existing === true) continue;
-    if (kind === 'file' && lstatSync(mount).nlink > 1) collected.linked.add(mount);
-    if (kind === 'dir' && how === 'read-only' && !NOT_SCANNED.has(mount.slice(mount.lastIndexOf(sep) + 1))) {
+    if (kind === 'file' && (entry?.nlink ?? 0) > 1) collected.linked.add(mount);
+    if (
+      kind === 'dir' &&
+      standIn === undefined &&
+      how === 'read-only' &&
+      !NOT_SCANNED.has(mount.slice(mount.lastIndexOf(sep) + 1))
+    ) {
       // A link inside a protected dir into the writable cwd (a hook that is a link to a script).
       const scanned = scan(mount, cwd);
       for (const target of scanned.targets) queue.push({ path: target, how: 'read-only', absent: 'file' });
@@ -476,7 +515,7 @@ export function prepareMounts(
   }
   for (const path of [...readOnly, ...pins, ...others.filter((path) => isWithin(path, cwd))]) {
     for (let at = dirname(path); isWithin(at, cwd) && at !== cwd; at = dirname(at)) {
-      if (kindOf(at) === 'dir') pins.add(at);
+      if (!pins.has(at) && kindOf(at) === 'dir') pins.add(at); // each ancestor looked at once
     }
   }
   const keep = keeps.get(cwd);
@@ -528,11 +567,12 @@ function scan(
   for (const name of entries) {
     if ((budget.left -= 1) < 0) break;
     const path = join(dir, name);
-    const kind = kindOf(path);
+    const entry = entryOf(path);
+    const kind = entry?.kind;
     if (kind === 'symlink') {
       const target = linkTarget(path, cwd);
       if (target !== undefined && !isWithin(target, dir)) found.targets.push(target);
-    } else if (kind === 'file' && lstatSync(path).nlink > 1) found.linked.push(path);
+    } else if (kind === 'file' && (entry?.nlink ?? 0) > 1) found.linked.push(path);
     else if (kind === 'dir' && depth > 0) {
       const inner = scan(path, cwd, depth - 1, budget);
       found.targets.push(...inner.targets);

@@ -14,9 +14,9 @@
 // A classic BPF program, written once to a file bwrap reads through an fd.
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readFileSync, renameSync, writeFileSync, type Stats } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SandboxError } from '../errors.js';
+import { tempDir } from './bubblewrap.js';
 
 interface Architecture {
   readonly audit: number;
@@ -199,7 +199,7 @@ export function sandboxFilterFile(network: 'on' | 'off', arch: string = process.
   if (architecture === undefined) return undefined;
   const key = `${network === 'off' ? 'unix-suid' : 'suid'}-${arch}`;
   const bytes = encoded.get(key) ?? encoded.set(key, encode(sandboxFilter(architecture, network))).get(key)!;
-  const dir = join(tmpdir(), `aleph-seccomp-${process.getuid?.() ?? 'user'}`);
+  const dir = join(tempDir(), `aleph-seccomp-${process.getuid?.() ?? 'user'}`);
   const file = join(dir, `${key}-${bytes.length}.bpf`);
   // The file as this process last checked or wrote it, unchanged since: one lstat, not a read.
   const known = checked.get(file);
