@@ -82,6 +82,16 @@ describe('ConfinedWrites', () => {
       lines.map((line) => JSON.parse(line) as { run: string }).filter((entry) => entry.run === 'left-open'),
     ).toHaveLength(2);
   });
+
+  it('a state dir removed while the server runs is made again for the next window, which a restart remembers', () => {
+    const { state, project, sub } = folders('state-removed');
+    const writes = new ConfinedWrites(state);
+    rmSync(state, { recursive: true });
+    const end = writes.begin('after-removal', project);
+    writeFileSync(join(sub, 'later.json'), '{}');
+    end();
+    expect(new ConfinedWrites(state).changedDuringRun(join(sub, 'later.json'))?.runId).toBe('after-removal');
+  });
 });
 
 // A hooks file the sandbox kept read-only in a run's cwd (the cwd's `.claude`, a `[hooks] files`

@@ -177,11 +177,19 @@ export class ConfinedWrites {
   }
 
   #append(entry: object): void {
+    const line = `${JSON.stringify(entry)}\n`;
     try {
-      mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
-      appendFileSync(this.#file, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
-    } catch {
-      // A state dir that cannot be written: the windows of this process are still known to it.
+      appendFileSync(this.#file, line, { mode: 0o600 });
+    } catch (error) {
+      try {
+        // The state dir made only when it is missing: a mkdir of one that exists locks its parent
+        // (a shared temp dir) and waited there for milliseconds at each run's start and end.
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
+        appendFileSync(this.#file, line, { mode: 0o600 });
+      } catch {
+        // A state dir that cannot be written: the windows of this process are still known to it.
+      }
     }
   }
 
