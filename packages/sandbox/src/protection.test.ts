@@ -18,6 +18,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
 import { SandboxError } from './errors.js';
@@ -468,6 +469,35 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(readdirSync(join(dir, '.git'))).toEqual([]);
     end();
     expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('a kept stand-in given content from outside, once its emptiness was kept, is protected as what it holds', async () => {
+    count += 1;
+    const dir = join(root, `filled${count}`);
+    mkdirSync(dir);
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const end = box.keep(dir);
+    const quiet = (): void => box.wrap({ file: 'true', args: [], cwd: dir, env: {} }).release();
+    quiet();
+    await sleep(2100); // the stand-ins' listings are kept from the next read on, by their change times
+    quiet();
+    quiet();
+    // From outside (the user, a tool): a hook script in the cwd, linked from .claude.
+    writeFileSync(join(dir, 'hook.sh'), '#!/bin/sh\nexit 0\n');
+    symlinkSync('../hook.sh', join(dir, '.claude', 'settings.json'));
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: ['-c', 'echo "touch pwned" >> hook.sh; echo done'],
+      cwd: dir,
+      env: {},
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(readFileSync(join(dir, 'hook.sh'), 'utf8')).toBe('#!/bin/sh\nexit 0\n');
+    end();
+    expect(readdirSync(join(dir, '.claude'))).toEqual(['settings.json']); // not a stand-in: left
   });
 });
 

@@ -20,6 +20,7 @@ import {
   rmdirSync,
   unlinkSync,
   writeSync,
+  type Stats,
 } from 'node:fs';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { SandboxError } from '../errors.js';
@@ -380,12 +381,34 @@ const COMMONDIR = '.\n';
 function isStandIn(path: string, kind: StandIn): boolean {
   try {
     const stat = lstatSync(path);
-    if (kind === 'dir') return stat.isDirectory() && readdirSync(path).length === 0;
+    if (kind === 'dir') return stat.isDirectory() && namesIn(path, stat).length === 0;
     if (!stat.isFile()) return false;
     return kind === 'file' ? stat.size === 0 : readFileSync(path, 'utf8') === COMMONDIR;
   } catch {
     return false;
   }
+}
+
+/**
+ * Folders' names as last read, by the folder's identity and change time, which every entry made,
+ * removed or renamed in it moves: while both are as they were, so are the names. A readdir waits
+ * on the folder's lock, which each bwrap mounting over it (a stand-in, `.git/hooks`) holds: with
+ * 50 commands starting at once it was most of wrap()'s time. A folder changed in the last RACY_MS
+ * before its reading is not kept (a change within the same tick of the clock leaves the time).
+ */
+const listings = new Map<string, { dev: number; ino: number; ctimeMs: number; names: string[] }>();
+const RACY_MS = 2000;
+
+/** The names in `dir` (a link not followed); throws as readdirSync does. */
+function namesIn(dir: string, stat: Stats = lstatSync(dir)): string[] {
+  const known = listings.get(dir);
+  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known.names;
+  const names = readdirSync(dir);
+  if (stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
+    if (listings.size >= 1024) listings.clear();
+    listings.set(dir, { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, names });
+  } else listings.delete(dir);
+  return names;
 }
 
 /**
@@ -560,7 +583,7 @@ function scan(
   const found = { targets: [] as string[], linked: [] as string[] };
   let entries: string[];
   try {
-    entries = readdirSync(dir);
+    entries = namesIn(dir);
   } catch {
     return found;
   }
