@@ -3,7 +3,7 @@
 // with a credential store, while the server runs). The root lives in /var/tmp: the sandbox's
 // private /tmp would hide it.
 import { spawnSync } from 'node:child_process';
-import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,12 +26,12 @@ beforeAll(() => {
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 /** Runs `cat` of three late credential stores in `home` through `sandbox`: what it printed. */
-function catIn(sandbox: ConfiguredSandbox, home: string): string {
+function catIn(sandbox: ConfiguredSandbox, home: string, ...more: string[]): string {
   const wrapped = sandbox.wrap({
     file: '/bin/sh',
     args: [
       '-c',
-      `cat ${home}/.git-credentials ${home}/.ssh/id_ed25519 ${home}/.config/gh/hosts.yml; echo done`,
+      `cat ${home}/.git-credentials ${home}/.ssh/id_ed25519 ${home}/.config/gh/hosts.yml ${more.join(' ')}; echo done`,
     ],
     cwd: work,
     env: process.env,
@@ -85,6 +85,9 @@ describe.skipIf(!linux)('credential stores made after the sandbox', () => {
     mkdirSync(join(quiet, '.config'), { recursive: true });
     mkdirSync(join(quiet, '.ssh'));
     writeFileSync(join(quiet, '.npmrc'), '//registry.example/:_authToken=npm-secret\n');
+    // A link to a store elsewhere that is not there yet (a disk not mounted, a dotfiles checkout).
+    const elsewhere = join(root, 'aws-elsewhere');
+    symlinkSync(elsewhere, join(quiet, '.aws'));
     await sleep(2100);
     const sandbox = createSandbox({ network: 'off' }, { mode: 'required', home: quiet });
     expect(catIn(sandbox, quiet)).toBe('done\n');
@@ -98,6 +101,10 @@ describe.skipIf(!linux)('credential stores made after the sandbox', () => {
       rmSync(join(work, 'npmrc'));
     }
     expect(catIn(sandbox, quiet)).toBe('done\n');
+    // The link's target appears: nothing in the home changed.
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'credentials'), 'late-aws-secret\n');
+    expect(catIn(sandbox, quiet, join(quiet, '.aws', 'credentials'))).toBe('done\n');
     // Made in the home itself and in a folder that was there (.config); a key in a denied folder.
     writeFileSync(join(quiet, '.git-credentials'), 'https://u:late-git-secret@example.com\n');
     mkdirSync(join(quiet, '.config', 'gh'));

@@ -2,7 +2,7 @@
 // paths, and the environment it gets. Paths that do not exist, relative paths and the root are
 // errors naming the key; the built-in secrets under $HOME are denied where they exist when each
 // command starts (`denyNow`), so one made while the server runs is hidden too.
-import { realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, sep } from 'node:path';
 import { SandboxError } from './errors.js';
@@ -220,6 +220,15 @@ function denied(path: string, stat: Stats, source: DeniedPath['source']): Denied
   return { path: realpathSync(path), kind: stat.isDirectory() ? 'dir' : 'file', source };
 }
 
+/** Whether `path` is a link whose target is not there (or cannot be looked at). */
+function dangling(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink() === true;
+  } catch {
+    return true;
+  }
+}
+
 /** A path's stat (links followed), or undefined when there is none to take (absent, not searchable). */
 function statOf(path: string): Stats | undefined {
   try {
@@ -298,8 +307,13 @@ export function denyNow(policy: Pick<ResolvedPolicy, 'denyPaths'>): DeniedPath[]
       if (entry.path !== path) check(entry.path, stat, {});
       return [entry];
     }
+    // A link to what is not there (yet) appears with its target, which no folder here covers.
+    if (dangling(path)) racy = true;
     let folder = dirname(path);
-    while (statted(folder) === undefined && dirname(folder) !== folder) folder = dirname(folder);
+    while (statted(folder) === undefined && dirname(folder) !== folder) {
+      if (dangling(folder)) racy = true;
+      folder = dirname(folder);
+    }
     const where = statted(folder);
     if (where === undefined)
       racy = true; // not even the root: keep nothing
