@@ -104,11 +104,21 @@ export function sessionBelow(
   root: number,
   leader: number,
   others: { has(pid: number): boolean },
+  known?: Map<number, number>,
 ): ProcessEntry[] | undefined {
   const children = childrenOf(root, true);
   if (children === undefined) return undefined;
-  // Another terminal's leader is a session of its own: not entered.
-  const candidates = children.filter((child) => child === leader || !others.has(child));
+  if (known !== undefined) {
+    // A pid no longer below `root` was reaped: what was read of it is of another process now.
+    const below = new Set(children);
+    for (const pid of known.keys()) if (!below.has(pid)) known.delete(pid);
+  }
+  // Another terminal's leader is a session of its own: not entered. Nor is a child read before in
+  // another session (`known`): a process can only leave its session for one it leads (setsid), so
+  // it never joins this one.
+  const candidates = children.filter(
+    (child) => child === leader || (!others.has(child) && (known?.get(child) ?? leader) === leader),
+  );
   // Children, none of them this session's: nothing of it below `root`, which is alive (a zombie has
   // no children). Read nothing more: this is every session's end while other terminals run.
   if (children.length > 0 && candidates.length === 0) return [];
@@ -117,6 +127,7 @@ export function sessionBelow(
   const found = new Map<number, ProcessEntry>([[root, top]]);
   for (const child of candidates) {
     const entry = readProcess(child);
+    if (entry !== undefined && child !== leader) known?.set(child, entry.session);
     if (entry === undefined || (child !== leader && entry.session !== leader)) continue;
     for (const below of processesBelow(child) ?? []) found.set(below.pid, below);
   }

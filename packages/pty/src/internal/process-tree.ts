@@ -44,6 +44,11 @@ export interface Scope {
   readonly helper: number;
   /** The leaders of the helper's running terminals (each its own session). */
   readonly leaders: { has(pid: number): boolean };
+  /**
+   * The session of each other child of the helper, as last read (orphans it holds, such as a
+   * sandbox's init still tearing down after its terminal ended): not read again at every end.
+   */
+  readonly sessions?: Map<number, number>;
 }
 
 /**
@@ -52,7 +57,8 @@ export interface Scope {
  */
 function sessionTable(leader: number, scope: Scope | undefined): ProcessEntry[] {
   return (
-    (scope === undefined ? undefined : sessionBelow(scope.helper, leader, scope.leaders)) ?? scanProcesses()
+    (scope === undefined ? undefined : sessionBelow(scope.helper, leader, scope.leaders, scope.sessions)) ??
+    scanProcesses()
   );
 }
 

@@ -73,6 +73,8 @@ interface Helper {
   readonly native: Native;
   /** Running programs by pid, until the helper reports their exit. */
   readonly terminals: Map<number, HelperTerminal>;
+  /** Its other children's sessions, as last read (see sessionBelow). */
+  readonly sessions: Map<number, number>;
   /** The last request's id; replies come in order, so one with a smaller id is a late one. */
   lastId: number;
   /** Answers in a row that came too late. */
@@ -201,6 +203,7 @@ function startHelper(): Helper | null {
       reply,
       native,
       terminals: new Map(),
+      sessions: new Map(),
       lastId: 0,
       strikes: 0,
       answered: false,
@@ -630,7 +633,7 @@ class HelperTerminal {
     this.pid = pid;
     this.startTime = startTime;
     this.helper = started.pid;
-    this.scope = { helper: started.pid, leaders: started.terminals };
+    this.scope = { helper: started.pid, leaders: started.terminals, sessions: started.sessions };
     this._fd = master;
     this._pty = slavePath;
     this.#native = started.native;
