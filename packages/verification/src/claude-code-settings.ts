@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { z } from 'zod';
 import { VerificationError } from './errors.js';
+import { compileLinear, type LinearRegex } from './internal/linear-regex.js';
 import { CLAUDE_CODE_HOOK_TIMEOUT_MS } from './stop-hooks.js';
 
 /** The longest timer Node.js can set (2^31-1 ms); a longer one would fire after 1 ms. */
@@ -297,19 +298,25 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
   return { hooks, warnings, files };
 }
 
-/** Why a matcher cannot be used (an invalid regex), or undefined. */
+/**
+ * Why a matcher cannot be used, or undefined: an invalid regex, or one RE2 does not match (a
+ * backreference or a lookaround: V8 would take exponential time on some names, and a project's
+ * file, maybe the model's, would hold the server).
+ */
 export function matcherProblem(matcher: string): string | undefined {
   try {
     new RegExp(matcher);
-    return undefined;
   } catch (error) {
     return `is not a valid regular expression (${(error as Error).message})`;
   }
+  const linear = compileLinear(matcher);
+  return 'problem' in linear ? linear.problem : undefined;
 }
 
 /**
  * Claude Code's matcher rule: absent, empty or `*` matches every tool; letters, digits, `_` and
- * `|` only → exact names; anything else is a regular expression. Tried on every given name.
+ * `|` only → exact names; anything else is a regular expression, matched by RE2 in time linear in
+ * the name. Tried on every given name.
  */
 export function matcherMatches(matcher: string | undefined, names: readonly string[]): boolean {
   if (matcher === undefined || matcher === '' || matcher === '*') return true;
@@ -318,6 +325,6 @@ export function matcherMatches(matcher: string | undefined, names: readonly stri
     return names.some((name) => alternatives.includes(name));
   }
   if (matcherProblem(matcher) !== undefined) return false;
-  const pattern = new RegExp(matcher); // unanchored, as Claude Code tests it
+  const pattern = compileLinear(matcher) as LinearRegex; // unanchored, as Claude Code tests it
   return names.some((name) => pattern.test(name));
 }

@@ -47,7 +47,7 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
   {
     power: { runtime: [] },
     pty: { runtime: ['node-pty'] },
-    verification: { runtime: ['picomatch', 'smol-toml', 'zod'] },
+    verification: { runtime: ['re2js', 'smol-toml', 'zod'] },
     harness: {
       runtime: ['@opentelemetry/api', 'zod'],
       dev: ['@opentelemetry/context-async-hooks', '@opentelemetry/sdk-trace-base', 'ai'],
