@@ -239,7 +239,7 @@ export function projectProtections(
   // repository to the user's tools while the command runs.
   for (const [dir, config] of OTHER_VCS) {
     const path = join(cwd, dir);
-    if (kindOf(path) !== 'dir' || ownStandIn(path)) continue;
+    if (kindOf(path) !== 'dir' || ownStandIn(path, seen)) continue;
     mounts.push({ path, how: 'pin', absent: 'dir' });
     // `.jj/repo` is the store jj writes at each command, or a workspace's file naming another.
     const kept =
