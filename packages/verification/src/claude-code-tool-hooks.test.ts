@@ -314,3 +314,40 @@ describe('PostToolUse after a success only; PostToolUseFailure after a failed ca
     ]);
   });
 });
+
+describe("a sandboxed hook's rewrite is judged by the user's hooks", () => {
+  const guard = {
+    name: '~/.claude/settings.json#PreToolUse[0].hooks[0]',
+    event: 'PreToolUse' as const,
+    matcher: 'Bash',
+    command: `jq -r .tool_input.command | grep -q FORBIDDEN && { echo "guard: not here" >&2; exit 2; }; exit 0`,
+    timeoutMs: 10_000,
+  };
+  const rewriter = (sandbox: boolean) => ({
+    name: 'sub/.claude/settings.json#PreToolUse[0].hooks[0]',
+    event: 'PreToolUse' as const,
+    matcher: '.*',
+    command: `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"command":"echo FORBIDDEN"}}}'`,
+    timeoutMs: 10_000,
+    ...(sandbox ? { sandbox } : {}),
+  });
+  const hooks = (sandbox: boolean) =>
+    new ClaudeCodeToolHooks(
+      { hooks: [guard, rewriter(sandbox)], warnings: [], files: [] },
+      { projectDir: project },
+    );
+
+  it("a rewrite by a hook that runs in the sandbox (its file may be the model's) into what the guard denies is denied", async () => {
+    expect(await hooks(true).before(shell('echo harmless'))).toEqual({
+      kind: 'deny',
+      reason: 'guard: not here (the input as a sandboxed hook rewrote it)',
+    });
+  });
+
+  it("a rewrite by the user's own hook stands, as under Claude Code", async () => {
+    expect(await hooks(false).before(shell('echo harmless'))).toMatchObject({
+      kind: 'rewrite',
+      args: { command: 'echo FORBIDDEN' },
+    });
+  });
+});

@@ -169,8 +169,10 @@ export class ClaudeCodeToolHooks {
     const stops: string[] = [];
     const contexts: string[] = [];
     let rewritten: Record<string, unknown> | undefined;
+    let rewrittenInSandbox = false;
     for (const { hook, outcome, durationMs } of runs) {
       const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+      if (answer.kind === 'rewrite' && hook.sandbox === true) rewrittenInSandbox = true;
       const context = answer.kind === 'error' ? undefined : answer.context;
       if (context !== undefined) contexts.push(context);
       if (answer.kind === 'deny') denials.push(answer.reason);
@@ -198,6 +200,24 @@ export class ClaudeCodeToolHooks {
         said,
         answer.kind === 'error' ? undefined : answer.systemMessage,
       );
+    }
+    // A sandboxed hook's file may be the model's: what it rewrote is judged again by the hooks that
+    // run as the user (they judged the input before the rewrite), and only a deny or a stop counts.
+    if (rewritten !== undefined && rewrittenInSandbox && stops.length === 0 && denials.length === 0) {
+      const again = { ...call, args: fromClaudeInput(call.name, rewritten, projectDir) };
+      const judged = await this.#run(
+        'PreToolUse',
+        again,
+        ctx,
+        { tool_input: rewritten },
+        (hook) => hook.sandbox !== true,
+      );
+      for (const { hook, outcome } of judged) {
+        const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+        if (answer.kind === 'deny')
+          denials.push(`${answer.reason} (the input as a sandboxed hook rewrote it)`);
+        if (answer.kind === 'stop') stops.push(answer.reason);
+      }
     }
     if (stops.length > 0) return { kind: 'stop', reason: stops.join('\n') };
     if (denials.length > 0)
@@ -271,10 +291,17 @@ export class ClaudeCodeToolHooks {
     };
   }
 
-  async #run(event: Event, call: ToolHookCall, ctx: ToolHookRunContext, fields: Record<string, unknown>) {
+  async #run(
+    event: Event,
+    call: ToolHookCall,
+    ctx: ToolHookRunContext,
+    fields: Record<string, unknown>,
+    only: (hook: ClaudeCodeCommandHook) => boolean = () => true,
+  ) {
     const tool = claudeToolName(call.name);
     const projectDir = ctx.projectDir ?? this.#options.projectDir;
     const matched = this.#hooks.filter((hook) => {
+      if (!only(hook)) return false;
       if (hook.event !== event || !matcherMatches(hook.matcher, [tool, call.name])) return false;
       if (hook.if === undefined) return true;
       const match = matchPermissionRule(hook.if, tool, call.name, fields['tool_input'], projectDir);
