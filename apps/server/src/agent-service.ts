@@ -816,6 +816,10 @@ export class AgentService {
         ptyManager: this.#options.ptys.agents,
         goals: this.#goals,
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
+        maxFileBytes:
+          config.sandbox.limits.file_size_mib === undefined
+            ? undefined
+            : config.sandbox.limits.file_size_mib * 1024 * 1024,
         onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
       }),
       boundedSpawnAgent(orchestrator.spawnAgentTool(), limits, {

@@ -66,6 +66,38 @@ describe('built-in tools', () => {
     }
   });
 
+  it('write_file and edit_file write no file over the configured file size, as a command could not', async () => {
+    const limited = new ToolService(
+      builtinTools({
+        cwd: dir,
+        ptyManager: ptys.agents,
+        goals,
+        defaultShellTimeoutMs: 10_000,
+        maxFileBytes: 10,
+      }),
+    );
+    const limitedCall = async (name: string, args: unknown) => {
+      const parsed = limited.parse(name, args);
+      if (!parsed.ok) throw new Error(parsed.error);
+      return parsed.tool.execute(parsed.args, ctx);
+    };
+    expect(await limitedCall('write_file', { path: 'small.txt', content: '0123456789' })).toEqual({
+      output: 'wrote 10 bytes to small.txt',
+    });
+    const refusal =
+      'the file would be 11 bytes, over the largest a command may write ([sandbox.limits] file_size_mib: 10 bytes)';
+    expect(await limitedCall('write_file', { path: 'big.txt', content: '0123456789A' })).toEqual({
+      output: `refused: big.txt: ${refusal}`,
+      isError: true,
+    });
+    expect(existsSync(join(dir, 'big.txt'))).toBe(false);
+    expect(await limitedCall('edit_file', { path: 'small.txt', old_string: '9', new_string: '9A' })).toEqual({
+      output: `refused: small.txt: ${refusal}`,
+      isError: true,
+    });
+    expect(readFileSync(join(dir, 'small.txt'), 'utf8')).toBe('0123456789');
+  });
+
   it('confines paths to the working directory, symlinks included', async () => {
     mkdirSync(join(dir, 'inside'), { recursive: true });
     symlinkSync('/etc', join(dir, 'inside', 'escape'));

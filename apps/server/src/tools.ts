@@ -49,9 +49,17 @@ export interface ToolEnvironment {
   readonly ptyManager: PtyManager;
   readonly goals: Map<string, Goal>;
   readonly defaultShellTimeoutMs: number;
+  /** The largest file `write_file` and `edit_file` write (`[sandbox.limits] file_size_mib`), as a command may. */
+  readonly maxFileBytes?: number | undefined;
   /** Told when `shell` starts a pty, so clients can be pointed at it. */
   readonly onShell?: (info: { sessionId: string; ptySessionId: string; command: string }) => void;
 }
+
+/** Why `bytes` may not be written: over the file size a confined command may write. */
+const overFileSize = (bytes: number, max: number | undefined): string | undefined =>
+  max !== undefined && bytes > max
+    ? `the file would be ${bytes} bytes, over the largest a command may write ([sandbox.limits] file_size_mib: ${max} bytes)`
+    : undefined;
 
 const guarded = async (work: () => Promise<ToolResult>): Promise<ToolResult> => {
   try {
@@ -290,6 +298,8 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     execute: ({ path, content }) =>
       guarded(async () => {
         writable(path);
+        const tooBig = overFileSize(Buffer.byteLength(content), env.maxFileBytes);
+        if (tooBig !== undefined) return { output: `refused: ${path}: ${tooBig}`, isError: true };
         const written = await replaceInside(env.cwd, path, content, guard);
         return { output: `wrote ${Buffer.byteLength(content)} bytes to ${written}` };
       }),
@@ -321,12 +331,10 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             isError: true,
           };
         }
-        await replaceInside(
-          env.cwd,
-          path,
-          text.replace(old_string, () => new_string),
-          guard,
-        );
+        const edited = text.replace(old_string, () => new_string);
+        const tooBig = overFileSize(Buffer.byteLength(edited), env.maxFileBytes);
+        if (tooBig !== undefined) return { output: `refused: ${path}: ${tooBig}`, isError: true };
+        await replaceInside(env.cwd, path, edited, guard);
         return { output: `edited ${path}` };
       }),
   };
