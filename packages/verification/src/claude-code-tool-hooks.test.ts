@@ -351,3 +351,32 @@ describe("a sandboxed hook's rewrite is judged by the user's hooks", () => {
     });
   });
 });
+
+describe("the goal tool's gate_command", () => {
+  it('is judged by Bash hooks as the shell call it will be: a command the guard denies is denied', async () => {
+    const guard = {
+      name: '~/.claude/settings.json#PreToolUse[0].hooks[0]',
+      event: 'PreToolUse' as const,
+      matcher: 'Bash',
+      command: `jq -r .tool_input.command | grep -q FORBIDDEN && { echo "guard: not here" >&2; exit 2; }; exit 0`,
+      timeoutMs: 10_000,
+    };
+    const hooks = new ClaudeCodeToolHooks(
+      { hooks: [guard], warnings: [], files: [] },
+      { projectDir: project },
+    );
+    const goal = (gate: string) => ({
+      id: 'g1',
+      name: 'goal',
+      args: { objective: 'tidy', gate_command: gate },
+    });
+    expect(await hooks.before(goal('rm -f important.txt FORBIDDEN'))).toEqual({
+      kind: 'deny',
+      reason: 'guard: not here (the gate_command, judged as a shell call)',
+    });
+    expect(await hooks.before(goal('pnpm test'))).toEqual({ kind: 'allow' });
+    expect(await hooks.before({ id: 'g2', name: 'goal', args: { objective: 'tidy' } })).toEqual({
+      kind: 'allow',
+    });
+  });
+});

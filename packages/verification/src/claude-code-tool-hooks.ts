@@ -219,6 +219,19 @@ export class ClaudeCodeToolHooks {
         if (answer.kind === 'stop') stops.push(answer.reason);
       }
     }
+    // The `goal` tool's gate_command is a shell command the runner runs later: `Bash` hooks judge it
+    // now, as the shell call it will be.
+    const gate = (call.args as { gate_command?: unknown } | null)?.gate_command;
+    if (call.name === 'goal' && typeof gate === 'string' && stops.length === 0 && denials.length === 0) {
+      const asShell = { id: call.id, name: 'shell', args: { command: gate } };
+      const judged = await this.#run('PreToolUse', asShell, ctx, { tool_input: { command: gate } });
+      for (const { hook, outcome } of judged) {
+        const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+        if (answer.kind === 'deny')
+          denials.push(`${answer.reason} (the gate_command, judged as a shell call)`);
+        if (answer.kind === 'stop') stops.push(answer.reason);
+      }
+    }
     if (stops.length > 0) return { kind: 'stop', reason: stops.join('\n') };
     if (denials.length > 0)
       return { kind: 'deny', reason: capForModel([...denials, ...contexts].join('\n\n')) };
