@@ -1,4 +1,4 @@
-// tester6 F16 end to end: a provider whose replies are never the model's explicit stop (a
+// End to end: a provider whose replies are never the model's explicit stop (a
 // `tool_calls` finish with no calls, no finish reason, an empty `stop`) used to end `aleph run` as
 // "done: the model stopped", exit 0, so `aleph run … && deploy` went on. Now each such reply is told
 // to the model, and a streak of them ends the run by the failure watchdog: exit 1, the cause named.

@@ -559,7 +559,7 @@ describe('the adapter in a run', () => {
   });
 });
 
-describe('only an explicit stop stops, over the real wire (tester6 F16)', () => {
+describe('only an explicit stop stops, over the real wire', () => {
   const note: Tool<{ text: string }> = {
     name: 'note',
     description: 'notes a line',

@@ -265,7 +265,7 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     );
   });
 
-  // The config may hold [gateway] token; a hooks file runs unconfined at the next run (tester6 F3, F14).
+  // The config may hold [gateway] token; a hooks file runs unconfined at the next run.
   it('a project-local aleph.toml is unreadable and its [hooks] files read-only, to the shell and the file tools', async () => {
     const project = join(root, 'local-config');
     mkdirSync(project);
@@ -300,7 +300,7 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toMatch(/fake-coder/);
   });
 
-  // A launcher's leaked descriptor reached the sandboxed command: a write outside the cwd (tester6 F17).
+  // A launcher's leaked descriptor reached the sandboxed command: a write outside the cwd.
   it('a descriptor the server inherited reaches neither the server past its start nor the sandboxed command', async () => {
     const target = join(root, 'fd-target.log');
     writeFileSync(target, '');
@@ -323,7 +323,7 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(readFileSync(target, 'utf8')).toBe('');
   });
 
-  // bwrap is the sandbox's pid 1: its own environ was the server's whole env (tester6 F1).
+  // bwrap is the sandbox's pid 1: its own environ was the server's whole env.
   it("no process in the sandbox has a variable outside the allow-list, bwrap's own /proc/1/environ included", async () => {
     const server = await startServerProcess(config('required'), {
       ...SECRETS,

@@ -135,7 +135,7 @@ describe('built-in tools', () => {
     expect(big.output).toContain('characters cut');
   });
 
-  // tester6 F4: past 256 KiB the "end" was a chunk from the middle and the count that of a prefix.
+  // Past 256 KiB the "end" was a chunk from the middle and the count that of a prefix.
   it('shell: a big output keeps its true head and end, and says exactly how much was cut', async () => {
     const big = await call('shell', { command: 'seq 1 200000; echo TAIL-MARK' });
     let total = 'TAIL-MARK\n'.length;
@@ -145,7 +145,7 @@ describe('built-in tools', () => {
     expect(big.output).toContain(`…[${total - SHELL_OUTPUT_CAP} characters cut]…`);
   });
 
-  // tester6 F11: [agent] tool_timeout_secs is a hard cap the model cannot lift.
+  // [agent] tool_timeout_secs is a hard cap the model cannot lift.
   it("shell: the model's timeout_secs cannot raise the configured timeout", async () => {
     const capped = new ToolService(
       builtinTools({ cwd: dir, ptyManager: ptys.agents, goals, defaultShellTimeoutMs: 300 }),
@@ -261,7 +261,7 @@ describe("the file tools refuse the sandbox's denied paths inside the working di
   });
 });
 
-describe('the file tools refuse what the sandbox keeps read-only (tester6 F2)', () => {
+describe('the file tools refuse what the sandbox keeps read-only', () => {
   it('.claude, .git/hooks, .git/config, .git/commondir and the listed files; the rest of .git works', async () => {
     const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-readonly-')));
     try {

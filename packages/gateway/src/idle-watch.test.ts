@@ -1,4 +1,4 @@
-// tester5 F6: the idle TTL counted only pty input and output, so a session open in a console tab
+// The idle TTL counted only pty input and output, so a session open in a console tab
 // (vim idle while the user reads it) was SIGHUPed. A session that a connection is subscribed to
 // the output of is watched: never idle; its TTL counts from when the last viewer left.
 import { PtyManager, type PtySession } from '@aleph/pty';

@@ -1,4 +1,4 @@
-// Edges of the wire an outside tester found loose (tester2 "Small (LOW) protocol notes"): text the
+// Edges of the wire that were loose: text the
 // OS would cut at a NUL or split at "=", a size error that named the wrong rule, a Host that is not
 // this server, an upgrade that offered no aleph.v1. Real gateway on loopback, real WebSocket.
 import { WebSocket } from 'ws';

@@ -1,4 +1,4 @@
-// The sizes behind pty.snapshot's replay (outside tester, T-A): each resize at the offset it took
+// The sizes behind pty.snapshot's replay: each resize at the offset it took
 // effect, the size in force at any offset, and a bounded log.
 import { describe, expect, it } from 'vitest';
 import { SizeLog } from './internal/size-log.js';

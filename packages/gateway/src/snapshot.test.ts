@@ -157,7 +157,7 @@ it('a snapshot after 1.3 MB of output, inside vim, draws the screen a watcher fr
   late.dispose();
 });
 
-// Issue 17, the outside tester's case: vim entered the alternate screen more than 1 MiB of output
+// vim entered the alternate screen more than 1 MiB of output
 // before the first snapshot. The late client must be in vim's alternate screen, and after `:q!`
 // show the shell's scrollback (not vim's leftovers under the prompt).
 it('a first snapshot taken 1.3 MiB of redraws after vim entered the alternate screen', async () => {

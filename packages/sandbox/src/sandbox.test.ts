@@ -178,7 +178,7 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(readdirSync(root)).not.toContain('outside.txt');
   });
 
-  // As root the command is uid 0 (a user ns mapping 0 to 0): sysctl's owner check passes (tester6 F10).
+  // As root the command is uid 0 (a user ns mapping 0 to 0): sysctl's owner check passes.
   it('cannot write a host sysctl or any other writable kernel knob under /proc', async () => {
     const ran = await sh(
       'required',
@@ -189,7 +189,7 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stderr).toMatch(/swappiness: Read-only file system|Permission denied/);
   });
 
-  // The pty spawn helper's request FIFO runs whatever is written to it, unconfined (tester6 F15).
+  // The pty spawn helper's request FIFO runs whatever is written to it, unconfined.
   it("cannot reach the spawn helper's FIFO in the server's TMPDIR outside /tmp; that dir is no cwd", async () => {
     const temp = join(root, 'server-tmp');
     mkdirSync(join(temp, 'aleph-pty-x1'), { recursive: true });
@@ -464,7 +464,7 @@ describe.skipIf(!linux)('what runs unconfined later stays read-only in the cwd',
     expect(readFileSync(join(project, '.git', 'HEAD'), 'utf8')).toBe('x\n');
   });
 
-  // git reads another config through them; the user's next `git status` runs its fsmonitor (tester6 F13).
+  // git reads another config through them; the user's next `git status` runs its fsmonitor.
   it('cannot point git at another config (commondir, config.worktree, a submodule git dir); a commit still works', async () => {
     const project = join(root, 'git-project');
     mkdirSync(project);
