@@ -205,32 +205,29 @@ export class ClaudeCodeToolHooks {
     // run as the user (they judged the input before the rewrite), and only a deny or a stop counts.
     if (rewritten !== undefined && rewrittenInSandbox && stops.length === 0 && denials.length === 0) {
       const again = { ...call, args: fromClaudeInput(call.name, rewritten, projectDir) };
-      const judged = await this.#run(
-        'PreToolUse',
+      await this.#judgeAgain(
         again,
         ctx,
-        { tool_input: rewritten },
+        rewritten,
+        'the input as a sandboxed hook rewrote it',
+        denials,
+        stops,
         (hook) => hook.sandbox !== true,
       );
-      for (const { hook, outcome } of judged) {
-        const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
-        if (answer.kind === 'deny')
-          denials.push(`${answer.reason} (the input as a sandboxed hook rewrote it)`);
-        if (answer.kind === 'stop') stops.push(answer.reason);
-      }
     }
     // The `goal` tool's gate_command is a shell command the runner runs later: `Bash` hooks judge it
     // now, as the shell call it will be.
     const gate = (call.args as { gate_command?: unknown } | null)?.gate_command;
     if (call.name === 'goal' && typeof gate === 'string' && stops.length === 0 && denials.length === 0) {
       const asShell = { id: call.id, name: 'shell', args: { command: gate } };
-      const judged = await this.#run('PreToolUse', asShell, ctx, { tool_input: { command: gate } });
-      for (const { hook, outcome } of judged) {
-        const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
-        if (answer.kind === 'deny')
-          denials.push(`${answer.reason} (the gate_command, judged as a shell call)`);
-        if (answer.kind === 'stop') stops.push(answer.reason);
-      }
+      await this.#judgeAgain(
+        asShell,
+        ctx,
+        { command: gate },
+        'the gate_command, judged as a shell call',
+        denials,
+        stops,
+      );
     }
     if (stops.length > 0) return { kind: 'stop', reason: stops.join('\n') };
     if (denials.length > 0)
@@ -302,6 +299,29 @@ export class ClaudeCodeToolHooks {
       feedback: feedback.length === 0 ? '' : capForModel(feedback.join('\n\n')),
       ...(stops.length === 0 ? {} : { stop: stops.join('\n') }),
     };
+  }
+
+  /** PreToolUse hooks on `call` once more: only a deny (said with `why`) or a stop counts. */
+  async #judgeAgain(
+    call: ToolHookCall,
+    ctx: ToolHookRunContext,
+    toolInput: Record<string, unknown>,
+    why: string,
+    denials: string[],
+    stops: string[],
+    only?: (hook: ClaudeCodeCommandHook) => boolean,
+  ): Promise<void> {
+    for (const { hook, outcome } of await this.#run(
+      'PreToolUse',
+      call,
+      ctx,
+      { tool_input: toolInput },
+      only,
+    )) {
+      const answer = preToolAnswer(hook.name, outcome, hook.timeoutMs);
+      if (answer.kind === 'deny') denials.push(`${answer.reason} (${why})`);
+      if (answer.kind === 'stop') stops.push(answer.reason);
+    }
   }
 
   async #run(
