@@ -222,7 +222,7 @@ async function main(): Promise<void> {
         isError: false,
       } as never);
       await store.append(id, { type: 'turn_step', step: { iteration: index } } as never);
-      await store.flush();
+      await store.flush(id);
       stepSamples.push(performance.now() - t);
     }
     stepSamples.sort((x, y) => x - y);

@@ -210,6 +210,61 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(late.load.events).toHaveLength(2);
   });
 
+  it("writes a step's tool results and its end as one message, stored before the turn's flush resolves; a refused one fails the flush", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const a = await JetStreamSessionStore.open(connection);
+    const b = await JetStreamSessionStore.open(await node(cluster, 'b'));
+    const id = await a.create();
+    const result = (callId: string): SessionEventBody => ({
+      type: 'tool_result',
+      callId,
+      name: 'shell',
+      output: 'ok',
+      isError: false,
+    });
+    const stepEnd: SessionEventBody = {
+      type: 'turn_step',
+      step: { state: 'continue', executed: 2, vetoed: false, iteration: 1 },
+    };
+    const messages = async (): Promise<number> =>
+      (await connection.jsm.streams.info(`${cluster}_sessions`)).state.messages;
+    await a.append(id, user('go'));
+    await a.append(id, { type: 'assistant', content: '', toolCalls: [] });
+    expect(await messages()).toBe(2);
+    // As a turn ends: two results and the step's end, then the flush.
+    expect((await a.append(id, result('c1'))).seq).toBe(2);
+    expect((await a.append(id, result('c2'))).seq).toBe(3);
+    expect((await a.append(id, stepEnd)).seq).toBe(4);
+    await a.flush(id);
+    expect(await messages()).toBe(3);
+    const read = await b.load(id);
+    expect(read.events.map((event) => [event.seq, event.type])).toEqual([
+      [0, 'user'],
+      [1, 'assistant'],
+      [2, 'tool_result'],
+      [3, 'tool_result'],
+      [4, 'turn_step'],
+    ]);
+    expect(read.corruptLines).toEqual([]);
+    // b took the log over: a's next step is refused, said by its flush; nothing of it is stored.
+    await b.append(id, { type: 'resumed' });
+    await a.append(id, result('c3'));
+    await a.append(id, stepEnd);
+    expect(((await a.flush(id).catch((e: unknown) => e)) as ClusterError).code).toBe('fenced');
+    expect(((await a.append(id, user('stale')).catch((e: unknown) => e)) as ClusterError).code).toBe(
+      'fenced',
+    );
+    expect((await b.load(id)).events.map((event) => event.type)).toEqual([
+      'user',
+      'assistant',
+      'tool_result',
+      'tool_result',
+      'turn_step',
+      'resumed',
+    ]);
+  });
+
   describe('the EventBus contract of @aleph/gateway', () => {
     for (const { name: caseName, run } of eventBusContract)
       it(caseName, async () => {
