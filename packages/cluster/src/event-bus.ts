@@ -34,6 +34,28 @@ export function sessionToken(sessionId: string): string {
   return `~${Buffer.from(sessionId, 'utf8').toString('hex')}`;
 }
 
+/** A batch's payload, `[[topic,data],…]` in UTF-8, from the events' encoded data: bytes copied once. */
+function batchBody(batch: readonly Queued[]): Buffer {
+  const parts: Buffer[] = [];
+  for (const queued of batch)
+    parts.push(parts.length === 0 ? OPEN : BETWEEN, topicPrefix(queued.topic), queued.data);
+  parts.push(END);
+  return Buffer.concat(parts);
+}
+const OPEN = Buffer.from('[');
+const BETWEEN = Buffer.from('],');
+const END = Buffer.from(']]');
+/** `["topic",` in UTF-8, per topic (a few dozen topics exist). */
+const prefixes = new Map<string, Buffer>();
+function topicPrefix(topic: string): Buffer {
+  let prefix = prefixes.get(topic);
+  if (prefix === undefined) {
+    prefix = Buffer.from(`[${JSON.stringify(topic)},`);
+    if (prefixes.size < 1024) prefixes.set(topic, prefix);
+  }
+  return prefix;
+}
+
 function topicMatches(pattern: string, topic: string): boolean {
   if (pattern === '*' || pattern === topic) return true;
   return pattern.endsWith('.*') && topic.startsWith(pattern.slice(0, -1));
@@ -42,10 +64,8 @@ function topicMatches(pattern: string, topic: string): boolean {
 /** An event waiting for its session's write. */
 interface Queued {
   readonly topic: string;
-  /** Its data as JSON. */
-  readonly json: string;
-  /** Its bytes in a batch (UTF-8 of the JSON, the topic and the brackets around them). */
-  readonly bytes: number;
+  /** Its data as JSON, in UTF-8 (a message's payload when it goes alone). */
+  readonly data: Buffer;
   readonly resolve: (seq: number) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -146,9 +166,8 @@ export class JetStreamEventBus implements EventBus {
     }
     const known = tail;
     return new Promise<number>((resolve, reject) => {
-      const json = JSON.stringify(data ?? null);
-      const bytes = Buffer.byteLength(json) + Buffer.byteLength(topic) + 6;
-      known.queue.push({ topic, json, bytes, resolve, reject });
+      // Encoded once, here: a write copies bytes into its message, never re-encodes text.
+      known.queue.push({ topic, data: Buffer.from(JSON.stringify(data ?? null)), resolve, reject });
       if (!known.writing) void this.#drain(sessionId, known);
     });
   }
@@ -166,8 +185,10 @@ export class JetStreamEventBus implements EventBus {
         let bytes = 0;
         let count = 0;
         for (const queued of tail.queue) {
-          if (count > 0 && bytes + queued.bytes > most) break;
-          bytes += queued.bytes;
+          // `[topic,data],` in a batch: the topic's JSON and four bytes beside the data.
+          const size = queued.data.length + Buffer.byteLength(queued.topic) + 6;
+          if (count > 0 && bytes + size > most) break;
+          bytes += size;
           count += 1;
         }
         const batch = tail.queue.splice(0, count);
@@ -187,11 +208,7 @@ export class JetStreamEventBus implements EventBus {
   /** One message with the batch's events; answers the first one's sequence. */
   async #write(sessionId: string, known: Tail, batch: readonly Queued[]): Promise<number> {
     const single = batch.length === 1 ? batch[0] : undefined;
-    const body = new TextEncoder().encode(
-      single !== undefined
-        ? single.json
-        : `[${batch.map((queued) => `[${JSON.stringify(queued.topic)},${queued.json}]`).join(',')}]`,
-    );
+    const body = single !== undefined ? single.data : batchBody(batch);
     for (let attempt = 0; ; attempt++) {
       if (known.streamSeq < 0) Object.assign(known, await this.#readTail(sessionId));
       const headers = natsHeaders();
@@ -241,10 +258,12 @@ export class JetStreamEventBus implements EventBus {
         if (replay && first + Math.max(count, 1) - 1 <= (afterSeq ?? 0)) continue;
         let events: [string, unknown][];
         try {
+          const { buffer, byteOffset, byteLength } = message.data;
+          const parsed: unknown = JSON.parse(Buffer.from(buffer, byteOffset, byteLength).toString('utf8'));
           events =
             count > 0
-              ? message.json<[string, unknown][]>()
-              : [[message.headers?.get(TOPIC_HEADER) ?? '', message.json()]];
+              ? (parsed as [string, unknown][])
+              : [[message.headers?.get(TOPIC_HEADER) ?? '', parsed]];
         } catch {
           continue; // not one of ours
         }
