@@ -684,6 +684,55 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     }
   });
 
+  it("takes a forwarded call's answer only when a node of the cluster signed it: one forged by anything else on NATS is refused, saying why", async () => {
+    const cluster = name();
+    await node(cluster, 'a'); // a live node whose calls nothing of the cluster answers
+    const b = await node(cluster, 'b');
+    const logged: string[] = [];
+    const front = await ClusterTerminals.open(b, await JetStreamEventBus.open(b), {
+      secret: SECRET,
+      onError: (error) => void logged.push(String(error)),
+    });
+    // Anything that reaches NATS answers the calls sent to node a first.
+    const intruder = await connect({ servers: [nats.url] });
+    const inbox = `${cluster}.node.a.pty`;
+    const forged = JSON.stringify({ r: { sessionId: 'forged', pid: 1 } });
+    let sign: ((reply: string, data: Uint8Array) => MsgHdrs) | undefined;
+    const answer = intruder.subscribe(inbox, {
+      callback: (_error, message) => {
+        const data = Buffer.from(forged);
+        message.respond(data, sign === undefined ? {} : { headers: sign(message.reply ?? '', data) });
+      },
+    });
+    await intruder.flush();
+    try {
+      const spawn = (): Promise<unknown> =>
+        front.spawn('a', { command: '/bin/sh', args: [], cols: 80, rows: 24 }).catch((e: unknown) => e);
+      await expect
+        .poll(async () => ((await spawn()) as { data?: { reason?: string } }).data?.reason, {
+          timeout: 10_000,
+        })
+        .toBe('unauthenticated');
+      const unsigned = (await spawn()) as { code: string; message: string; data: Record<string, unknown> };
+      expect(unsigned).toMatchObject({
+        code: 'invalid_request',
+        message: 'the answer to pty.spawn from node a was refused: it carries no authentication',
+        data: { reason: 'unauthenticated', node: 'a' },
+      });
+      // Signed, but under another secret.
+      const other = new ForwardAuth('not-the-cluster-secret', cluster);
+      sign = (reply, data) => other.sign(reply, data);
+      expect(((await spawn()) as { data: { reason: string } }).data.reason).toBe('bad_mac');
+      expect(logged.join('\n')).toMatch(
+        /refused node a's answer to pty\.spawn on _INBOX\.\S+: it carries no authentication/,
+      );
+    } finally {
+      answer.unsubscribe();
+      await intruder.close();
+      await front.close();
+    }
+  });
+
   it('refuses to open terminals without the cluster secret', async () => {
     const a = await node(name(), 'a');
     const error = await ClusterTerminals.open(a, await JetStreamEventBus.open(a), {} as never).catch(

@@ -8,7 +8,8 @@
 //   another node has a client that wants every terminal's output (announced on
 //   `<name>.pty.interest`); once published it stays so until it is forgotten;
 // - a session method (`pty.input`, `resize`, `close`/`kill`, `snapshot`, `replay`) on another node
-//   goes to the owner by NATS request/reply and is answered as the owner answers its own clients;
+//   goes to the owner by NATS request/reply and is answered as the owner answers its own clients
+//   (the call and its answer each authenticated, see ForwardAuth);
 //   `pty.spawn` with `node` forks on that node the same way (the new terminal is published at once);
 // - a client of another node follows the output from the stream (a consumer of its own from the
 //   message holding its offset), paced by that client's own backlog: a slow client stops the
@@ -692,7 +693,7 @@ export class ClusterTerminals implements RemoteTerminals {
         message: `node ${this.#node} refused the forwarded call: ${refusal.why}`,
         data: { reason: refusal.reason },
       };
-      message.respond(JSON.stringify({ e: error } satisfies Reply));
+      this.#respond(message, { e: error });
       return;
     }
     try {
@@ -706,7 +707,14 @@ export class ClusterTerminals implements RemoteTerminals {
           ? { e: { code: ptyCode(code), message: error.message, data } }
           : { e: { code: 'internal_error', message: String((error as Error).message ?? error) } };
     }
-    message.respond(JSON.stringify(reply));
+    this.#respond(message, reply);
+  }
+
+  /** Answers a forwarded call, authenticated like the call (bound to its reply subject, unique per call). */
+  #respond(message: Msg, reply: Reply): void {
+    if (message.reply === undefined || message.reply === '') return;
+    const data = Buffer.from(JSON.stringify(reply));
+    message.respond(data, { headers: this.#auth.sign(message.reply, data) });
   }
 
   async #local(method: string, params: { sessionId?: unknown }): Promise<unknown> {
@@ -940,6 +948,14 @@ export class ClusterTerminals implements RemoteTerminals {
         node,
       });
     }
+    // Anything on NATS can answer first: an answer counts only when a node of the cluster signed it.
+    const refused = this.#refusal(answer, `node ${node}'s answer to ${method}`);
+    if (refused !== undefined)
+      throw this.#options.makeError(
+        'invalid_request',
+        `the answer to ${method} from node ${node} was refused: ${refused.why}`,
+        { reason: refused.reason, node },
+      );
     const reply = answer.json<Reply>();
     if ('e' in reply) {
       const code = (reply.e.code in ERROR_NAMES ? reply.e.code : 'internal_error') as ErrorCodeName;
