@@ -370,6 +370,25 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     live.unsubscribe();
   });
 
+  it("a step's events, published together when the session's stream is idle, go as one message, in order", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const bus = await JetStreamEventBus.open(connection);
+    const got: BusEvent[] = [];
+    const live = bus.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
+    await live.ready;
+    const topics = ['agent.tool', 'agent.step', 'agent.act'];
+    const seqs = await Promise.all(topics.map((topic) => bus.publish(topic, 'run-step', { topic })));
+    expect(seqs).toEqual([1, 2, 3]);
+    await expect.poll(() => got.map((event) => event.topic), { timeout: 10_000 }).toEqual(topics);
+    expect((await connection.jsm.streams.info(`${cluster}_events`)).state.messages).toBe(1);
+    // At once when asked: the first goes alone, the rest with the next write.
+    const eager = await JetStreamEventBus.open(connection, { batchDelayMs: 0 });
+    await Promise.all(topics.map((topic) => eager.publish(topic, 'run-eager', { topic })));
+    expect((await connection.jsm.streams.info(`${cluster}_events`)).state.messages).toBe(3);
+    live.unsubscribe();
+  });
+
   it("a subscriber busy past a consumer's inactive threshold gets every later event, and leaves no consumer when it ends", async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');

@@ -4,8 +4,9 @@
 // - a session's sequence is gap-free and totally ordered across nodes: each write names the
 //   session's last message it knows (expected last subject sequence); one that loses a race
 //   re-reads the session's tail and tries again, so two nodes never give out one number twice;
-//   events a node publishes for a session while its previous write is under way go as one
-//   message (a batch: `Aleph-Batch` events from `Aleph-Seq` on), one fenced write for all;
+//   events a node publishes for a session while its previous write is under way, or within
+//   `batchDelayMs` of the first, go as one message (a batch: `Aleph-Batch` events from `Aleph-Seq`
+//   on), one fenced write for all;
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
 import { randomUUID } from 'node:crypto';
@@ -87,6 +88,11 @@ export interface JetStreamEventBusOptions {
   readonly maxBytes?: number;
   /** A listener threw or rejected. Default: a process warning. */
   readonly onListenerError?: (error: unknown, event: BusEvent) => void;
+  /**
+   * How long a session's write waits, when none is under way, for more of its events to go with the
+   * first; default 2 ms (0: at once). Events published while a write is under way go with the next.
+   */
+  readonly batchDelayMs?: number;
 }
 
 export class JetStreamEventBus implements EventBus {
@@ -99,8 +105,10 @@ export class JetStreamEventBus implements EventBus {
   /** Names this bus's writes, so a retried write is a duplicate of its own and never of another node's. */
   readonly #writer = randomUUID();
   readonly #onError: (error: unknown, event: BusEvent) => void;
+  readonly #batchDelayMs: number;
 
   private constructor(connection: ClusterConnection, options: JetStreamEventBusOptions) {
+    this.#batchDelayMs = options.batchDelayMs ?? 2;
     this.#connection = connection;
     this.#js = connection.js;
     this.#jsm = connection.jsm;
@@ -168,7 +176,13 @@ export class JetStreamEventBus implements EventBus {
     return new Promise<number>((resolve, reject) => {
       // Encoded once, here: a write copies bytes into its message, never re-encodes text.
       known.queue.push({ topic, data: Buffer.from(JSON.stringify(data ?? null)), resolve, reject });
-      if (!known.writing) void this.#drain(sessionId, known);
+      if (!known.writing) {
+        known.writing = true;
+        // A write from idle waits a moment for what comes with it (a step's events come within a
+        // few ms of each other): fewer messages, each a round trip and a delivery.
+        if (this.#batchDelayMs > 0) setTimeout(() => void this.#drain(sessionId, known), this.#batchDelayMs);
+        else void this.#drain(sessionId, known);
+      }
     });
   }
 
@@ -178,7 +192,6 @@ export class JetStreamEventBus implements EventBus {
    * not one round trip per event, and every write is still fenced on the session's last message.
    */
   async #drain(sessionId: string, tail: Tail): Promise<void> {
-    tail.writing = true;
     try {
       while (tail.queue.length > 0) {
         const most = this.#maxBatchBytes();

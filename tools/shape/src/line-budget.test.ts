@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 5833, files: 28 },
   mcp: { lines: 1058, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 3160, files: 12 },
+  cluster: { lines: 3173, files: 12 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
