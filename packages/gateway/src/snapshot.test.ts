@@ -293,8 +293,8 @@ it('a session too large for a snapshot is refused with screen_too_large, and ser
   late.dispose();
 });
 
-// Outside tester, T-B: after vim shrank to 50×10, a snapshot lost the last column of every
-// full-width wrapped row and added `---` junk rows (addon-serialize read cells past the new width).
+// After vim shrank to 50×10, a snapshot must not lose the last column of a full-width wrapped row
+// nor add `---` junk rows (addon-serialize read cells past the new width).
 it('a snapshot after a shrink keeps full-width wrapped rows whole', async () => {
   const { watcher, type, resize, waitScreen, lateClient } = await watchedShell();
   await type(
@@ -364,4 +364,38 @@ it("a program's binary output parsed for a snapshot writes nothing to the server
   } finally {
     for (const spy of spies) spy.mockRestore();
   }
+});
+
+it('counts of 2^31 in the output (repeat, insert, scroll, tab) are cut to the screen: the snapshot answers', async () => {
+  const client = await h.connect();
+  await client.subscribe(['pty.*']);
+  const huge = (final: string) => `\\033[2147483647${final}`;
+  /** The screen a late client draws from a snapshot of a program printing `script`'s output. */
+  const screenAfter = async (script: string) => {
+    const { sessionId } = await client.spawn({
+      command: '/bin/sh',
+      args: ['-c', `printf '${script}'; echo; echo counted-end; sleep 30`],
+      cols: 80,
+      rows: 24,
+    });
+    let output = '';
+    await client.follow(sessionId, 0, (data) => (output += data.toString()));
+    await until(() => output.includes('counted-end'), 'the output', 10_000);
+    const snapshot = await client.request<MethodResult<'pty.snapshot'>>('pty.snapshot', { sessionId });
+    const late = terminal(80, 24);
+    await write(late, snapshot.data);
+    const { lines, cursor } = screenOf(late);
+    late.dispose();
+    return { lines, cursor };
+  };
+  // The repeat fills the screen with "a" and scrolls it, as 2^31 "a"s would (2^31 mod 80 = 48 on the last).
+  const repeated = await screenAfter(`a${huge('b')}`);
+  expect(repeated.lines.slice(0, 21)).toEqual(Array(21).fill('a'.repeat(80)));
+  expect(repeated.lines.slice(21, 23)).toEqual(['a'.repeat(48), 'counted-end']);
+  // Lines inserted, deleted and scrolled past the screen leave it empty, tabs and cells stay on it.
+  const emptied = await screenAfter(
+    `top\\nmiddle${huge('L')}${huge('M')}${huge('S')}${huge('T')}${huge('I')}${huge('Z')}${huge('@')}${huge('P')}${huge('X')}x`,
+  );
+  expect(emptied.lines.join('\n').trim()).toBe('x\ncounted-end');
+  expect(await client.request('pty.list', {})).toBeDefined(); // and the server answers on
 });

@@ -13,6 +13,7 @@ import serializeModule from '@xterm/addon-serialize';
 import unicode11Module from '@xterm/addon-unicode11';
 import headless from '@xterm/headless';
 import { MAX_SNAPSHOT_CELLS } from '../protocol.js';
+import { boundCounts } from './bounded-counts.js';
 import { unserializedModes } from './modes.js';
 import type { SizeLog } from './size-log.js';
 
@@ -160,6 +161,7 @@ export class SessionScreen {
       allowProposedApi: true,
       logLevel: 'off', // (xterm.js writes each parse error of a program's binary output to the console)
     });
+    boundCounts(this.#terminal); // a count of 2^31 in the output must not block the event loop
     // Unicode 11 widths (emoji 2 columns), as programs (glibc's wcwidth), tmux and the console count.
     this.#terminal.loadAddon(new unicode11Module.Unicode11Addon());
     this.#terminal.unicode.activeVersion = '11';
