@@ -1,8 +1,10 @@
 // A burst of agent spawns on a full pool: every one starts as soon as a slot is free (no slot is ever
-// overdrawn), a waiting one can be given up, and pty.list shows what the caller named. Real terminals.
+// overdrawn), a waiting one can be given up, and pty.list shows what the caller named; the agents'
+// commands run at a lower CPU priority than the server, users' terminals at its own. Real terminals.
 import { PtyManager } from '@aleph/pty';
+import { readFileSync } from 'node:fs';
 import { afterAll, expect, it } from 'vitest';
-import { shownCommand, spawnWhenFree } from './agent-ptys.js';
+import { AGENT_NICE, ServerPtys, shownCommand, spawnWhenFree } from './agent-ptys.js';
 
 const manager = new PtyManager({ maxSessions: 4, eviction: 'reject', killStepMs: 200 });
 manager.setMaxListeners(0); // each spawn waiting for a slot listens for an exit (as ServerPtys allows)
@@ -58,3 +60,30 @@ it('a spawn that waits for a slot past its timeout rejects with a TimeoutError a
   for (const each of running.slice(1)) each.write('\r');
   await Promise.all([...running, session].map((each) => each.exited));
 });
+
+/** Field 19 of /proc/PID/stat: the process's nice value. */
+function niceOf(pid: number | 'self'): number {
+  const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+it.runIf(process.platform === 'linux')(
+  "an agent's command runs at a lower CPU priority than the server, a user's terminal at the server's",
+  async () => {
+    const ptys = new ServerPtys({}, { maxSessions: 2 });
+    const configured = new ServerPtys({}, { maxSessions: 2, nice: 3 });
+    try {
+      const hold = { ...program, args: ['-c', 'read line'] };
+      const signal = new AbortController().signal;
+      const agent = await spawnWhenFree(ptys.agents, hold, signal);
+      const user = await ptys.start(hold);
+      const other = await spawnWhenFree(configured.agents, hold, signal);
+      const own = niceOf('self');
+      expect(niceOf(agent.pid)).toBe(Math.min(19, own + AGENT_NICE));
+      expect(niceOf(other.pid)).toBe(Math.min(19, own + 3));
+      expect(niceOf(user.pid)).toBe(own);
+    } finally {
+      await Promise.all([ptys.closeAll(), configured.closeAll()]);
+    }
+  },
+);

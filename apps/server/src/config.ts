@@ -40,6 +40,11 @@ export const configSchema = z.strictObject({
         .default('evict-oldest'),
       /** The agents' `shell` commands: a pool of their own (no eviction, no idle expiry). */
       agent_max_sessions: positiveInt.default(16),
+      /**
+       * Added to the niceness of the agents' commands (0 to 19; 0: the server's priority), so a
+       * build the model runs does not take the CPU the server's event loop needs. User terminals: 0.
+       */
+      agent_nice: z.int({ error: 'must be an integer from 0 to 19' }).min(0).max(19).default(10),
     })
     .prefault({}),
   // `sandbox = true` confines a hook like the model's commands; unconfined by default (it is the user's).

@@ -120,7 +120,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       idleTtlMs: config.pty.idle_ttl_secs * 1000,
       eviction: config.pty.eviction,
     },
-    { maxSessions: config.pty.agent_max_sessions },
+    { maxSessions: config.pty.agent_max_sessions, nice: config.pty.agent_nice },
   );
   const { token, generated } = resolveToken(stateDir, config.gateway.token);
   const consoleBuilt = existsSync(join(CONSOLE_DIR, 'index.html'));

@@ -23,6 +23,8 @@ export interface PtyManagerOptions {
   /** Defaults for every spawn. */
   readonly scrollbackBytes?: number;
   readonly killStepMs?: number;
+  /** See PtySpawnOptions.nice: e.g. a pool of programs that must not slow this process down. */
+  readonly nice?: number;
   /**
    * How long an ended session stays in `get`/`require`/`listEnded` with its exit info and
    * scrollback (default 60 s; 0: forgotten at once), so a client that comes back sees the tail.
@@ -55,7 +57,7 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
   readonly #closing = new Map<string, PtySession>();
   /** Ended, in order of their end, each with the timer that forgets it. */
   readonly #ended = new Map<string, { session: PtySession; timer: NodeJS.Timeout }>();
-  readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs'>;
+  readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs' | 'nice'>;
   readonly #sweeper: NodeJS.Timeout;
   #shutDown = false;
   /** Starts under way (see start()), oldest first: each holds a slot until evicted. */
@@ -74,7 +76,16 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
       throw new RangeError('endedRetentionMs must be from 0 to 2147483647');
     if (!Number.isInteger(this.maxEndedSessions) || this.maxEndedSessions < 0)
       throw new RangeError('maxEndedSessions must be ≥ 0');
-    this.#defaults = { scrollbackBytes: options.scrollbackBytes, killStepMs: options.killStepMs };
+    if (
+      options.nice !== undefined &&
+      !(Number.isInteger(options.nice) && options.nice >= 0 && options.nice <= 19)
+    )
+      throw new RangeError('nice must be an integer from 0 to 19');
+    this.#defaults = {
+      scrollbackBytes: options.scrollbackBytes,
+      killStepMs: options.killStepMs,
+      nice: options.nice,
+    };
     const interval =
       options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, Math.floor(this.idleTtlMs / 10)));
     this.#sweeper = setInterval(() => this.#expireIdle(), interval);

@@ -78,6 +78,12 @@ export interface PtySpawnOptions {
   readonly killStepMs?: number | undefined;
   /** Most bytes read in one event-loop turn (default 64 KiB); the rest waits for the next turn. */
   readonly readBudgetBytes?: number | undefined;
+  /**
+   * Added to the program's niceness before it runs, as `nice -n` would (0 to 19; default 0): with
+   * more, it runs at a lower CPU priority than this process, and so does whatever it starts, so a
+   * busy program does not take the CPU this process's event loop needs. Linux (elsewhere ignored).
+   */
+  readonly nice?: number | undefined;
 }
 
 export type DataListener = (chunk: Buffer, offset: number) => void;
@@ -161,8 +167,14 @@ interface SpawnPlan extends HelperSpawnOptions {
   readonly env: Record<string, string | undefined>;
 }
 
+function checkNice(nice: number | undefined): void {
+  if (nice !== undefined && !(Number.isInteger(nice) && nice >= 0 && nice <= 19))
+    throw new RangeError(`nice must be an integer from 0 to 19, got ${nice}`);
+}
+
 function planSpawn(options: PtySpawnOptions): SpawnPlan {
   checkSize(options.cols, options.rows);
+  checkNice(options.nice);
   const command = options.command ?? defaultShell();
   const cwd = options.cwd ?? process.cwd();
   const env =
@@ -170,7 +182,8 @@ function planSpawn(options: PtySpawnOptions): SpawnPlan {
       ? { TERM: 'xterm-256color', ...options.env }
       : { ...process.env, TERM: 'xterm-256color', ...options.env };
   checkSpawnable(command, cwd, env);
-  return { command, args: [...(options.args ?? [])], cwd, env, cols: options.cols, rows: options.rows };
+  const { cols, rows, nice = 0 } = options;
+  return { command, args: [...(options.args ?? [])], cwd, env, cols, rows, nice };
 }
 
 /** Linux: without forking this process (see internal/spawner.ts); undefined: node-pty must. */
@@ -181,7 +194,9 @@ function spawnWithNodePty(plan: SpawnPlan): nodePty.IPty {
   const wrapper = nodePtyWrapper(); // for node-pty: no inherited descriptor reaches the program
   return nodePty.spawn(
     wrapper ?? plan.command,
-    wrapper ? ['--exec', plan.command, ...plan.args] : [...plan.args],
+    wrapper
+      ? [...(plan.nice ? ['--nice', String(plan.nice)] : []), '--exec', plan.command, ...plan.args]
+      : [...plan.args],
     {
       name: plan.env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it
       cols: plan.cols,

@@ -6,10 +6,12 @@
 // before it goes; the watchdog ends the terminals' sessions too. Built by the package's `build` script.
 //
 // Requests come on the request FIFO: "<length>\n", then <length> bytes of NUL-terminated fields:
-// id, terminal path, cwd, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
+// id, terminal path, cwd, nice, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
 // FIFO, in order: "<id> <pid> <start time>\n" once the program runs (it is then a session leader
 // with the terminal as its controlling tty, as after forkpty; the start time is 0 if it could not be
 // read), or "<id> E <why>\n". Exits are reported on stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
+// `nice` (0 to 19) is added to the program's niceness before it runs (as nice(1) -n): a program
+// started at a lower CPU priority than the server leaves the server's event loop the CPU it needs.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -102,7 +104,14 @@ static void fail(int error_pipe, const char *what) {
   _exit(127);
 }
 
-static void run(char *tty, char *cwd, char *file, char **argv, char **env, int error_pipe) {
+/* Lowers this process's CPU priority by `increment` (nice(1) -n); 0 leaves it. */
+static int lower_priority(long increment) {
+  if (increment <= 0) return 0;
+  errno = 0;
+  return nice((int)(increment > 19 ? 19 : increment)) == -1 && errno != 0 ? -1 : 0;
+}
+
+static void run(char *tty, char *cwd, long niceness, char *file, char **argv, char **env, int error_pipe) {
   // Undo what the helper set up for itself: ignored signals would be inherited across exec.
   sigset_t none;
   sigemptyset(&none);
@@ -117,6 +126,7 @@ static void run(char *tty, char *cwd, char *file, char **argv, char **env, int e
   if (terminal > 2) close(terminal);
   if (chdir(cwd) < 0) fail(error_pipe, cwd);
   close_inherited();
+  if (lower_priority(niceness) < 0) fail(error_pipe, "nice");
   environ = env; // so that execvp searches the program's PATH
   execvp(file, argv);
   fail(error_pipe, file);
@@ -140,8 +150,8 @@ static char **take(char **cursor, const char *end, long count) {
 
 static void spawn_program(char *request, size_t length, int reply) {
   char *cursor = request, *end = request + length;
-  char **head = length > 0 && end[-1] == '\0' ? take(&cursor, end, 5) : NULL; // id tty cwd file argc
-  char **argv = head ? take(&cursor, end, strtol(head[4], NULL, 10)) : NULL;
+  char **head = length > 0 && end[-1] == '\0' ? take(&cursor, end, 6) : NULL; // id tty cwd nice file argc
+  char **argv = head ? take(&cursor, end, strtol(head[5], NULL, 10)) : NULL;
   char **count = argv ? take(&cursor, end, 1) : NULL;
   char **env = count ? take(&cursor, end, strtol(count[0], NULL, 10)) : NULL;
   char answer[600];
@@ -155,7 +165,7 @@ static void spawn_program(char *request, size_t length, int reply) {
     pid_t pid = fork();
     if (pid == 0) {
       close(error_pipe[0]);
-      run(head[1], head[2], head[3], argv, env, error_pipe[1]);
+      run(head[1], head[2], strtol(head[3], NULL, 10), head[4], argv, env, error_pipe[1]);
     }
     int fork_error = errno;
     close(error_pipe[1]);
@@ -295,8 +305,16 @@ static void end_descendants(void) {
 }
 
 int main(int argc, char **argv) {
-  // node-pty's path (see spawner.ts nodePtyWrapper): `--exec FILE ARG…` runs FILE, in place, with
-  // nothing inherited past descriptor 2.
+  // node-pty's path (see spawner.ts nodePtyWrapper): `[--nice N] --exec FILE ARG…` runs FILE, in
+  // place, with nothing inherited past descriptor 2 (and N added to its niceness).
+  if (argc >= 5 && strcmp(argv[1], "--nice") == 0) {
+    if (lower_priority(strtol(argv[2], NULL, 10)) < 0) {
+      fprintf(stderr, "nice: %s\r\n", strerror(errno));
+      return 127;
+    }
+    argv += 2;
+    argc -= 2;
+  }
   if (argc >= 3 && strcmp(argv[1], "--exec") == 0) {
     close_inherited();
     execvp(argv[2], argv + 2);

@@ -273,11 +273,19 @@ function helperState(started: Helper): 'stopped' | 'gone' | 'running' {
 const helperStuck = (started: Helper): boolean => helperState(started) !== 'running';
 
 /** The request's fields, NUL-terminated, after their length: see spawner.c. */
-function encodeRequest(id: number, tty: string, cwd: string, argv: readonly string[], env: string[]): Buffer {
+function encodeRequest(
+  id: number,
+  tty: string,
+  cwd: string,
+  nice: number,
+  argv: readonly string[],
+  env: string[],
+): Buffer {
   const fields = [
     String(id),
     tty,
     cwd,
+    String(nice),
     argv[0] ?? '',
     String(argv.length),
     ...argv,
@@ -485,6 +493,8 @@ export interface HelperSpawnOptions {
   readonly rows: number;
   readonly cwd: string;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Added to the program's niceness before it runs (0: none): see PtySpawnOptions.nice. */
+  readonly nice?: number | undefined;
 }
 
 /**
@@ -516,7 +526,8 @@ function prepareRequest(
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
     .map(([name, value]) => `${name}=${value}`);
   const id = (started.lastId += 1);
-  return { started, term, id, request: encodeRequest(id, term.pty, options.cwd, [file, ...args], env) };
+  const request = encodeRequest(id, term.pty, options.cwd, options.nice ?? 0, [file, ...args], env);
+  return { started, term, id, request };
 }
 
 /** The terminal the helper's answer gives, or undefined (node-pty spawns); throws if the program cannot start. */
