@@ -337,7 +337,8 @@ export class PtySession {
         unwatchSession(this.pid);
         forgetSpawned(this.pid);
       };
-      if (!treeAlive(this.pid, this.#scope)) forget();
+      // The helper saw nothing of the session left when it reaped the program: nothing to read.
+      if (event.sessionGone === true || !treeAlive(this.pid, this.#scope)) forget();
       else void this.#endTree().then(() => treeAlive(this.pid, this.#scope) || forget());
       for (const listener of this.#exitListeners) listener(info);
       this.#dataListeners.clear();

@@ -29,6 +29,25 @@ function stat(pid: number): { ppid: number; sid: number; ttyNr: number } {
 }
 
 describe.runIf(process.platform === 'linux')('spawning without forking the server', () => {
+  it("says at a program's exit whether anything of its session was left below the helper", async () => {
+    const options = { cols: 80, rows: 24, cwd: '/', env: { PATH: process.env['PATH'] } };
+    const alone = await spawnWithoutForkLater('/bin/sh', ['-c', 'exit 3'], options);
+    expect(await new Promise((resolve) => alone!.onExit(resolve))).toMatchObject({
+      exitCode: 3,
+      sessionGone: true,
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-pty-left-'));
+    try {
+      const script = `trap "" HUP; sleep 30 & echo $! > ${dir}/job; exit 0`; // the job outlives the hang-up
+      const leaving = await spawnWithoutForkLater('/bin/sh', ['-c', script], options);
+      const exit = await new Promise((resolve) => leaving!.onExit(resolve));
+      process.kill(Number(readFileSync(join(dir, 'job'), 'utf8')), 'SIGKILL');
+      expect(exit).toMatchObject({ exitCode: 0, sessionGone: false });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('runs the program from the helper, as a session leader with its terminal as controlling tty', async () => {
     const session = spawn('/bin/sh', ['-c', 'tty; stty size; read line; echo "got $line"; exit 7']);
     const output = collect(session);

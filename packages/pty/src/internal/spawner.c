@@ -9,7 +9,9 @@
 // id, terminal path, cwd, nice, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
 // FIFO, in order: "<id> <pid> <start time>\n" once the program runs (it is then a session leader
 // with the terminal as its controlling tty, as after forkpty; the start time is 0 if it could not be
-// read), or "<id> E <why>\n". Exits are reported on stdout: "<pid> c <code>\n" or "<pid> s <signal>\n".
+// read), or "<id> E <why>\n". Exits are reported on stdout: "<pid> c <code> <left>\n" or
+// "<pid> s <signal> <left>\n"; for a program it ran, <left> says whether anything of its session is
+// still below this helper when it was reaped: 0 none (so the server need not look), 1 some, ? unknown.
 // `nice` (0 to 19) is added to the program's niceness before it runs (as nice(1) -n): a program
 // started at a lower CPU priority than the server leaves the server's event loop the CPU it needs.
 #include <dirent.h>
@@ -132,6 +134,32 @@ static void run(char *tty, char *cwd, long niceness, char *file, char **argv, ch
   fail(error_pipe, file);
 }
 
+/* The programs this helper ran that it has not reaped yet (each a session leader). */
+static pid_t *leaders;
+static size_t leader_count, leader_capacity;
+
+static void add_leader(pid_t pid) {
+  if (leader_count == leader_capacity) {
+    pid_t *grown = realloc(leaders, (leader_capacity = leader_capacity ? 2 * leader_capacity : 64) * sizeof *leaders);
+    if (grown == NULL) {
+      leader_capacity = leader_count;
+      return; // out of memory: its exit says "unknown" (see left_in_session)
+    }
+    leaders = grown;
+  }
+  leaders[leader_count++] = pid;
+}
+
+/* Forgets `pid` as a leader; whether it was one. */
+static int take_leader(pid_t pid) {
+  for (size_t at = 0; at < leader_count; at++)
+    if (leaders[at] == pid) {
+      leaders[at] = leaders[--leader_count];
+      return 1;
+    }
+  return 0;
+}
+
 /* Splits `count` NUL-terminated fields off `*cursor` into a NULL-terminated array. */
 static char **take(char **cursor, const char *end, long count) {
   if (count < 0 || count > 1 << 20) return NULL;
@@ -192,6 +220,7 @@ static void spawn_program(char *request, size_t length, int reply) {
       snprintf(pid_text, sizeof pid_text, "%d", (int)pid);
       if (!read_proc_stat_start(pid_text, &state, &parent, &group, &session, &started)) started = 0;
       answer_length = snprintf(answer, sizeof answer, "%s %d %llu\n", head[0], (int)pid, started);
+      add_leader(pid);
     }
   }
   for (char *at = answer; at < answer + answer_length - 1; at++)
@@ -203,6 +232,29 @@ static void spawn_program(char *request, size_t length, int reply) {
   free(env);
 }
 
+/*
+ * Whether a process of the session `leader` led (reaped just now) is still below us: '0' none, '1'
+ * some, '?' unknown. What is left of a session below us is, or is below, a child of ours in that
+ * session (an orphan we adopted as subreaper), so our children's sessions (getsid: no /proc read
+ * each) say it. Nothing can join a session none of whose processes is left.
+ */
+static char left_in_session(pid_t leader) {
+  char path[64], text[4096];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return '?'; // a kernel without children lists
+  ssize_t length = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (length < 0 || length == (ssize_t)sizeof text - 1) return '?'; // unreadable, or too many to read whole
+  text[length] = '\0';
+  for (char *at = text, *end; *at != '\0'; at = end) {
+    long child = strtol(at, &end, 10);
+    if (end == at) break;
+    if (getsid((pid_t)child) == leader) return '1';
+  }
+  return '0';
+}
+
 static void report_exits(void) {
   char drain[64];
   while (read(child_signal[0], drain, sizeof drain) > 0) {
@@ -210,8 +262,10 @@ static void report_exits(void) {
   int status;
   for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
     char line[64];
-    int length = WIFSIGNALED(status) ? snprintf(line, sizeof line, "%d s %d\n", (int)pid, WTERMSIG(status))
-                                     : snprintf(line, sizeof line, "%d c %d\n", (int)pid, WEXITSTATUS(status));
+    char left = take_leader(pid) ? left_in_session(pid) : '?';
+    int length = WIFSIGNALED(status)
+                     ? snprintf(line, sizeof line, "%d s %d %c\n", (int)pid, WTERMSIG(status), left)
+                     : snprintf(line, sizeof line, "%d c %d %c\n", (int)pid, WEXITSTATUS(status), left);
     write_all(STDOUT_FILENO, line, (size_t)length);
   }
 }

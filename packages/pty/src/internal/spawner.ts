@@ -217,15 +217,15 @@ function startHelper(): Helper | null {
     stdout.setEncoding('utf8').on('data', (data: string) => {
       lines += data;
       for (let at; (at = lines.indexOf('\n')) >= 0; lines = lines.slice(at + 1)) {
-        // "<pid> c <code>" or "<pid> s <signal number>"
-        const [pid = 0, kind, number = 0] = lines
-          .slice(0, at)
-          .split(' ')
-          .map((field, index) => (index === 1 ? field : Number(field))) as [number, string, number];
+        // "<pid> c <code> <left>" or "<pid> s <signal number> <left>" (see spawner.c)
+        const [pidText = '', kind, numberText = '', left] = lines.slice(0, at).split(' ');
+        const [pid, number] = [Number(pidText), Number(numberText)];
         // The helper answers a spawn before it can report that program's exit, but the two come on
         // different pipes: an exit may be read first. Its answer is in the reply FIFO then; take it.
         if (!started.terminals.has(pid) && started.waiting.size > 0) readReplies(started);
-        started.terminals.get(pid)?.programExited(kind === 'c' ? number : null, kind === 's' ? number : null);
+        started.terminals
+          .get(pid)
+          ?.programExited(kind === 'c' ? number : null, kind === 's' ? number : null, left === '0');
         started.terminals.delete(pid);
         if (started.terminals.size === 0) started.stdout.unref();
       }
@@ -600,11 +600,15 @@ export function startTimeOf(pty: IPty): number | undefined {
 }
 
 type Listener<T> = (value: T) => void;
-/** node-pty's exit event, and `lost`: the helper died first, so the status is unknown (not 0). */
+/**
+ * node-pty's exit event, and `lost`: the helper died first, so the status is unknown (not 0);
+ * `sessionGone`: when the helper reaped the program, nothing of its session was left below it.
+ */
 export interface HelperExit {
   readonly exitCode: number;
   readonly signal?: number;
   readonly lost?: boolean;
+  readonly sessionGone?: boolean;
 }
 const disposable = <T>(set: Set<Listener<T>>, listener: Listener<T>) => {
   set.add(listener);
@@ -678,9 +682,10 @@ class HelperTerminal {
   }
 
   /** Reported by the helper (or, neither known, by watchLeader): the output may still be draining. */
-  programExited(code: number | null, signal: number | null): void {
+  programExited(code: number | null, signal: number | null, sessionGone = false): void {
     if (this.#exit !== undefined) return;
-    this.#exit = { exitCode: code ?? 0, signal: signal ?? 0, lost: code === null && signal === null };
+    const lost = code === null && signal === null;
+    this.#exit = { exitCode: code ?? 0, signal: signal ?? 0, lost, sessionGone: sessionGone && !lost };
     this._boundClose = true;
     // A job the program left behind may hold the terminal open: do not wait for it for long.
     setTimeout(() => this._socket.destroy(), CLOSE_TIMEOUT_MS).unref();
