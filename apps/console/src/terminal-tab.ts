@@ -8,7 +8,7 @@ import { SerializeAddon } from '@xterm/addon-serialize';
 import { Unicode11Addon } from '@xterm/addon-unicode11';
 import { WebLinksAddon } from '@xterm/addon-web-links';
 import { Terminal } from '@xterm/xterm';
-import { MAX_INPUT_BYTES, TERMINAL_ANSWERS } from '@aleph/gateway/client';
+import { boundCounts, MAX_INPUT_BYTES, TERMINAL_ANSWERS } from '@aleph/gateway/client';
 import { h } from './dom.js';
 import {
   encodeBase64,
@@ -145,6 +145,7 @@ export class TerminalTab {
       theme: { background: '#111417' },
       allowProposedApi: true, // the unicode API
     });
+    boundCounts(this.terminal); // a program's `ESC [ 2147483647 b` must not block the page
     this.terminal.loadAddon(this.#fit);
     this.terminal.loadAddon(this.#serialize);
     // Links open in a new tab with no way back to this page; only http(s), whatever the text says.

@@ -136,6 +136,15 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     expect(response.headers()['content-type']).toBe('image/svg+xml');
   });
 
+  it('a program printing a repeat count of 2^31 does not block the page', async () => {
+    await page.keyboard.press('Alt+KeyN');
+    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await command(`clear; printf 'a\\033[2147483647b\\033[2147483647L'; echo; echo repeat-""end`);
+    await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('repeat-end');
+    await command('echo still-""answering');
+    await expect.poll(() => terminalLines(page), { timeout: 30_000 }).toContain('still-answering');
+  });
+
   it('a smaller second viewer draws the screen at the pty’s size, not garbled', async () => {
     await page.keyboard.press('Alt+Digit1');
     const sessionId = await page.evaluate(() =>

@@ -15,6 +15,7 @@ export {
   WEBSOCKET_PATH,
   type ErrorCodeName,
 } from './internal/wire-constants.js';
+export { boundCounts, type CountedTerminal } from './internal/bounded-counts.js';
 export type {
   ExitInfoWire,
   MethodName,

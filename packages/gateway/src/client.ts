@@ -383,3 +383,4 @@ export function connectGateway(url: string, options: ConnectOptions): Promise<Ga
 export { GatewayError } from './errors.js';
 export * from './protocol.js';
 export { ACK_AFTER_MS, ACK_EVERY_BYTES, TERMINAL_ANSWERS } from './internal/wire-constants.js';
+export { boundCounts, type CountedTerminal } from './internal/bounded-counts.js';

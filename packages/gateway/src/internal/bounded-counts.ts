@@ -3,7 +3,7 @@
 // `ESC [ 2147483647 L` (insert lines) or `… S` (scroll up) loops 2^31 times. On the server's terminal
 // that blocks the event loop and grows memory without bound, so every count past what can change the
 // screen is cut to it before xterm.js acts: the screen comes out as it would, in the same order.
-import type headless from '@xterm/headless';
+// The same goes for a page's xterm.js (a browser tab blocked): the console applies it too.
 
 type Handler = (params: { readonly params: Int32Array; readonly length: number }) => boolean;
 interface InputHandlers {
@@ -40,11 +40,25 @@ export function boundedCount(
   return wanted <= cells ? wanted : cells + ((wanted - cells) % cols);
 }
 
+/** What boundCounts needs of an xterm.js terminal: `@xterm/xterm`'s and `@xterm/headless`'s both fit. */
+export interface CountedTerminal {
+  readonly cols: number;
+  readonly rows: number;
+  readonly parser: {
+    registerCsiHandler(
+      id: { final: string },
+      callback: (params: (number | number[])[]) => boolean | Promise<boolean>,
+    ): { dispose(): void };
+  };
+}
+
 /**
- * Cuts the counts of `terminal`'s control sequences to what can change its screen. The cut sequence
- * goes to xterm.js's own handler at once, in place, so nothing after it is reordered.
+ * Cuts the counts of an xterm.js terminal's control sequences (repeat, insert/delete/erase
+ * characters, insert/delete lines, scroll, tab) to what can change its screen, so that a program's
+ * `ESC [ 2147483647 b` cannot block the page or the process. The cut sequence goes to xterm.js's own
+ * handler at once, in place, so nothing after it is reordered. Call it once, after creating the terminal.
  */
-export function boundCounts(terminal: headless.Terminal): void {
+export function boundCounts(terminal: CountedTerminal): void {
   const handlers = (terminal as unknown as { _core?: { _inputHandler?: InputHandlers } })._core
     ?._inputHandler;
   for (const [final, bound, name] of COUNTED) {
