@@ -866,6 +866,17 @@ export class AgentService {
   ): Promise<{ mcp: RunMcp; systemPrompt: string; session: RunSessionHooks; opening: SessionOpening }> {
     const { config, logger, sessions } = this.#options;
     const { cwd, runId, sessionId } = run;
+    const claudeHooks = this.#claudeHooks(cwd, config, runId);
+    const onHookOutcome = (outcome: HookOutcome): void =>
+      this.#options.gateway.publish('agent.hook', { runId, ...outcome });
+    // A `.mcp.json` stdio server runs a command the model may have written: the user's Bash guard judges it.
+    const guard = new ClaudeCodeToolHooks(claudeHooks, {
+      projectDir: cwd,
+      promptId: runId,
+      stripEnv: this.#stripEnv(),
+      wrap: this.#wrap,
+      onHookOutcome,
+    });
     const mcp = await startRunMcp({
       cwd,
       entries: config.mcp_servers,
@@ -877,6 +888,16 @@ export class AgentService {
       // Unconfined commands reach the network anyway.
       network: this.#options.sandbox.backend === 'none' ? 'on' : config.sandbox.network,
       projectRemoteRefused: this.#projectRemoteRefused(cwd, runId),
+      judgeProjectCommand: guard.active
+        ? async (commandLine) => {
+            const verdict = await guard.judgeCommand(
+              commandLine,
+              "the server's command, judged as a shell call",
+              { id: `mcp-${runId}`, sessionId, projectDir: cwd },
+            );
+            return verdict.kind === 'deny' ? verdict.reason : undefined;
+          }
+        : undefined,
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);
@@ -893,12 +914,12 @@ export class AgentService {
     const systemPrompt =
       instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
     // Claude Code's session hooks (SessionStart, UserPromptSubmit, …), from the same settings files.
-    const hooks = new ClaudeCodeSessionHooks(this.#claudeHooks(cwd, config, runId), {
+    const hooks = new ClaudeCodeSessionHooks(claudeHooks, {
       projectDir: cwd,
       promptId: runId,
       stripEnv: this.#stripEnv(),
       wrap: this.#wrap,
-      onHookOutcome: (outcome) => this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+      onHookOutcome,
     });
     const session = new RunSessionHooks(hooks, {
       sessionId,

@@ -14,12 +14,12 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3287, files: 18 },
-  verification: { lines: 2993, files: 25 },
+  verification: { lines: 3010, files: 25 },
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4083, files: 25 },
   sandbox: { lines: 2893, files: 12 },
-  server: { lines: 5984, files: 28 },
-  mcp: { lines: 1058, files: 8 },
+  server: { lines: 6013, files: 28 },
+  mcp: { lines: 1104, files: 8 },
   console: { lines: 2831, files: 10 },
   cluster: { lines: 3020, files: 12 },
 };
