@@ -66,6 +66,32 @@ const LINKED_OR_RUN_LATER = [
   'node_modules/.pnpm',
 ];
 
+/**
+ * Other tools' project config, kept read-only when present: what they run later by themselves.
+ * mise's config (`[hooks] enter`, `[env] _.source` run as the user's shell enters the folder; mise
+ * asks to trust a path once, not each change) and the releases and plugins Yarn's `.yarnrc.yml`
+ * points at (`yarnPath`: every `yarn` runs that file). `.tool-versions` is data only.
+ */
+const RUN_BY_TOOLS = [
+  'mise.toml',
+  '.mise.toml',
+  'mise.local.toml',
+  '.mise.local.toml',
+  '.rtx.toml',
+  '.rtx.local.toml',
+  '.config/mise.toml',
+  '.config/mise.local.toml',
+  '.config/mise',
+  '.mise/config.toml',
+  '.mise/config.local.toml',
+  'mise/config.toml',
+  '.yarn/releases',
+  '.yarn/plugins',
+];
+
+/** mise's per-environment config in the cwd (`MISE_ENV=ci` reads `mise.ci.toml`, `.mise.ci.local.toml`). */
+const MISE_ENV_FILE = /^\.?mise\.[^/]+\.toml$/;
+
 /** Other version control systems' repository folders and the config each reads from there. */
 const OTHER_VCS = [
   ['.hg', 'hgrc'],
@@ -254,11 +280,16 @@ export function projectProtections(
   // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
   // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
   // would change every project installed from it.
-  for (const name of LINKED_OR_RUN_LATER) {
+  // Yarn's `.yarnrc.yml` runs its `yarnPath` at every `yarn`, without asking: an empty stand-in
+  // when absent, as `.claude` gets.
+  mounts.push({ path: join(cwd, '.yarnrc.yml'), how: 'read-only', absent: 'file' });
+  const miseEnvFiles = cwdNames(cwd).filter((name) => MISE_ENV_FILE.test(name));
+  for (const name of [...LINKED_OR_RUN_LATER, ...RUN_BY_TOOLS, ...miseEnvFiles]) {
     const path = join(cwd, name);
     const kind = kindOf(path);
-    if (kind === 'dir' || kind === 'file')
-      mounts.push({ path, how: 'read-only', absent: kind, existing: true });
+    // A link is kept by what it leads to in the cwd.
+    if (kind === 'dir' || kind === 'file' || kind === 'symlink')
+      mounts.push({ path, how: 'read-only', absent: kind === 'dir' ? 'dir' : 'file', existing: true });
   }
   for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
   for (const path of policy.readOnlyFolders)
@@ -303,6 +334,15 @@ function homeLinksInto(home: string, cwd: string): string[] {
   };
   look(home, true);
   return found;
+}
+
+/** The cwd's names (its cached listing), or none when it cannot be read. */
+function cwdNames(cwd: string): string[] {
+  try {
+    return namesIn(cwd);
+  } catch {
+    return [];
+  }
 }
 
 function dotEntries(dir: string): string[] {
