@@ -6,6 +6,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -290,6 +291,8 @@ it("a .mcp.json stdio server's command line is judged by the user's PreToolUse B
     expect(readFileSync(join(project, 'important.txt'), 'utf8')).toBe('keep\n');
     // The other server was allowed and started (sandboxed; it serves nothing, so it then fails).
     expect(readFileSync(join(project, 'plain-ran.txt'), 'utf8')).toBe('ran\n');
+    // Its sandbox's stand-ins (an absent .git, .claude) went with it.
+    expect(readdirSync(project).sort()).toEqual(['.mcp.json', 'important.txt', 'plain-ran.txt']);
   } finally {
     await server.stop();
     rmSync(server.stateDir, { recursive: true, force: true });
