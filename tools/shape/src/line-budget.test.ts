@@ -14,7 +14,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3287, files: 18 },
-  verification: { lines: 3010, files: 25 },
+  verification: { lines: 3011, files: 25 },
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4083, files: 25 },
   sandbox: { lines: 2962, files: 12 },
