@@ -252,6 +252,36 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(existsSync(PWNED)).toBe(false);
   });
 
+  it('a home link into the cwd made after the first command (the listings kept meanwhile) is kept read-only at the next', async () => {
+    const p = project();
+    const dotfiles = join(p.home, 'dotfiles');
+    mkdirSync(join(dotfiles, 'git'), { recursive: true });
+    mkdirSync(join(dotfiles, 'nvim'));
+    writeFileSync(join(dotfiles, 'git', '.gitconfig'), '[user]\n\tname = t\n');
+    writeFileSync(join(dotfiles, 'nvim', 'init.lua'), '-- mine\n');
+    mkdirSync(join(p.home, '.config'));
+    await sleep(2100); // the home's and .config's listings are old enough to be kept
+    const write = [
+      `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> git/.gitconfig`,
+      `echo 'os.execute("${EVIL}")' >> nvim/init.lua`,
+    ].join('; ');
+    const command = () =>
+      p.box.wrap({ file: '/bin/sh', args: ['-c', write], cwd: dotfiles, env: process.env });
+    const first = command();
+    await run(first).finally(() => first.release());
+    symlinkSync('dotfiles/git/.gitconfig', join(p.home, '.gitconfig'));
+    symlinkSync('../dotfiles/nvim', join(p.home, '.config', 'nvim'));
+    const before = ['git/.gitconfig', 'nvim/init.lua'].map((file) =>
+      readFileSync(join(dotfiles, file), 'utf8'),
+    );
+    const second = command();
+    const ran = await run(second).finally(() => second.release());
+    expect(ran.stderr).toMatch(/Read-only file system[\s\S]*Read-only file system/);
+    expect(
+      ['git/.gitconfig', 'nvim/init.lua'].map((file) => readFileSync(join(dotfiles, file), 'utf8')),
+    ).toEqual(before);
+  });
+
   it('with the cwd in a dotfiles repository the home links into, what the links lead to is read-only', async () => {
     const p = project();
     const dotfiles = join(p.home, 'dotfiles');

@@ -312,14 +312,17 @@ export function projectProtections(
   return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
 }
 
-/** Where the home's dot entries, and the entries of its dot folders, link to inside `cwd` (a bounded look). */
+/**
+ * Where the home's dot entries, and the entries of its dot folders, link to inside `cwd` (a bounded
+ * look). On every command's wrap(): the folders' listings are the kept ones while they are unchanged.
+ */
 function homeLinksInto(home: string, cwd: string): string[] {
   const found: string[] = [];
   let left = 512;
   const look = (dir: string, top: boolean): void => {
-    let entries: Dirent[];
+    let entries: readonly Dirent[];
     try {
-      entries = readdirSync(dir, { withFileTypes: true }); // the types without a stat each
+      entries = listingOf(dir).entries; // the types without a stat each, kept while the folder is unchanged
     } catch {
       return;
     }
@@ -347,7 +350,7 @@ function cwdNames(cwd: string): string[] {
 
 function dotEntries(dir: string): string[] {
   try {
-    return readdirSync(dir).filter((name) => name.startsWith('.'));
+    return namesIn(dir).filter((name) => name.startsWith('.'));
   } catch {
     return [];
   }
@@ -436,19 +439,39 @@ function isStandIn(path: string, kind: StandIn): boolean {
  * 50 commands starting at once it was most of wrap()'s time. A folder changed in the last RACY_MS
  * before its reading is not kept (a change within the same tick of the clock leaves the time).
  */
-const listings = new Map<string, { dev: number; ino: number; ctimeMs: number; names: string[] }>();
+interface Listing {
+  readonly dev: number;
+  readonly ino: number;
+  readonly ctimeMs: number;
+  /** An entry's type changes only by its removal and a new one: the folder's time moves too. */
+  readonly entries: readonly Dirent[];
+  readonly names: string[];
+}
+const listings = new Map<string, Listing>();
 const RACY_MS = 2000;
 
-/** The names in `dir` (a link not followed); throws as readdirSync does. */
-function namesIn(dir: string, stat: Stats = lstatSync(dir)): string[] {
+/** The entries of `dir` with their types (a link not followed); throws as readdirSync does. */
+function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
   const known = listings.get(dir);
-  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known.names;
-  const names = readdirSync(dir);
+  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known;
+  const entries = readdirSync(dir, { withFileTypes: true });
+  const listing = {
+    dev: stat.dev,
+    ino: stat.ino,
+    ctimeMs: stat.ctimeMs,
+    entries,
+    names: entries.map(({ name }) => name),
+  };
   if (stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
     if (listings.size >= 1024) listings.clear();
-    listings.set(dir, { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, names });
+    listings.set(dir, listing);
   } else listings.delete(dir);
-  return names;
+  return listing;
+}
+
+/** The names in `dir` (a link not followed); throws as readdirSync does. */
+function namesIn(dir: string, stat?: Stats): string[] {
+  return listingOf(dir, stat).names;
 }
 
 /**
