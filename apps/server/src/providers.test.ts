@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -745,4 +746,36 @@ describe('a reply over [agent].max_reply_kib', () => {
     expect(() => configSchema.parse({ agent: { max_reply_kib: 0 } })).toThrow(/must be a positive integer/);
     expect(configSchema.parse({}).agent.max_reply_kib).toBe(4096);
   });
+});
+
+it('a malformed chunk of a megabyte breaks the turn with an excerpt of it, not all of it', async () => {
+  const server = createHttpServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.end(`data: {"choices": [ {"delta": ${'A'.repeat(1_000_000)}\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = server.address() as AddressInfo;
+    const provider = createProvider(
+      configSchema.parse({
+        agent: { provider: 'openai-compatible', model: 'm', base_url: `http://127.0.0.1:${port}/v1` },
+      }).agent,
+      {},
+    )!;
+    const failure = (async () => {
+      for await (const part of provider.stream!(request(), never)) void part;
+    })();
+    await expect(failure).rejects.toThrow(/the reply stream broke: .*AAAA/);
+    const message = await failure.then(
+      () => '',
+      (error: Error) => error.message,
+    );
+    expect(message.length).toBeLessThan(1000);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

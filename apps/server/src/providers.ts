@@ -374,8 +374,12 @@ export function replyTooLarge(id: string, maxReplyChars: number, cause?: unknown
 
 /** Why a stream part or a read broke the reply, in words that name the cause. */
 function streamFailure(id: string, error: unknown): Error {
-  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
-  return new Error(`${id}: the reply stream broke: ${describe(error)}${cause}`, { cause: error });
+  // A malformed chunk is quoted in its parse error: an excerpt, not megabytes of it, goes on.
+  const cause =
+    error instanceof Error && error.cause instanceof Error ? ` (${excerpt(error.cause.message, 300)})` : '';
+  return new Error(`${id}: the reply stream broke: ${excerpt(describe(error), 500)}${cause}`, {
+    cause: error,
+  });
 }
 
 /**
