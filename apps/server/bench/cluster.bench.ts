@@ -2,11 +2,12 @@
 // speaking the OpenAI wire protocol, a client on the gateway's WebSocket.
 // - Per-step overhead: one run of STEPS `shell true` steps, embedded (no [cluster]) against one
 //   cluster node on a local nats-server; the time between consecutive tool results at the client,
-//   p50 over every step of ROUNDS runs each, in alternating rounds.
+//   p50 over every step of ROUNDS runs each, in alternating rounds; beside it the CPU time per step
+//   of the server and of nats-server (on Linux), which a loaded machine changes less than the time.
 // - Fail-over: two nodes, a run of slow steps; the node holding it is SIGKILLed; the time from the
 //   kill to the next step's result reaching a client of the other node.
 // Skipped, saying so, without nats-server. Prints figures, the load, and whether the targets hold.
-import { readFileSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectCluster, JetStreamRunQueue } from '@aleph/cluster';
@@ -92,6 +93,36 @@ async function stepGaps(server: ServerProcess, cwd: string): Promise<number[]> {
   }
 }
 
+/** A process's CPU time so far (user + system, ms) from /proc; undefined where there is none. */
+function cpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 10 ms
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pid of the nats-server this bench started (the only one in its PID namespace, or the newest). */
+function natsServerPid(): number | undefined {
+  let found: number | undefined;
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'nats-server')
+          found = Math.max(found ?? 0, Number(entry));
+      } catch {
+        /* gone meanwhile */
+      }
+    }
+  } catch {
+    return undefined;
+  }
+  return found;
+}
+
 const percentile = (values: number[], p: number): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
@@ -105,9 +136,22 @@ async function perStep(nats: NatsServer, cwd: string): Promise<void> {
     const gaps = { embedded: [] as number[], cluster: [] as number[] };
     await stepGaps(embedded, cwd); // warm-up: the first run loads what later runs reuse
     await stepGaps(node, cwd);
+    const natsPid = natsServerPid();
+    const cpu = { embedded: 0, node: 0, nats: 0 };
+    /** One run on `server`, its gaps kept, its CPU (and nats-server's, for the cluster node) added. */
+    const measured = async (
+      server: ServerProcess,
+      into: number[],
+      key: 'embedded' | 'node',
+    ): Promise<void> => {
+      const before = [cpuMs(server.child.pid), cpuMs(natsPid)];
+      into.push(...(await stepGaps(server, cwd)));
+      cpu[key] += (cpuMs(server.child.pid) ?? 0) - (before[0] ?? 0);
+      if (key === 'node') cpu.nats += (cpuMs(natsPid) ?? 0) - (before[1] ?? 0);
+    };
     for (let round = 0; round < ROUNDS; round++) {
-      gaps.embedded.push(...(await stepGaps(embedded, cwd)));
-      gaps.cluster.push(...(await stepGaps(node, cwd)));
+      await measured(embedded, gaps.embedded, 'embedded');
+      await measured(node, gaps.cluster, 'node');
     }
     const embeddedP50 = percentile(gaps.embedded, 50);
     const clusterP50 = percentile(gaps.cluster, 50);
@@ -119,6 +163,12 @@ async function perStep(nats: NatsServer, cwd: string): Promise<void> {
         `+${added.toFixed(2)} ms per step (${(clusterP50 / embeddedP50).toFixed(2)}×)`,
     );
     console.log(`  target: ≤ +2 ms per step at p50 — ${added <= 2 ? 'met' : 'MISSED'}`);
+    if (natsPid !== undefined) {
+      const perStep = (ms: number): string => (ms / (ROUNDS * STEPS)).toFixed(1);
+      console.log(
+        `  CPU per step: embedded server ${perStep(cpu.embedded)} ms; cluster node ${perStep(cpu.node)} ms + nats-server ${perStep(cpu.nats)} ms`,
+      );
+    }
   } finally {
     await embedded.stop();
     await node.stop();

@@ -18,6 +18,8 @@ const USAGE =
   'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml (from the directory you ran the command in), else built-in defaults.';
 
 /** Errors of the host or the address to listen on: a config problem, said in one line. */
+/** How often a server started by a package runner checks that the runner is still there. */
+const PARENT_CHECK_MS = 1000;
 const LISTEN_ERRORS = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'EACCES', 'EAI_NONAME']);
 
 /**
@@ -96,7 +98,8 @@ async function main(): Promise<number> {
   }
   // Children get the user's environment, not the script runner's (`pnpm start`), and new terminals
   // start where the user works: [agent] workdir, else $HOME (never apps/server).
-  restoreUserEnvironment();
+  // The runner's pid, when one started the server: a server it leaves behind ends (see below).
+  const runner = restoreUserEnvironment().length > 0 ? process.ppid : undefined;
   const home = loaded.config.agent.workdir ?? homedir();
   try {
     process.chdir(home);
@@ -165,13 +168,26 @@ async function main(): Promise<number> {
   void releaseStartupMemory();
   const stopReleasing = releaseAfterWork();
   await new Promise<void>((resolve) => {
-    const stop = (signal: NodeJS.Signals): void => {
-      console.log(`${signal}: shutting down`);
+    let stopping = false;
+    const stop = (why: string): void => {
+      if (stopping) return;
+      stopping = true;
+      console.log(`${why}: shutting down`);
       stopReleasing();
       server.close().then(resolve, resolve);
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    // SIGHUP too: a closed terminal or a dropped ssh session is how a `pnpm start` most often ends.
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => stop(signal));
+    // A package runner passes SIGINT and SIGTERM on to the server, not SIGHUP: when the runner that
+    // started the server is gone, the server goes too rather than keep serving on its own.
+    if (runner !== undefined) {
+      const watch = setInterval(() => {
+        if (process.ppid === runner) return;
+        clearInterval(watch);
+        stop(`the package runner that started the server (pid ${runner}) ended`);
+      }, PARENT_CHECK_MS);
+      watch.unref();
+    }
   });
   return 0;
 }

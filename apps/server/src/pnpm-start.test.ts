@@ -222,19 +222,22 @@ it(
   },
 );
 
-it(
-  'a SIGTERM to pnpm alone (a supervisor, `kill`, `timeout`) ends the server: nothing keeps serving',
+it.each([
+  ['SIGTERM', 'a supervisor, `kill`, `timeout`'],
+  ['SIGHUP', 'which pnpm does not pass on'],
+] as const)(
+  'a %s to pnpm alone (%s) ends the server: nothing keeps serving',
   { timeout: 300_000 },
-  async () => {
+  async (signal, _why) => {
     await stopServer();
-    const home = join(root, 'home3');
+    const home = join(root, `home-${signal}`);
     mkdirSync(home);
     const env = Object.assign(userShell(home), { ALEPH_PORT: '0' });
     const stdout = await pnpmStart(['start'], REPO, env);
     const health = new URL('/healthz', /^console: (\S+)/m.exec(stdout)![1]);
     expect((await fetch(health)).status).toBe(200);
     const exited = new Promise((done) => server!.once('exit', done));
-    process.kill(server!.pid!, 'SIGTERM'); // pnpm's own pid, not its group
+    process.kill(server!.pid!, signal); // pnpm's own pid, not its group
     await exited;
     await expect
       .poll(

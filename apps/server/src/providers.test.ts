@@ -216,6 +216,23 @@ describe.each(['openai', 'anthropic'] as const)('%s: the LanguageModelV3 path', 
     ]);
     expect(response.usage).toEqual({ inputTokens: 12, outputTokens: 7 });
   });
+
+  it('arguments nesting past 100 levels come as their text, for the tool to answer invalid', async () => {
+    const nested = (depth: number): unknown => (depth === 0 ? 'x' : { a: nested(depth - 1) });
+    const scripted = await startFakeLlm((conversation) => {
+      const depth = Number(conversation.find((turn) => turn.role === 'user')?.text);
+      return { call: { name: 'todo', args: { items: nested(depth) } } };
+    });
+    try {
+      const provider = aiSdkProvider('p', sdkModel(kind, scripted.baseUrl));
+      const shallow = await provider.think(request([{ role: 'user', content: '98' }]), never);
+      expect(shallow.toolCalls[0]?.args).toEqual({ items: nested(98) });
+      const deep = await provider.think(request([{ role: 'user', content: '100' }]), never);
+      expect(deep.toolCalls[0]?.args).toBe(JSON.stringify({ items: nested(100) }));
+    } finally {
+      await scripted.close();
+    }
+  });
 });
 
 describe.each(['openai', 'anthropic'] as const)('%s: failures over the real wire', (kind) => {

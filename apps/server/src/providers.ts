@@ -152,13 +152,33 @@ const STOP_REASONS: Record<LanguageModelV3FinishReason['unified'], StopReason> =
 };
 
 /** generateText reads an empty input as `{}`; an input that is not JSON goes to the tool's validation. */
+/** How deep a call's arguments may nest: deeper ones are answered as invalid, never walked. */
+const MAX_ARGS_DEPTH = 100;
+
+/**
+ * A call's arguments: its JSON, or the text as it came when that is not JSON or nests deeper than
+ * MAX_ARGS_DEPTH (the tool then answers invalid arguments; what logs, hooks and tools do with
+ * arguments walks them recursively, and a reply's 200,000 nested brackets would overflow the stack).
+ */
 function parseToolInput(input: string): unknown {
   if (input.trim() === '') return {};
   try {
-    return JSON.parse(input);
+    const args: unknown = JSON.parse(input);
+    return nestsDeeper(args, MAX_ARGS_DEPTH) ? input : args;
   } catch {
     return input;
   }
+}
+
+function nestsDeeper(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
 }
 
 function toThinkResponse(result: LanguageModelV3GenerateResult): ThinkResponse {

@@ -291,6 +291,14 @@ describe('the server process', () => {
     expect(server.stdout()).toContain('SIGTERM: shutting down');
   });
 
+  it('SIGHUP (its terminal closed) shuts down as SIGTERM does: every terminal ended, exit 0', async () => {
+    const { server, client } = await start('[gateway]\nport = 0\n[power]\ninhibit_sleep = false\n');
+    const { pid } = await client.spawn({ command: '/bin/sleep', args: ['1000'], cols: 80, rows: 24 });
+    expect(await server.stop('SIGHUP')).toBe(0);
+    expect([pid].filter(alive)).toEqual([]);
+    expect(server.stdout()).toContain('SIGHUP: shutting down');
+  });
+
   it('a bad config prints the key (and line) and exits non-zero', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'aleph-badconfig-'));
     const file = join(dir, 'aleph.toml');

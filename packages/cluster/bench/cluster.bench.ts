@@ -2,8 +2,11 @@
 // terminal's output on its real cluster path (the output stream, with flow control), and 64 MiB of
 // events (4 KiB chunks) through the cluster's event bus, beside the same bytes through an
 // in-process EventEmitter (the embedded bus's delivery). Also a session-store append (what each step of a cluster run adds) against nothing.
-// Prints figures and ratios; the target lines say whether they hold.
+// Prints figures and ratios; the target lines say whether they hold. Beside each throughput, the CPU
+// time it took (this process, which is both nodes, and nats-server; Linux), which a loaded machine
+// changes less than the time.
 import { EventEmitter } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { RemoteViewer } from '@aleph/gateway';
 import {
@@ -22,6 +25,40 @@ const TOTAL = Number(process.env.CLUSTER_BENCH_MIB ?? 64) * MIB;
 const CHUNK = 4096;
 /** The cluster's shared secret: the nodes authenticate the calls, reports and announcements they send each other. */
 const SECRET = 'bench-cluster-secret-0123456789';
+
+/** nats-server's CPU time so far (ms; the one this bench started: the newest), from /proc. */
+function natsCpuMs(): number | undefined {
+  try {
+    const pid = Math.max(
+      ...readdirSync('/proc')
+        .filter((entry) => /^\d+$/.test(entry))
+        .filter((entry) => {
+          try {
+            return readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'nats-server';
+          } catch {
+            return false; // gone meanwhile
+          }
+        })
+        .map(Number),
+    );
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // clock ticks of 10 ms
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `work`; answers its result and the CPU time it took here and in nats-server, as a phrase. */
+async function withCpu<T>(work: () => Promise<T>): Promise<[T, string]> {
+  const process0 = process.cpuUsage();
+  const nats0 = natsCpuMs();
+  const result = await work();
+  const used = process.cpuUsage(process0);
+  const nats1 = natsCpuMs();
+  const nats =
+    nats0 === undefined || nats1 === undefined ? '' : `, nats-server ${(nats1 - nats0).toFixed(0)} ms`;
+  return [result, `CPU: both nodes ${((used.user + used.system) / 1000).toFixed(0)} ms${nats}`];
+}
 
 function chunk(index: number): Buffer {
   const buffer = Buffer.alloc(CHUNK, 97 + (index % 26));
@@ -156,9 +193,9 @@ async function main(): Promise<void> {
     const busB = await JetStreamEventBus.open(b, { maxBytes: 2 * TOTAL + 64 * MIB });
     const local = await inProcess();
 
-    const terminal = await terminalOutput(a, b, busA, busB);
+    const [terminal, terminalCpu] = await withCpu(() => terminalOutput(a, b, busA, busB));
     console.log(
-      `terminal output, ${TOTAL / MIB} MiB to a client of another node (the output stream, flow-controlled): ${terminal.mbps.toFixed(1)} MB/s, in-process ${local.mbps.toFixed(0)} MB/s (${(terminal.mbps / local.mbps).toFixed(3)}x)`,
+      `terminal output, ${TOTAL / MIB} MiB to a client of another node (the output stream, flow-controlled): ${terminal.mbps.toFixed(1)} MB/s, in-process ${local.mbps.toFixed(0)} MB/s (${(terminal.mbps / local.mbps).toFixed(3)}x); ${terminalCpu}`,
     );
     console.log(`  target >= 50 MB/s: ${terminal.mbps >= 50 ? 'holds' : 'MISSED'}`);
 
@@ -174,19 +211,21 @@ async function main(): Promise<void> {
     });
     await subscription.ready;
     const started = performance.now();
-    const pending: Promise<number>[] = [];
-    for (let index = 0; index * CHUNK < TOTAL; index++) {
-      pending.push(busA.publish('pty.output', 'bench', { data: chunk(index).toString('base64') }));
-      if (pending.length >= 256) await pending.shift();
-    }
-    await Promise.all(pending);
-    await done;
+    const [, eventsCpu] = await withCpu(async () => {
+      const pending: Promise<number>[] = [];
+      for (let index = 0; index * CHUNK < TOTAL; index++) {
+        pending.push(busA.publish('pty.output', 'bench', { data: chunk(index).toString('base64') }));
+        if (pending.length >= 256) await pending.shift();
+      }
+      await Promise.all(pending);
+      await done;
+    });
     const seconds = (performance.now() - started) / 1000;
     subscription.unsubscribe();
     const mbps = TOTAL / MIB / seconds;
     const sha = hash.digest('hex');
     console.log(
-      `events, ${TOTAL / MIB} MiB in 4 KiB chunks to a client of another node: JetStream ${mbps.toFixed(1)} MB/s, in-process ${local.mbps.toFixed(0)} MB/s (${(mbps / local.mbps).toFixed(3)}x); bytes equal: ${sha === local.sha}`,
+      `events, ${TOTAL / MIB} MiB in 4 KiB chunks to a client of another node: JetStream ${mbps.toFixed(1)} MB/s, in-process ${local.mbps.toFixed(0)} MB/s (${(mbps / local.mbps).toFixed(3)}x); bytes equal: ${sha === local.sha}; ${eventsCpu}`,
     );
     console.log(`  target >= 50 MB/s: ${mbps >= 50 ? 'holds' : 'MISSED'}`);
 
@@ -222,7 +261,7 @@ async function main(): Promise<void> {
         isError: false,
       } as never);
       await store.append(id, { type: 'turn_step', step: { iteration: index } } as never);
-      await store.flush();
+      await store.flush(id);
       stepSamples.push(performance.now() - t);
     }
     stepSamples.sort((x, y) => x - y);

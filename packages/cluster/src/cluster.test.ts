@@ -210,6 +210,61 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(late.load.events).toHaveLength(2);
   });
 
+  it("writes a step's tool results and its end as one message, stored before the turn's flush resolves; a refused one fails the flush", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const a = await JetStreamSessionStore.open(connection);
+    const b = await JetStreamSessionStore.open(await node(cluster, 'b'));
+    const id = await a.create();
+    const result = (callId: string): SessionEventBody => ({
+      type: 'tool_result',
+      callId,
+      name: 'shell',
+      output: 'ok',
+      isError: false,
+    });
+    const stepEnd: SessionEventBody = {
+      type: 'turn_step',
+      step: { state: 'continue', executed: 2, vetoed: false, iteration: 1 },
+    };
+    const messages = async (): Promise<number> =>
+      (await connection.jsm.streams.info(`${cluster}_sessions`)).state.messages;
+    await a.append(id, user('go'));
+    await a.append(id, { type: 'assistant', content: '', toolCalls: [] });
+    expect(await messages()).toBe(2);
+    // As a turn ends: two results and the step's end, then the flush.
+    expect((await a.append(id, result('c1'))).seq).toBe(2);
+    expect((await a.append(id, result('c2'))).seq).toBe(3);
+    expect((await a.append(id, stepEnd)).seq).toBe(4);
+    await a.flush(id);
+    expect(await messages()).toBe(3);
+    const read = await b.load(id);
+    expect(read.events.map((event) => [event.seq, event.type])).toEqual([
+      [0, 'user'],
+      [1, 'assistant'],
+      [2, 'tool_result'],
+      [3, 'tool_result'],
+      [4, 'turn_step'],
+    ]);
+    expect(read.corruptLines).toEqual([]);
+    // b took the log over: a's next step is refused, said by its flush; nothing of it is stored.
+    await b.append(id, { type: 'resumed' });
+    await a.append(id, result('c3'));
+    await a.append(id, stepEnd);
+    expect(((await a.flush(id).catch((e: unknown) => e)) as ClusterError).code).toBe('fenced');
+    expect(((await a.append(id, user('stale')).catch((e: unknown) => e)) as ClusterError).code).toBe(
+      'fenced',
+    );
+    expect((await b.load(id)).events.map((event) => event.type)).toEqual([
+      'user',
+      'assistant',
+      'tool_result',
+      'tool_result',
+      'turn_step',
+      'resumed',
+    ]);
+  });
+
   describe('the EventBus contract of @aleph/gateway', () => {
     for (const { name: caseName, run } of eventBusContract)
       it(caseName, async () => {
@@ -312,6 +367,25 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     const stored = (await connection.jsm.streams.info(`${cluster}_events`)).state.messages;
     expect(stored).toBeLessThan(40);
     expect(stored).toBeGreaterThanOrEqual(9);
+    live.unsubscribe();
+  });
+
+  it("a step's events, published together when the session's stream is idle, go as one message, in order", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    const bus = await JetStreamEventBus.open(connection);
+    const got: BusEvent[] = [];
+    const live = bus.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
+    await live.ready;
+    const topics = ['agent.tool', 'agent.step', 'agent.act'];
+    const seqs = await Promise.all(topics.map((topic) => bus.publish(topic, 'run-step', { topic })));
+    expect(seqs).toEqual([1, 2, 3]);
+    await expect.poll(() => got.map((event) => event.topic), { timeout: 10_000 }).toEqual(topics);
+    expect((await connection.jsm.streams.info(`${cluster}_events`)).state.messages).toBe(1);
+    // At once when asked: the first goes alone, the rest with the next write.
+    const eager = await JetStreamEventBus.open(connection, { batchDelayMs: 0 });
+    await Promise.all(topics.map((topic) => eager.publish(topic, 'run-eager', { topic })));
+    expect((await connection.jsm.streams.info(`${cluster}_events`)).state.messages).toBe(3);
     live.unsubscribe();
   });
 
@@ -626,6 +700,55 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       await intruder.close();
       await front.close();
       await owner.close();
+    }
+  });
+
+  it("takes a forwarded call's answer only when a node of the cluster signed it: one forged by anything else on NATS is refused, saying why", async () => {
+    const cluster = name();
+    await node(cluster, 'a'); // a live node whose calls nothing of the cluster answers
+    const b = await node(cluster, 'b');
+    const logged: string[] = [];
+    const front = await ClusterTerminals.open(b, await JetStreamEventBus.open(b), {
+      secret: SECRET,
+      onError: (error) => void logged.push(String(error)),
+    });
+    // Anything that reaches NATS answers the calls sent to node a first.
+    const intruder = await connect({ servers: [nats.url] });
+    const inbox = `${cluster}.node.a.pty`;
+    const forged = JSON.stringify({ r: { sessionId: 'forged', pid: 1 } });
+    let sign: ((reply: string, data: Uint8Array) => MsgHdrs) | undefined;
+    const answer = intruder.subscribe(inbox, {
+      callback: (_error, message) => {
+        const data = Buffer.from(forged);
+        message.respond(data, sign === undefined ? {} : { headers: sign(message.reply ?? '', data) });
+      },
+    });
+    await intruder.flush();
+    try {
+      const spawn = (): Promise<unknown> =>
+        front.spawn('a', { command: '/bin/sh', args: [], cols: 80, rows: 24 }).catch((e: unknown) => e);
+      await expect
+        .poll(async () => ((await spawn()) as { data?: { reason?: string } }).data?.reason, {
+          timeout: 10_000,
+        })
+        .toBe('unauthenticated');
+      const unsigned = (await spawn()) as { code: string; message: string; data: Record<string, unknown> };
+      expect(unsigned).toMatchObject({
+        code: 'invalid_request',
+        message: 'the answer to pty.spawn from node a was refused: it carries no authentication',
+        data: { reason: 'unauthenticated', node: 'a' },
+      });
+      // Signed, but under another secret.
+      const other = new ForwardAuth('not-the-cluster-secret', cluster);
+      sign = (reply, data) => other.sign(reply, data);
+      expect(((await spawn()) as { data: { reason: string } }).data.reason).toBe('bad_mac');
+      expect(logged.join('\n')).toMatch(
+        /refused node a's answer to pty\.spawn on _INBOX\.\S+: it carries no authentication/,
+      );
+    } finally {
+      answer.unsubscribe();
+      await intruder.close();
+      await front.close();
     }
   });
 

@@ -4,8 +4,9 @@
 // - a session's sequence is gap-free and totally ordered across nodes: each write names the
 //   session's last message it knows (expected last subject sequence); one that loses a race
 //   re-reads the session's tail and tries again, so two nodes never give out one number twice;
-//   events a node publishes for a session while its previous write is under way go as one
-//   message (a batch: `Aleph-Batch` events from `Aleph-Seq` on), one fenced write for all;
+//   events a node publishes for a session while its previous write is under way, or within
+//   `batchDelayMs` of the first, go as one message (a batch: `Aleph-Batch` events from `Aleph-Seq`
+//   on), one fenced write for all;
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
 import { randomUUID } from 'node:crypto';
@@ -34,6 +35,28 @@ export function sessionToken(sessionId: string): string {
   return `~${Buffer.from(sessionId, 'utf8').toString('hex')}`;
 }
 
+/** A batch's payload, `[[topic,data],…]` in UTF-8, from the events' encoded data: bytes copied once. */
+function batchBody(batch: readonly Queued[]): Buffer {
+  const parts: Buffer[] = [];
+  for (const queued of batch)
+    parts.push(parts.length === 0 ? OPEN : BETWEEN, topicPrefix(queued.topic), queued.data);
+  parts.push(END);
+  return Buffer.concat(parts);
+}
+const OPEN = Buffer.from('[');
+const BETWEEN = Buffer.from('],');
+const END = Buffer.from(']]');
+/** `["topic",` in UTF-8, per topic (a few dozen topics exist). */
+const prefixes = new Map<string, Buffer>();
+function topicPrefix(topic: string): Buffer {
+  let prefix = prefixes.get(topic);
+  if (prefix === undefined) {
+    prefix = Buffer.from(`[${JSON.stringify(topic)},`);
+    if (prefixes.size < 1024) prefixes.set(topic, prefix);
+  }
+  return prefix;
+}
+
 function topicMatches(pattern: string, topic: string): boolean {
   if (pattern === '*' || pattern === topic) return true;
   return pattern.endsWith('.*') && topic.startsWith(pattern.slice(0, -1));
@@ -42,10 +65,8 @@ function topicMatches(pattern: string, topic: string): boolean {
 /** An event waiting for its session's write. */
 interface Queued {
   readonly topic: string;
-  /** Its data as JSON. */
-  readonly json: string;
-  /** Its bytes in a batch (UTF-8 of the JSON, the topic and the brackets around them). */
-  readonly bytes: number;
+  /** Its data as JSON, in UTF-8 (a message's payload when it goes alone). */
+  readonly data: Buffer;
   readonly resolve: (seq: number) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -67,6 +88,11 @@ export interface JetStreamEventBusOptions {
   readonly maxBytes?: number;
   /** A listener threw or rejected. Default: a process warning. */
   readonly onListenerError?: (error: unknown, event: BusEvent) => void;
+  /**
+   * How long a session's write waits, when none is under way, for more of its events to go with the
+   * first; default 2 ms (0: at once). Events published while a write is under way go with the next.
+   */
+  readonly batchDelayMs?: number;
 }
 
 export class JetStreamEventBus implements EventBus {
@@ -79,8 +105,10 @@ export class JetStreamEventBus implements EventBus {
   /** Names this bus's writes, so a retried write is a duplicate of its own and never of another node's. */
   readonly #writer = randomUUID();
   readonly #onError: (error: unknown, event: BusEvent) => void;
+  readonly #batchDelayMs: number;
 
   private constructor(connection: ClusterConnection, options: JetStreamEventBusOptions) {
+    this.#batchDelayMs = options.batchDelayMs ?? 2;
     this.#connection = connection;
     this.#js = connection.js;
     this.#jsm = connection.jsm;
@@ -146,10 +174,15 @@ export class JetStreamEventBus implements EventBus {
     }
     const known = tail;
     return new Promise<number>((resolve, reject) => {
-      const json = JSON.stringify(data ?? null);
-      const bytes = Buffer.byteLength(json) + Buffer.byteLength(topic) + 6;
-      known.queue.push({ topic, json, bytes, resolve, reject });
-      if (!known.writing) void this.#drain(sessionId, known);
+      // Encoded once, here: a write copies bytes into its message, never re-encodes text.
+      known.queue.push({ topic, data: Buffer.from(JSON.stringify(data ?? null)), resolve, reject });
+      if (!known.writing) {
+        known.writing = true;
+        // A write from idle waits a moment for what comes with it (a step's events come within a
+        // few ms of each other): fewer messages, each a round trip and a delivery.
+        if (this.#batchDelayMs > 0) setTimeout(() => void this.#drain(sessionId, known), this.#batchDelayMs);
+        else void this.#drain(sessionId, known);
+      }
     });
   }
 
@@ -159,15 +192,16 @@ export class JetStreamEventBus implements EventBus {
    * not one round trip per event, and every write is still fenced on the session's last message.
    */
   async #drain(sessionId: string, tail: Tail): Promise<void> {
-    tail.writing = true;
     try {
       while (tail.queue.length > 0) {
         const most = this.#maxBatchBytes();
         let bytes = 0;
         let count = 0;
         for (const queued of tail.queue) {
-          if (count > 0 && bytes + queued.bytes > most) break;
-          bytes += queued.bytes;
+          // `[topic,data],` in a batch: the topic's JSON and four bytes beside the data.
+          const size = queued.data.length + Buffer.byteLength(queued.topic) + 6;
+          if (count > 0 && bytes + size > most) break;
+          bytes += size;
           count += 1;
         }
         const batch = tail.queue.splice(0, count);
@@ -187,11 +221,7 @@ export class JetStreamEventBus implements EventBus {
   /** One message with the batch's events; answers the first one's sequence. */
   async #write(sessionId: string, known: Tail, batch: readonly Queued[]): Promise<number> {
     const single = batch.length === 1 ? batch[0] : undefined;
-    const body = new TextEncoder().encode(
-      single !== undefined
-        ? single.json
-        : `[${batch.map((queued) => `[${JSON.stringify(queued.topic)},${queued.json}]`).join(',')}]`,
-    );
+    const body = single !== undefined ? single.data : batchBody(batch);
     for (let attempt = 0; ; attempt++) {
       if (known.streamSeq < 0) Object.assign(known, await this.#readTail(sessionId));
       const headers = natsHeaders();
@@ -241,10 +271,12 @@ export class JetStreamEventBus implements EventBus {
         if (replay && first + Math.max(count, 1) - 1 <= (afterSeq ?? 0)) continue;
         let events: [string, unknown][];
         try {
+          const { buffer, byteOffset, byteLength } = message.data;
+          const parsed: unknown = JSON.parse(Buffer.from(buffer, byteOffset, byteLength).toString('utf8'));
           events =
             count > 0
-              ? message.json<[string, unknown][]>()
-              : [[message.headers?.get(TOPIC_HEADER) ?? '', message.json()]];
+              ? (parsed as [string, unknown][])
+              : [[message.headers?.get(TOPIC_HEADER) ?? '', parsed]];
         } catch {
           continue; // not one of ours
         }

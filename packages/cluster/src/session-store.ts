@@ -5,8 +5,13 @@
 // cut off can never append to it again: its append is refused as `fenced`. A node that takes a run
 // over claims the log (`claim`) before it reads it to plan from, so what it plans from is the whole
 // log: a refused claim reads the log again, never places a stale plan after what it did not read.
+// Writes of a session go one at a time, in order; what is appended while one is under way goes as
+// one message (`Aleph-Batch` events, a JSON array), one fenced write for all. A tool's result and a
+// turn's end resolve once queued (the run acts on nothing outside the log before its next append or
+// flush, which wait for them and fail if they were refused); every other append resolves once stored.
 import { randomUUID } from 'node:crypto';
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import type {
   SessionEvent,
   SessionEventBody,
@@ -22,19 +27,55 @@ import { untilStored } from './internal/retry.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const WRONG_LAST_SEQUENCE = 10071;
+/** A message holding several events of the session (a JSON array), in order. */
+const BATCH_HEADER = 'Aleph-Batch';
+/** A batch's JSON in bytes stays this far under the server's largest payload (headers go beside it). */
+const PAYLOAD_HEADROOM = 64 * 1024;
+/**
+ * Appends after which a run acts on nothing outside the log until it appends again or flushes: they
+ * resolve once queued, so a step's result and its end go in one write, and that write overlaps
+ * whatever the run does next in its own process (the next reply is read; acting on it appends first).
+ */
+const QUEUED_TYPES = new Set<SessionEventBody['type']>(['tool_result', 'turn_step']);
+
+/** An event waiting for its write. */
+interface Pending {
+  readonly event: SessionEvent;
+  readonly json: string;
+  /** Resolved once queued: its failure is said by the next append or flush. */
+  readonly queued: boolean;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
 
 interface Tail {
   /** Stream sequence of the session's last message this store knows of (0: none). */
   lastStreamSeq: number;
-  /** Events in the log (the next event's `seq`). */
+  /** Events stored in the log. */
   count: number;
-  /** Appends of one session are chained so they land in order. */
+  /** Events appended here (stored or queued): the next event's `seq`. */
+  next: number;
+  /** Events appended and not written yet, in order. */
+  readonly queue: Pending[];
+  /** The writes under way and queued: settles (never rejects) once the queue is written. */
   chain: Promise<unknown>;
+  writing: boolean;
+  /** A queued append was refused or failed: the next append or flush says so (`fenced` stays). */
+  failure?: Error | undefined;
   /** This node lost the run (its lease): every further append is refused here, before NATS. */
   relinquished?: boolean;
   /** The `resumed` this store's claim appended, while nothing followed it: the run's own `resumed` is it. */
   claimed?: SessionEvent | undefined;
 }
+
+const newTail = (lastStreamSeq: number, count: number): Tail => ({
+  lastStreamSeq,
+  count,
+  next: count,
+  queue: [],
+  chain: Promise.resolve(),
+  writing: false,
+});
 
 /** A take-over's claim: made (the log read after it, the claim last), or not, the log having ended. */
 export type SessionClaim =
@@ -90,7 +131,7 @@ export class JetStreamSessionStore implements SessionStore {
 
   create(): Promise<string> {
     const id = randomUUID();
-    this.#tails.set(id, { lastStreamSeq: 0, count: 0, chain: Promise.resolve() });
+    this.#tails.set(id, newTail(0, 0));
     return Promise.resolve(id);
   }
 
@@ -106,40 +147,101 @@ export class JetStreamSessionStore implements SessionStore {
 
   async append(sessionId: string, body: SessionEventBody): Promise<SessionEvent> {
     const tail = await this.#tail(sessionId);
-    const write = tail.chain.then(async () => {
-      if (tail.relinquished === true)
+    this.#throwFailure(tail);
+    if (tail.relinquished === true)
+      throw new ClusterError('fenced', `session ${sessionId} is held by another node now; this node lost it`);
+    const claimed = tail.claimed;
+    tail.claimed = undefined;
+    if (claimed !== undefined && body.type === 'resumed') return claimed; // the claim said it
+    const event = { ...body, seq: tail.next, at: Date.now() } as SessionEvent;
+    tail.next += 1;
+    const queued = QUEUED_TYPES.has(body.type);
+    const stored = new Promise<void>((resolve, reject) =>
+      tail.queue.push({ event, json: JSON.stringify(event), queued, resolve, reject }),
+    );
+    if (queued) {
+      stored.catch(() => undefined); // (said by the next append or flush)
+      // Begun after what the run appends next in this turn of the event loop: one write for all.
+      if (!tail.writing) {
+        tail.writing = true;
+        tail.chain = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+          this.#drain(sessionId, tail),
+        );
+      }
+      return event;
+    }
+    if (!tail.writing) {
+      tail.writing = true;
+      tail.chain = this.#drain(sessionId, tail);
+    }
+    await stored;
+    return event;
+  }
+
+  /** A queued append's failure, said once (a refusal stays: this node no longer holds the log). */
+  #throwFailure(tail: Tail): void {
+    const failure = tail.failure;
+    if (failure === undefined) return;
+    if (!(failure instanceof ClusterError && failure.code === 'fenced')) tail.failure = undefined;
+    throw failure;
+  }
+
+  /** Writes the session's queue, one fenced write at a time, each taking all that is queued (within a payload). */
+  async #drain(sessionId: string, tail: Tail): Promise<void> {
+    try {
+      while (tail.queue.length > 0) {
+        const most =
+          Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2) - PAYLOAD_HEADROOM;
+        let bytes = 0;
+        let count = 0;
+        for (const pending of tail.queue) {
+          bytes += Buffer.byteLength(pending.json) + 1;
+          if (count > 0 && bytes > most) break;
+          count += 1;
+        }
+        const batch = tail.queue.splice(0, count);
+        try {
+          await this.#write(sessionId, tail, batch);
+          tail.count += batch.length;
+          for (const pending of batch) pending.resolve();
+        } catch (error) {
+          // Nothing after a failed write is written: the log stays gap-free.
+          const failed = [...batch, ...tail.queue.splice(0)];
+          tail.next = tail.count;
+          const fenced = error instanceof ClusterError && error.code === 'fenced';
+          if (fenced || failed.some((pending) => pending.queued))
+            tail.failure = error instanceof Error ? error : new Error(String(error));
+          for (const pending of failed) pending.reject(error);
+        }
+      }
+    } finally {
+      tail.writing = false;
+    }
+  }
+
+  async #write(sessionId: string, tail: Tail, batch: readonly Pending[]): Promise<void> {
+    const first = batch[0] as Pending;
+    const headers = natsHeaders();
+    if (batch.length > 1) headers.set(BATCH_HEADER, String(batch.length));
+    const body = batch.length === 1 ? first.json : `[${batch.map((pending) => pending.json).join(',')}]`;
+    try {
+      const ack = await untilStored(this.#connection, () =>
+        this.#js.publish(this.#subject(sessionId), body, {
+          headers,
+          msgID: `${this.#writer}:${sessionId}:${first.event.seq}`,
+          expect: { lastSubjectSequence: tail.lastStreamSeq },
+        }),
+      );
+      tail.lastStreamSeq = ack.seq;
+    } catch (error) {
+      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
         throw new ClusterError(
           'fenced',
-          `session ${sessionId} is held by another node now; this node lost it`,
+          `session ${sessionId} was appended to by another node; this node no longer holds it`,
+          { cause: error },
         );
-      const claimed = tail.claimed;
-      tail.claimed = undefined;
-      if (claimed !== undefined && body.type === 'resumed') return claimed; // the claim said it
-      const event = { ...body, seq: tail.count, at: Date.now() } as SessionEvent;
-      try {
-        const ack = await untilStored(this.#connection, () =>
-          this.#js.publish(this.#subject(sessionId), JSON.stringify(event), {
-            msgID: `${this.#writer}:${sessionId}:${event.seq}`,
-            expect: { lastSubjectSequence: tail.lastStreamSeq },
-          }),
-        );
-        tail.lastStreamSeq = ack.seq;
-        tail.count += 1;
-        return event;
-      } catch (error) {
-        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)
-          throw new ClusterError(
-            'fenced',
-            `session ${sessionId} was appended to by another node; this node no longer holds it`,
-            {
-              cause: error,
-            },
-          );
-        throw error;
-      }
-    });
-    tail.chain = write.catch(() => undefined);
-    return await write;
+      throw error;
+    }
   }
 
   /**
@@ -162,8 +264,7 @@ export class JetStreamSessionStore implements SessionStore {
             expect: { lastSubjectSequence: last },
           }),
         );
-        const chain = this.#tails.get(sessionId)?.chain ?? Promise.resolve();
-        this.#tails.set(sessionId, { lastStreamSeq: ack.seq, count: event.seq + 1, chain, claimed: event });
+        this.#tails.set(sessionId, { ...newTail(ack.seq, event.seq + 1), claimed: event });
         return { kind: 'claimed', load: { ...load, events: [...load.events, event] } };
       } catch (error) {
         const refused = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
@@ -187,9 +288,12 @@ export class JetStreamSessionStore implements SessionStore {
     if (tail !== undefined) tail.relinquished = true;
   }
 
-  /** Appends are durable once JetStream acknowledged them. */
-  flush(): Promise<void> {
-    return Promise.resolve();
+  /** Resolves once every append so far is stored (JetStream acknowledged it); fails if one was refused. */
+  async flush(sessionId: string): Promise<void> {
+    const tail = this.#tails.get(sessionId);
+    if (tail === undefined) return;
+    await tail.chain;
+    this.#throwFailure(tail);
   }
 
   /**
@@ -197,13 +301,9 @@ export class JetStreamSessionStore implements SessionStore {
    * append must follow); a store that already holds a tail keeps it, so a stale holder stays fenced.
    */
   async load(sessionId: string): Promise<SessionLoad> {
+    await this.#tails.get(sessionId)?.chain; // what this store queued is read back
     const { load, last } = await this.#read(sessionId);
-    if (!this.#tails.has(sessionId))
-      this.#tails.set(sessionId, {
-        lastStreamSeq: last,
-        count: load.events.length,
-        chain: Promise.resolve(),
-      });
+    if (!this.#tails.has(sessionId)) this.#tails.set(sessionId, newTail(last, load.events.length));
     return load;
   }
 
@@ -236,7 +336,10 @@ export class JetStreamSessionStore implements SessionStore {
       try {
         for await (const message of reader) {
           try {
-            events.push(message.json<SessionEvent>());
+            const text = Buffer.from(message.data.buffer, message.data.byteOffset, message.data.byteLength);
+            const parsed = JSON.parse(text.toString('utf8')) as SessionEvent | SessionEvent[];
+            if (message.headers?.has(BATCH_HEADER) === true && Array.isArray(parsed)) events.push(...parsed);
+            else events.push(parsed as SessionEvent);
           } catch {
             corruptLines.push(events.length + corruptLines.length + 1);
           }
@@ -255,9 +358,9 @@ export class JetStreamSessionStore implements SessionStore {
     return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(prefix.length));
   }
 
-  end(sessionId: string): Promise<void> {
+  async end(sessionId: string): Promise<void> {
+    await this.#tails.get(sessionId)?.chain; // queued appends are written first
     this.#tails.delete(sessionId);
-    return Promise.resolve();
   }
 
   async summaries(): Promise<SessionSummary[]> {

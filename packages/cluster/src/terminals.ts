@@ -8,7 +8,8 @@
 //   another node has a client that wants every terminal's output (announced on
 //   `<name>.pty.interest`); once published it stays so until it is forgotten;
 // - a session method (`pty.input`, `resize`, `close`/`kill`, `snapshot`, `replay`) on another node
-//   goes to the owner by NATS request/reply and is answered as the owner answers its own clients;
+//   goes to the owner by NATS request/reply and is answered as the owner answers its own clients
+//   (the call and its answer each authenticated, see ForwardAuth);
 //   `pty.spawn` with `node` forks on that node the same way (the new terminal is published at once);
 // - a client of another node follows the output from the stream (a consumer of its own from the
 //   message holding its offset), paced by that client's own backlog: a slow client stops the
@@ -63,8 +64,10 @@ const MAX_FRAME_BYTES = 64 * 1024;
 const REPORT_EVERY_MS = 500;
 /** A viewer not reported for this long has gone (its node died or it left): it is kept as detached. */
 const VIEWER_STALE_MS = 3 * REPORT_EVERY_MS;
-/** Acks are reported at most this often (the latest one always). */
+/** Acks are reported at most this often (the latest one always)… */
 const ACK_REPORT_MS = 50;
+/** …or as soon as the client has read this much more since the last report. */
+const ACK_REPORT_BYTES = 1024 * 1024;
 /** How long a lookup waits for a node's answer to "is this session yours?". */
 const WHERE_TIMEOUT_MS = 2_000;
 
@@ -87,6 +90,7 @@ export interface HostSession {
     read(fromOffset?: number): { readonly offset: number; readonly data: Buffer };
   };
   readonly exitInfo: ExitInfo | undefined;
+  /** `chunk` is the listener's to keep (the pty session copies each read for its listeners). */
   onData(listener: (chunk: Buffer, offset: number) => void): Disposable;
   onExit(listener: (info: ExitInfo) => void): Disposable;
   hold(): Disposable;
@@ -112,9 +116,13 @@ export interface ClusterTerminalsOptions {
    * with a key derived from it, and one without a valid MAC is refused. It is never sent.
    */
   readonly secret: string;
-  /** Remote viewers this far behind (all of them) hold the owner's pty; default 4 MiB. */
+  /**
+   * Remote viewers this far behind (all of them) hold the owner's pty; default 16 MiB (what they have
+   * not read waits in the stream, not in the owner: a window wider than a moment's lag at full
+   * speed keeps a fast viewer from holding the pty).
+   */
   readonly windowBytes?: number;
-  /** Bytes a node publishes without an answer from the stream before it holds the pty; default 8 MiB. */
+  /** Bytes a node publishes without an answer from the stream before it holds the pty; default 16 MiB. */
   readonly publishWindowBytes?: number;
   /** How long a viewer that went is waited for; default 60 s (the gateway's detach grace). */
   readonly detachGraceMs?: number;
@@ -157,9 +165,8 @@ class Published {
   /** (offset, stream sequence) of each message the stream acknowledged, oldest first. */
   readonly index: { offset: number; seq: number }[] = [];
   readonly viewers = new Map<string, ViewerReport>();
-  /** The next message's bytes so far (`pendingBytes` of them): a copy of its first chunk, or room for all. */
-  pending: Buffer | undefined;
-  roomy = false;
+  /** The next message's chunks so far (`pendingBytes` in all), joined as it goes. */
+  readonly pending: Buffer[] = [];
   pendingBytes = 0;
   firstOffset = 0;
   /** The offset after the last byte taken for the stream (what is below it was appended). */
@@ -193,6 +200,8 @@ class Feed {
   reader: StreamReader | undefined;
   wake: (() => void) | undefined;
   lastReport = 0;
+  /** The acknowledged offset last reported. */
+  lastReported = 0;
   reportTimer: NodeJS.Timeout | undefined;
   ackTimer: NodeJS.Timeout | undefined;
   readonly done: Promise<void>;
@@ -265,8 +274,8 @@ export class ClusterTerminals implements RemoteTerminals {
     this.#prefix = `${connection.options.name}.pty.`;
     this.#auth = new ForwardAuth(options.secret, connection.options.name);
     this.#options = {
-      windowBytes: options.windowBytes ?? 4 * 1024 * 1024,
-      publishWindowBytes: options.publishWindowBytes ?? 8 * 1024 * 1024,
+      windowBytes: options.windowBytes ?? 16 * 1024 * 1024,
+      publishWindowBytes: options.publishWindowBytes ?? 16 * 1024 * 1024,
       detachGraceMs: options.detachGraceMs ?? 60_000,
       maxAgeMs: options.maxAgeMs ?? 3_600_000,
       maxBytes: options.maxBytes ?? 1024 ** 3,
@@ -478,7 +487,7 @@ export class ClusterTerminals implements RemoteTerminals {
     // read and listened to in one turn, so no byte comes twice or not at all.
     const { offset, data } = session.scrollback.read(0);
     published.nextOffset = offset;
-    if (data.length > 0) this.#onOutput(published, data, offset, false);
+    if (data.length > 0) this.#onOutput(published, data, offset);
     if (exit !== undefined) {
       this.#ended(published, exit, false);
       return;
@@ -503,7 +512,7 @@ export class ClusterTerminals implements RemoteTerminals {
     };
   }
 
-  #onOutput(published: Published, chunk: Buffer, offset: number, copy = true): void {
+  #onOutput(published: Published, chunk: Buffer, offset: number): void {
     // Bytes below nextOffset were taken already (from the scrollback).
     const skip = Math.max(0, Math.min(chunk.length, published.nextOffset - offset));
     let rest = skip === 0 ? chunk : chunk.subarray(skip);
@@ -512,33 +521,23 @@ export class ClusterTerminals implements RemoteTerminals {
     published.nextOffset = at + rest.length;
     while (published.pendingBytes + rest.length >= MAX_MESSAGE_BYTES) {
       const room = MAX_MESSAGE_BYTES - published.pendingBytes;
-      this.#push(published, rest.subarray(0, room), at, copy);
+      this.#push(published, rest.subarray(0, room), at);
       this.#flush(published);
       rest = rest.subarray(room);
       at += room;
     }
-    if (rest.length > 0) this.#push(published, rest, at, copy);
+    if (rest.length > 0) this.#push(published, rest, at);
     if (!published.scheduled && published.pendingBytes > 0) {
       published.scheduled = true;
       setImmediate(() => this.#flush(published));
     }
   }
 
-  #push(published: Published, chunk: Buffer, offset: number, copy: boolean): void {
-    // The pty's buffer is reused: its bytes are copied, once (a lone chunk as it is, more into one buffer).
-    if (published.pendingBytes === 0) {
-      published.firstOffset = offset;
-      published.pending = copy ? Buffer.from(chunk) : chunk;
-      published.roomy = false;
-    } else {
-      if (!published.roomy) {
-        const room = Buffer.allocUnsafe(MAX_MESSAGE_BYTES);
-        published.pending!.copy(room, 0, 0, published.pendingBytes);
-        published.pending = room;
-        published.roomy = true;
-      }
-      chunk.copy(published.pending!, published.pendingBytes);
-    }
+  #push(published: Published, chunk: Buffer, offset: number): void {
+    // A listener's chunk is its own (the pty session copies each read once for its listeners): kept
+    // as it is until the message is made, its bytes copied once, into the message.
+    if (published.pendingBytes === 0) published.firstOffset = offset;
+    published.pending.push(chunk);
     published.pendingBytes += chunk.length;
   }
 
@@ -546,9 +545,9 @@ export class ClusterTerminals implements RemoteTerminals {
   #flush(published: Published): void {
     published.scheduled = false;
     if (published.pendingBytes === 0) return;
-    const data = published.pending!.subarray(0, published.pendingBytes);
+    const chunks = published.pending.splice(0);
+    const data = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, published.pendingBytes);
     const offset = published.firstOffset;
-    published.pending = undefined;
     published.pendingBytes = 0;
     if (this.#connection.health !== 'ok') return; // NATS away: remote viewers see a gap; the pty goes on
     this.#append(published, data, offset);
@@ -694,7 +693,7 @@ export class ClusterTerminals implements RemoteTerminals {
         message: `node ${this.#node} refused the forwarded call: ${refusal.why}`,
         data: { reason: refusal.reason },
       };
-      message.respond(JSON.stringify({ e: error } satisfies Reply));
+      this.#respond(message, { e: error });
       return;
     }
     try {
@@ -708,7 +707,14 @@ export class ClusterTerminals implements RemoteTerminals {
           ? { e: { code: ptyCode(code), message: error.message, data } }
           : { e: { code: 'internal_error', message: String((error as Error).message ?? error) } };
     }
-    message.respond(JSON.stringify(reply));
+    this.#respond(message, reply);
+  }
+
+  /** Answers a forwarded call, authenticated like the call (bound to its reply subject, unique per call). */
+  #respond(message: Msg, reply: Reply): void {
+    if (message.reply === undefined || message.reply === '') return;
+    const data = Buffer.from(JSON.stringify(reply));
+    message.respond(data, { headers: this.#auth.sign(message.reply, data) });
   }
 
   async #local(method: string, params: { sessionId?: unknown }): Promise<unknown> {
@@ -942,6 +948,14 @@ export class ClusterTerminals implements RemoteTerminals {
         node,
       });
     }
+    // Anything on NATS can answer first: an answer counts only when a node of the cluster signed it.
+    const refused = this.#refusal(answer, `node ${node}'s answer to ${method}`);
+    if (refused !== undefined)
+      throw this.#options.makeError(
+        'invalid_request',
+        `the answer to ${method} from node ${node} was refused: ${refused.why}`,
+        { reason: refused.reason, node },
+      );
     const reply = answer.json<Reply>();
     if ('e' in reply) {
       const code = (reply.e.code in ERROR_NAMES ? reply.e.code : 'internal_error') as ErrorCodeName;
@@ -1045,9 +1059,11 @@ export class ClusterTerminals implements RemoteTerminals {
     const feed = this.#feeds.get(viewer)?.get(sessionId);
     if (feed === undefined) return;
     feed.wake?.();
-    // At most one report per 50 ms, and the last ack always reported (the owner paces on it).
+    // At most one report per 50 ms unless the client read a MiB since the last (a fast client must
+    // not wait on the owner's window), and the last ack always reported (the owner paces on it).
     const wait = feed.lastReport + ACK_REPORT_MS - Date.now();
-    if (wait <= 0) this.#report(feed);
+    const read = (feed.viewer.acked(sessionId) ?? feed.start) - feed.lastReported;
+    if (wait <= 0 || read >= ACK_REPORT_BYTES) this.#report(feed);
     else
       feed.ackTimer ??= setTimeout(() => {
         feed.ackTimer = undefined;
@@ -1218,6 +1234,7 @@ export class ClusterTerminals implements RemoteTerminals {
     if (feed.start === Number.MAX_SAFE_INTEGER) return;
     feed.lastReport = Date.now();
     const acked = Math.max(feed.viewer.acked(feed.sessionId) ?? feed.start, feed.start);
+    feed.lastReported = acked;
     try {
       this.#send(
         this.#inbox(feed.owner, 'flow'),

@@ -202,13 +202,34 @@ describe.runIf(canUnshare)('a helper that cannot start', () => {
         expect(outcome.warnings).toEqual([]);
       } else {
         expect(outcome.viaHelper).toBe(false);
-        // Once, saying what is lost.
-        expect(outcome.warnings).toHaveLength(1);
-        expect(outcome.warnings[0]).toMatch(
-          /^@aleph\/pty: .*aleph-pty-spawner .*Without .*each spawn forks the server/,
-        );
+        // Once for each helper, saying what is lost: found unusable together, in one warning; the
+        // watchdog dying at once, in a second.
+        expect(outcome.warnings).toHaveLength(name === 'that dies at once' ? 2 : 1);
+        const said = outcome.warnings.join('\n');
+        expect(said).toMatch(/^@aleph\/pty: .*aleph-pty-spawner .*Without .*each spawn forks the server/);
+        expect(said).toMatch(/aleph-pty-watchdog .*a server killed by SIGKILL leaves its terminals running/s);
       }
     });
+
+  it('the watchdog alone refused by the loader (built for a newer glibc): one warning saying what is lost', () => {
+    const kase = 'watchdog-newer-glibc';
+    const pkg = install(kase, (native) => {
+      const file = join(native, 'aleph-pty-watchdog');
+      const bytes = readFileSync(file);
+      const needed = bytes.indexOf('GLIBC_2.');
+      expect(needed).toBeGreaterThan(0);
+      bytes.write('GLIBC_9.99', needed, 'latin1'); // as long as the name it replaces: no libc has it
+      writeFileSync(file, bytes, { mode: 0o755 });
+    });
+    const outcome = run(kase, pkg, '/bin/sh');
+    expectHarmless(outcome);
+    expect(outcome.output).toContain(MARK);
+    expect(outcome.viaHelper).toBe(true);
+    expect(outcome.warnings).toHaveLength(1);
+    expect(outcome.warnings[0]).toMatch(
+      /^@aleph\/pty: \S+aleph-pty-watchdog exited with code \d+ as soon as it started\. Without this helper: a server killed by SIGKILL leaves its terminals running/,
+    );
+  });
 
   const noExecBit = (native: string) => HELPERS.forEach((name) => chmodSync(join(native, name), 0o644));
   it('without its exec bit, in a package the user cannot change: an executable copy runs', () => {

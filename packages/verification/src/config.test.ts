@@ -101,8 +101,8 @@ describe('goal gate (fail-closed)', () => {
     expect(kinds).toEqual(['veto', 'veto', 'continue', 'veto', 'veto', 'halt']);
   });
 
-  it('effectiveGate runs both commands, each through isShellSafe: a gate with ";" is refused, not allowed', async () => {
-    const gates = effectiveGate('true', 'true; rm -rf /tmp/nothing');
+  it('effectiveGate: the model\'s gate with ";" is refused, not allowed; the user\'s own gate is a shell command', async () => {
+    const gates = effectiveGate('true && test -d /', 'true; rm -rf /tmp/nothing');
     expect(gates.map((g) => g.name)).toEqual(['global_gate', 'goal_gate']);
     const verdict = await gateVeto(gates, hookCtx, live());
     expect(verdict).toMatchObject({
@@ -110,6 +110,10 @@ describe('goal gate (fail-closed)', () => {
       feedback: expect.stringContaining('shell metacharacter ";"'),
     });
     expect(effectiveGate(undefined, undefined)).toEqual([]);
+    expect((await gateVeto(effectiveGate('test -d / && true', undefined), hookCtx, live())).kind).toBe(
+      'continue',
+    );
+    expect((await gateVeto(effectiveGate('true; false', undefined), hookCtx, live())).kind).toBe('veto');
     expect((await gateVeto(effectiveGate('test -d /', undefined), hookCtx, live())).kind).toBe('continue');
     expect((await gateVeto(effectiveGate(undefined, 'test -d /nonexistent-dir'), hookCtx, live())).kind).toBe(
       'veto',

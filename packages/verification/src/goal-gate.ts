@@ -73,29 +73,31 @@ export interface EffectiveGateOptions {
   readonly onHookOutcome?: HookOutcomeListener | undefined;
 }
 
-/** The global gate and the goal's own command, each a shell-safe hook (metacharacters → error). */
+/**
+ * The global gate (the user's configuration: a shell command, as a stop hook's) and the goal's own
+ * command (the model's: a shell-safe hook, metacharacters → error, confined by `wrap`).
+ */
 export function effectiveGate(
   globalGate: string | undefined,
   goalGateCommand: string | undefined,
   options: EffectiveGateOptions = {},
 ): StopHookHandler[] {
   const gates: StopHookHandler[] = [];
-  const add = (name: string, command: string | undefined, wrap?: CommandWrapper): void => {
+  const add = (name: string, command: string | undefined, modelSet: boolean): void => {
     if (command === undefined) return;
-    gates.push(
-      ShellStopHook.shellSafe({
-        name,
-        command,
-        route: 'gate',
-        cwd: options.cwd,
-        timeoutMs: options.timeoutMs,
-        stripEnv: options.stripEnv,
-        wrap,
-        onHookOutcome: options.onHookOutcome,
-      }),
-    );
+    const hook = {
+      name,
+      command,
+      route: 'gate' as const,
+      cwd: options.cwd,
+      timeoutMs: options.timeoutMs,
+      stripEnv: options.stripEnv,
+      wrap: modelSet ? options.wrap : undefined,
+      onHookOutcome: options.onHookOutcome,
+    };
+    gates.push(modelSet ? ShellStopHook.shellSafe(hook) : new ShellStopHook(hook));
   };
-  add('global_gate', globalGate);
-  add('goal_gate', goalGateCommand, options.wrap);
+  add('global_gate', globalGate, false);
+  add('goal_gate', goalGateCommand, true);
   return gates;
 }

@@ -13,15 +13,15 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 3287, files: 18 },
-  verification: { lines: 3011, files: 25 },
+  pty: { lines: 3297, files: 18 },
+  verification: { lines: 3013, files: 25 },
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4083, files: 25 },
   sandbox: { lines: 2985, files: 12 },
-  server: { lines: 6035, files: 28 },
+  server: { lines: 6071, files: 28 },
   mcp: { lines: 1123, files: 8 },
   console: { lines: 2831, files: 10 },
-  cluster: { lines: 3020, files: 12 },
+  cluster: { lines: 3173, files: 12 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

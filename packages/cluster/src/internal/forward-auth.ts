@@ -1,6 +1,7 @@
-// Authenticates what nodes send each other on core NATS subjects (a forwarded terminal call, a
-// follower's report, an interest announcement): anything that can publish on the cluster's subjects
-// could otherwise type into any terminal. Each message carries, in headers, its time, a random nonce
+// Authenticates what nodes send each other on core NATS subjects (a forwarded terminal call and its
+// answer, a follower's report, an interest announcement): anything that can publish on the
+// cluster's subjects could otherwise type into any terminal, or answer a call first with its own
+// reply. An answer is signed for the call's reply subject (unique per call), so it answers that call only. Each message carries, in headers, its time, a random nonce
 // and an HMAC-SHA256 of subject, time, nonce and body under a key derived from the cluster's shared
 // secret (never the secret itself: nothing sent carries it). Invariant: a message is accepted only
 // with a valid MAC, a time within MAX_SKEW_MS of the receiver's clock, and a nonce not accepted

@@ -167,7 +167,8 @@ function find(name: HelperName): NativeHelper {
 }
 
 const found = new Map<HelperName, NativeHelper>();
-let warned = false;
+/** The helpers a warning has named already: each is named once. */
+const warned = new Set<HelperName>();
 
 /** What each helper's absence costs, said once. */
 const LOSSES: Readonly<Record<HelperName, string>> = {
@@ -178,10 +179,11 @@ const LOSSES: Readonly<Record<HelperName, string>> = {
 
 function warn(): void {
   const unusable = [...found].filter(
-    (entry): entry is [HelperName, { kind: 'unusable'; why: string }] => entry[1].kind === 'unusable',
+    (entry): entry is [HelperName, { kind: 'unusable'; why: string }] =>
+      entry[1].kind === 'unusable' && !warned.has(entry[0]),
   );
-  if (warned || unusable.length === 0 || process.platform === 'win32') return;
-  warned = true;
+  if (unusable.length === 0 || process.platform === 'win32') return;
+  for (const [name] of unusable) warned.add(name);
   process.emitWarning(
     `@aleph/pty: ${unusable.map(([, helper]) => helper.why).join('; ')}. Without ${unusable.length === 2 ? 'these helpers' : 'this helper'}: ${unusable.map(([each]) => LOSSES[each]).join('; ')}. To build them for this machine (a C compiler is needed): sh ${BUILD_SCRIPT}`,
     { code: 'ALEPH_PTY_HELPERS' },
@@ -190,7 +192,8 @@ function warn(): void {
 
 /**
  * The helper, if usable here. The first call finds both helpers, and if either is unusable emits
- * one warning naming what is lost; later calls answer from that.
+ * one warning naming what is lost; later calls answer from that. A helper found unusable later (it
+ * exits as soon as it runs) gets a warning of its own.
  */
 export function nativeHelper(name: HelperName): NativeHelper {
   if (found.size === 0) {

@@ -4,7 +4,7 @@
 // registers its session here, on every platform and whichever way it was spawned; a session is
 // forgotten once its processes have ended. If the watchdog dies, the next registration restarts it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { nativeHelper } from './native-helpers.js';
+import { markUnusable, nativeHelper } from './native-helpers.js';
 import { readProcess } from './process-table.js';
 import { recordSpawned } from './signal-guard.js';
 
@@ -24,9 +24,16 @@ function start(): ChildProcess | undefined {
   // No pid: it could not start (EAGAIN, EMFILE…). Not tracked; the next registration tries again.
   if (!recordSpawned(child.pid)) return undefined;
   child.stdin?.on('error', () => {}); // EPIPE if it died: 'exit' restarts it
-  child.once('exit', () => {
+  child.once('exit', (code) => {
     if (watchdog !== child) return;
     watchdog = undefined;
+    // It ends by itself only when this process is gone (its pipe closed). An exit with a code while
+    // this process runs says it cannot run here (a loader refusing it: exit 127), and it is not
+    // started again; killed (a signal), it is.
+    if (code !== null) {
+      markUnusable('watchdog', `${binary.path} exited with code ${code} as soon as it started`);
+      return;
+    }
     // Killed while terminals run: a new one takes them over.
     if (watched.size > 0 && restarts > 0) {
       restarts -= 1;
