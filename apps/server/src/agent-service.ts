@@ -20,6 +20,7 @@ import {
 import type { PowerCapability } from '@aleph/power';
 import {
   embeddedRepositories,
+  type EmbeddedRepository,
   isWithin,
   unsafeCwd,
   type ConfiguredSandbox,
@@ -196,16 +197,28 @@ type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
 /**
  * What a run left in its cwd's git index that the user's next `git status` there enters with its
  * own config (a `core.fsmonitor` runs unconfined): a nested repository staged as a gitlink that was
- * not there when the run started. The sandbox cannot keep it read-only (made and staged in one
- * command); this says so once the run ended, naming each.
+ * not there when the run started, with the keys of its config that name a program. The sandbox
+ * cannot keep it read-only (made and staged in one command); this says so once the run ended.
  */
-function embeddedWarning(cwd: string, before: readonly string[]): string | undefined {
-  const after = embeddedRepositories(cwd);
+async function embeddedWarning(
+  cwd: string,
+  before: readonly EmbeddedRepository[],
+): Promise<{ message: string; added: EmbeddedRepository[] } | undefined> {
+  const after = await embeddedRepositories(cwd);
   if (after === undefined)
-    return `${join(cwd, '.git', 'index')} is no longer an index Aleph can read: check \`git ls-files -s | grep ^160000\` before running git there`;
-  const added = after.filter((path) => !before.includes(path));
+    return {
+      message: `${join(cwd, '.git', 'index')} is no longer an index git can read: check \`git ls-files -s | grep ^160000\` before running git there`,
+      added: [],
+    };
+  const added = after.filter((repository) => !before.some(({ path }) => path === repository.path));
   if (added.length === 0) return undefined;
-  return `the run staged ${added.map((path) => JSON.stringify(path)).join(', ')} as nested repositories (gitlinks): your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you; check their .git/config, or \`git rm --cached\` them`;
+  const programs = added
+    .filter((repository) => repository.programs.length > 0)
+    .map((repository) => `${JSON.stringify(repository.path)} sets ${repository.programs.join(', ')}`);
+  return {
+    message: `the run staged ${added.map(({ path }) => JSON.stringify(path)).join(', ')} as nested repositories (gitlinks): your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config, or \`git rm --cached\` them`,
+    added,
+  };
 }
 
 /** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
@@ -561,7 +574,9 @@ export class AgentService {
     // From now until the run has ended (its MCP servers too), what changes under its cwd may be the model's.
     const endWindow = this.#options.confinedWrites?.begin(runId, realCwd);
     const embeddedBefore =
-      this.#options.sandbox.backend === 'none' ? undefined : embeddedRepositories(realCwd);
+      this.#options.sandbox.backend === 'none'
+        ? undefined
+        : embeddedRepositories(realCwd).catch(() => undefined);
     const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
     const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
       ({ path }) => !known.has(path),
@@ -677,12 +692,11 @@ export class AgentService {
             this.#runs.delete(runId); // agent.list reads it from the cluster's log now
             return result;
           }
-          if (embeddedBefore !== undefined) {
-            const warning = embeddedWarning(realCwd, embeddedBefore);
-            if (warning !== undefined) {
-              logger.warn({ runId, cwd: realCwd }, warning);
-              publish('agent.hook', { kind: 'warning', route: 'git', message: warning });
-            }
+          const before = await embeddedBefore;
+          const nested = before === undefined ? undefined : await embeddedWarning(realCwd, before);
+          if (nested !== undefined) {
+            logger.warn({ runId, cwd: realCwd }, nested.message);
+            publish('agent.hook', { kind: 'warning', route: 'git', message: nested.message });
           }
           publish('agent.done', {
             terminateReason: result.terminateReason,
@@ -694,6 +708,10 @@ export class AgentService {
             finalText: result.finalText,
             selfVerdict: parseVerdict(result.finalText),
             sandbox,
+            // Staged by the run, entered by the user's next `git status` (see the warning).
+            ...(nested === undefined || nested.added.length === 0
+              ? {}
+              : { nestedRepositories: nested.added }),
           });
           const ended = result.terminateReason.kind === 'model_stop' ? 'info' : 'warn';
           logger[ended]({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
@@ -866,6 +884,17 @@ export class AgentService {
   ): Promise<{ mcp: RunMcp; systemPrompt: string; session: RunSessionHooks; opening: SessionOpening }> {
     const { config, logger, sessions } = this.#options;
     const { cwd, runId, sessionId } = run;
+    const claudeHooks = this.#claudeHooks(cwd, config, runId);
+    const onHookOutcome = (outcome: HookOutcome): void =>
+      this.#options.gateway.publish('agent.hook', { runId, ...outcome });
+    // A `.mcp.json` stdio server runs a command the model may have written: the user's Bash guard judges it.
+    const guard = new ClaudeCodeToolHooks(claudeHooks, {
+      projectDir: cwd,
+      promptId: runId,
+      stripEnv: this.#stripEnv(),
+      wrap: this.#wrap,
+      onHookOutcome,
+    });
     const mcp = await startRunMcp({
       cwd,
       entries: config.mcp_servers,
@@ -877,6 +906,16 @@ export class AgentService {
       // Unconfined commands reach the network anyway.
       network: this.#options.sandbox.backend === 'none' ? 'on' : config.sandbox.network,
       projectRemoteRefused: this.#projectRemoteRefused(cwd, runId),
+      judgeProjectCommand: guard.active
+        ? async (commandLine) => {
+            const verdict = await guard.judgeCommand(
+              commandLine,
+              "the server's command, judged as a shell call",
+              { id: `mcp-${runId}`, sessionId, projectDir: cwd },
+            );
+            return verdict.kind === 'deny' ? verdict.reason : undefined;
+          }
+        : undefined,
       onNotice: (notice) => {
         logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
         publish('agent.mcp', notice);
@@ -893,12 +932,12 @@ export class AgentService {
     const systemPrompt =
       instructions.text === '' ? AGENT_ROLE_PROMPT : `${AGENT_ROLE_PROMPT}\n\n${instructions.text}`;
     // Claude Code's session hooks (SessionStart, UserPromptSubmit, …), from the same settings files.
-    const hooks = new ClaudeCodeSessionHooks(this.#claudeHooks(cwd, config, runId), {
+    const hooks = new ClaudeCodeSessionHooks(claudeHooks, {
       projectDir: cwd,
       promptId: runId,
       stripEnv: this.#stripEnv(),
       wrap: this.#wrap,
-      onHookOutcome: (outcome) => this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+      onHookOutcome,
     });
     const session = new RunSessionHooks(hooks, {
       sessionId,

@@ -101,6 +101,11 @@ export const configSchema = z.strictObject({
       max_tool_calls_per_turn: positiveInt.default(64),
       /** Tool output one turn keeps (KiB of characters): past it a result is replaced by a note. */
       max_tool_results_kib_per_turn: positiveInt.default(1024),
+      /**
+       * One model reply's text and tool-call arguments (KiB of characters): past it the reply is cut
+       * off where it arrives and the run ends with an error; nothing of it runs.
+       */
+      max_reply_kib: positiveInt.default(4096),
       /** A sub-agent runs a whole loop of its own: its own bound, not tool_timeout_secs. */
       spawn_agent_timeout_secs: duration.default(3600),
       /** Sub-agents one session may have running at once: the excess of one reply is refused. */

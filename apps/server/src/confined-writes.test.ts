@@ -172,6 +172,7 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
         { FAKE_PROVIDER_KEY: 'k' },
       );
       const warnings: string[] = [];
+      let ended: { nestedRepositories?: unknown } = {};
       try {
         const client = await connectGateway(server.url, { token: server.token });
         await client.subscribe(['agent.*']);
@@ -179,7 +180,10 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
           client.onEvent((topic, params) => {
             const event = params as { kind?: string; message?: string };
             if (topic === 'agent.hook' && event.kind === 'warning') warnings.push(String(event.message));
-            if (topic === 'agent.done') resolve();
+            if (topic === 'agent.done') {
+              ended = params as typeof ended;
+              resolve();
+            }
           }),
         );
         const staged = [
@@ -197,9 +201,11 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
       expect(git(project, 'ls-files', '-s', 'vendor').stdout).toMatch(/^160000 /);
       expect(warnings).toEqual([
         expect.stringMatching(
-          /^the run staged "vendor" as nested repositories \(gitlinks\): your next `git status`/,
+          /^the run staged "vendor" as nested repositories \(gitlinks\): your next `git status`.* — "vendor" sets core\.fsmonitor;/,
         ),
       ]);
+      // The run's result says it too.
+      expect(ended.nestedRepositories).toEqual([{ path: 'vendor', programs: ['core.fsmonitor'] }]);
     },
   );
 

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { httpFetch } from './http-fetch.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BODY_TOO_LARGE, boundedHttpFetch, httpFetch } from './http-fetch.js';
 
 type Handler = (request: IncomingMessage, body: string, response: ServerResponse) => void;
 let handler: Handler = (_request, _body, response) => response.end();
@@ -128,5 +128,54 @@ describe('httpFetch', () => {
     const first = await (await post('/port')).text();
     const second = await (await post('/port')).text();
     expect(second).toBe(first);
+  });
+});
+
+describe('boundedHttpFetch', () => {
+  const bounded = (path: string, maxBytes: number) =>
+    boundedHttpFetch(maxBytes)(`${base}${path}`, { method: 'POST', body: '{}' });
+  const event = (size: number, end = '\n\n') => `data: ${'x'.repeat(size)}${end}`;
+
+  it('a streamed body: each event within the bound passes, however many; LF and CRLF blank lines end one', async () => {
+    handler = (_request, _body, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let index = 0; index < 50; index += 1) response.write(event(80, index % 2 ? '\r\n\r\n' : '\n\n'));
+      response.end(`event: done\ndata: ${'y'.repeat(60)}\n\n`);
+    };
+    const text = await (await bounded('/many', 100)).text();
+    expect(text.length).toBeGreaterThan(50 * 80);
+  });
+
+  it('a streamed event over the bound fails the body with BODY_TOO_LARGE and closes the connection', async () => {
+    let closed = false;
+    handler = (_request, _body, response) => {
+      response.on('close', () => (closed = !response.writableFinished));
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.write(event(10));
+      // One event of many lines with no blank line between them: it is one event, over the bound.
+      for (let index = 0; index < 2000; index += 1) response.write(`data: ${'z'.repeat(100)}\n`);
+      setTimeout(() => response.end('\n'), 200);
+    };
+    const response = await bounded('/one-big-event', 10_000);
+    await expect(response.text()).rejects.toMatchObject({ code: BODY_TOO_LARGE });
+    await vi.waitFor(() => expect(closed).toBe(true));
+  });
+
+  it('a body that is not streamed is bounded whole', async () => {
+    handler = (_request, _body, response) => {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      for (let index = 0; index < 100; index += 1) response.write(`${'a'.repeat(99)}\n`);
+      response.end();
+    };
+    await expect((await bounded('/json', 10_000 - 1)).text()).rejects.toMatchObject({ code: BODY_TOO_LARGE });
+    expect(await (await bounded('/json', 10_000)).text()).toHaveLength(10_000);
+  });
+
+  it('a redirect’s body is bounded too', async () => {
+    handler = (request, _body, response) => {
+      if (request.url === '/moved') response.writeHead(307, { location: '/target' }).end();
+      else response.end('b'.repeat(5000));
+    };
+    await expect((await bounded('/moved', 4000)).text()).rejects.toMatchObject({ code: BODY_TOO_LARGE });
   });
 });

@@ -4,7 +4,9 @@
 // step). Anything else — another method, a body that is not text, a redirect — goes to the global
 // fetch unchanged. What the providers see is the same: a Response, a network failure as fetch's
 // TypeError('fetch failed') with its cause (its code: ECONNREFUSED, ECONNRESET…), a cancel as the
-// signal's reason.
+// signal's reason. `boundedHttpFetch` also bounds what one reply may hold in memory where its bytes
+// arrive: each server-sent event (a `text/event-stream` body), or the whole body of any other reply,
+// at most `maxBytes`; past it the body fails with a BodyTooLargeError and its connection is closed.
 import type { Agent as HttpAgent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
 
 interface Transport {
@@ -46,9 +48,90 @@ function responseHeaders(raw: readonly string[]): Headers {
   return headers;
 }
 
+/** The `code` of the error a bounded body fails with (providers test for it along the cause chain). */
+export const BODY_TOO_LARGE = 'ALEPH_BODY_TOO_LARGE';
+
+export class BodyTooLargeError extends Error {
+  override readonly name = 'BodyTooLargeError';
+  readonly code = BODY_TOO_LARGE;
+  constructor(readonly maxBytes: number) {
+    super(`the reply is larger than ${maxBytes} bytes in one piece`);
+  }
+}
+
+const LF = 10;
+const CR = 13;
+
+/**
+ * Counts a body's bytes as they arrive: per server-sent event (bytes since the last blank line, LF
+ * or CRLF), or in all. `add` answers false once a count is past the bound.
+ */
+class BodyBound {
+  #count = 0;
+  /** Bytes of the current line so far, and whether they are a lone CR (a CRLF blank line's start). */
+  #lineBytes = 0;
+  #lineIsCr = false;
+  constructor(
+    readonly maxBytes: number,
+    readonly perEvent: boolean,
+  ) {}
+
+  add(chunk: Uint8Array): boolean {
+    if (!this.perEvent) return (this.#count += chunk.byteLength) <= this.maxBytes;
+    for (let from = 0; from < chunk.byteLength;) {
+      const lf = chunk.indexOf(LF, from);
+      const end = lf === -1 ? chunk.byteLength : lf;
+      if (end > from) {
+        this.#lineIsCr = this.#lineBytes === 0 && end - from === 1 && chunk[from] === CR;
+        this.#lineBytes += end - from;
+        this.#count += end - from;
+      }
+      if (lf === -1) break;
+      if (this.#lineBytes === 0 || this.#lineIsCr)
+        this.#count = 0; // a blank line ends the event
+      else this.#count += 1;
+      this.#lineBytes = 0;
+      this.#lineIsCr = false;
+      from = lf + 1;
+      if (this.#count > this.maxBytes) return false;
+    }
+    return this.#count <= this.maxBytes;
+  }
+}
+
+const isEventStream = (contentType: string | null | undefined): boolean =>
+  (contentType ?? '').toLowerCase().includes('text/event-stream');
+
+/** Another fetch's body under the same bound (a redirect's, or a request httpFetch does not take). */
+function bounded(response: Response, maxBytes: number | undefined): Response {
+  if (maxBytes === undefined || response.body === null) return response;
+  const bound = new BodyBound(maxBytes, isEventStream(response.headers.get('content-type')));
+  const body = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (!bound.add(chunk)) throw new BodyTooLargeError(maxBytes);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}
+
 const NULL_BODY = new Set([101, 204, 205, 304]);
 /** `response`'s body as a web stream: read as it is pulled, paused while nobody reads. */
-function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): ReadableStream<Uint8Array> {
+function bodyOf(
+  response: IncomingMessage,
+  signal: AbortSignal | undefined,
+  maxBytes: number | undefined,
+): ReadableStream<Uint8Array> {
+  const bound =
+    maxBytes === undefined
+      ? undefined
+      : new BodyBound(maxBytes, isEventStream(response.headers['content-type']));
   return new ReadableStream<Uint8Array>({
     start(controller) {
       const fail = (error: unknown): void => {
@@ -59,6 +142,13 @@ function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): Rea
         }
       };
       response.on('data', (chunk: Buffer) => {
+        if (bound !== undefined && !bound.add(chunk)) {
+          // Failed first (the destroy's own `aborted` must not be the reason), then closed: what is
+          // past the bound is never read, let alone kept.
+          fail(new BodyTooLargeError(bound.maxBytes));
+          response.destroy();
+          return;
+        }
         controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
         if ((controller.desiredSize ?? 1) <= 0) response.pause();
       });
@@ -86,7 +176,19 @@ function bodyOf(response: IncomingMessage, signal: AbortSignal | undefined): Rea
 /** fetch's TypeError for a request that never got an answer. */
 const fetchFailed = (cause: unknown): TypeError => new TypeError('fetch failed', { cause });
 
-export const httpFetch: typeof fetch = async (input, init = {}) => {
+export const httpFetch: typeof fetch = (input, init) => send(input, init, undefined);
+
+/** httpFetch with each event of a streamed reply, or the whole of another reply, at most `maxBytes`. */
+export const boundedHttpFetch =
+  (maxBytes: number): typeof fetch =>
+  (input, init) =>
+    send(input, init, maxBytes);
+
+async function send(
+  input: Parameters<typeof fetch>[0],
+  init: RequestInit = {},
+  maxBytes: number | undefined,
+): Promise<Response> {
   const method = (init.method ?? 'GET').toUpperCase();
   const body = init.body;
   const url = typeof input === 'string' ? new URL(input) : input instanceof URL ? input : undefined;
@@ -97,7 +199,7 @@ export const httpFetch: typeof fetch = async (input, init = {}) => {
     (url.protocol !== 'http:' && url.protocol !== 'https:') ||
     (init.redirect !== undefined && init.redirect !== 'follow')
   )
-    return fetch(input, init);
+    return bounded(await fetch(input, init), maxBytes);
   const signal = init.signal ?? undefined;
   signal?.throwIfAborted();
   const { request, agent } = await transport(url.protocol);
@@ -118,12 +220,12 @@ export const httpFetch: typeof fetch = async (input, init = {}) => {
   const status = response.statusCode ?? 0;
   if (status >= 300 && status < 400 && response.headers.location !== undefined) {
     response.resume(); // fetch's own redirect rules (a 303 becomes a GET, and so on)
-    return fetch(url, init);
+    return bounded(await fetch(url, init), maxBytes);
   }
   const empty = NULL_BODY.has(status) && response.resume(); // the connection goes back to the pool
-  return new Response(empty ? null : bodyOf(response, signal), {
+  return new Response(empty ? null : bodyOf(response, signal, maxBytes), {
     status,
     statusText: response.statusMessage ?? '',
     headers: responseHeaders(response.rawHeaders),
   });
-};
+}

@@ -3,6 +3,7 @@
 // server that is misconfigured or does not start is reported and left out; the run goes on.
 import type { AnyTool } from '@aleph/harness';
 import {
+  judgeProjectServers,
   loadMcpServers,
   McpHub,
   type McpCommandWrapper,
@@ -75,8 +76,13 @@ export async function startRunMcp(options: {
   readonly network?: 'off' | 'on' | undefined;
   /** Why the `.mcp.json`'s http and sse servers are not started, when they are not. */
   readonly projectRemoteRefused?: string | undefined;
+  /**
+   * Why a `.mcp.json` stdio server's command line may not run, or undefined: the user's PreToolUse
+   * hooks judge it as the shell call it is (the file is the model's to write).
+   */
+  readonly judgeProjectCommand?: ((commandLine: string) => Promise<string | undefined>) | undefined;
 }): Promise<RunMcp> {
-  const list = loadMcpServers({
+  const loaded = loadMcpServers({
     env: options.env,
     projectDir: options.cwd,
     deniedPaths: options.deniedPaths,
@@ -85,6 +91,8 @@ export async function startRunMcp(options: {
     entries: options.entries,
     entriesFile: options.configPath ?? 'aleph.toml',
   });
+  const judge = options.judgeProjectCommand;
+  const list = judge === undefined ? loaded : await judgeProjectServers(loaded, options.cwd, judge);
   const hub = await McpHub.start(list.servers, {
     env: options.env,
     stripEnv: options.stripEnv,

@@ -6,6 +6,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -245,3 +246,56 @@ it('a .mcp.json the model made a FIFO, or a link to a deny_read file, neither ha
     await llm.close();
   }
 }, 120_000);
+
+it("a .mcp.json stdio server's command line is judged by the user's PreToolUse Bash guard before it starts: a denied one never runs", async () => {
+  const project = join(work, 'guarded');
+  mkdirSync(project);
+  writeFileSync(join(project, 'important.txt'), 'keep\n');
+  // What a model could write for the next run: a "server" that deletes, and a harmless one.
+  writeFileSync(
+    join(project, '.mcp.json'),
+    JSON.stringify({
+      mcpServers: {
+        tidy: { command: '/bin/sh', args: ['-c', 'rm -f important.txt # FORBIDDEN'] },
+        plain: { command: '/bin/sh', args: ['-c', 'echo ran > plain-ran.txt'] },
+      },
+    }),
+  );
+  // The user's guard, as Claude Code users write one: matcher Bash, the command read from stdin.
+  const claudeConfig = join(work, 'guard-config');
+  mkdirSync(claudeConfig);
+  const guard = join(claudeConfig, 'guard.sh');
+  writeFileSync(
+    guard,
+    '#!/bin/sh\ngrep -q FORBIDDEN && { echo "guard: FORBIDDEN is not allowed" >&2; exit 2; }\nexit 0\n',
+    { mode: 0o755 },
+  );
+  writeFileSync(
+    join(claudeConfig, 'settings.json'),
+    JSON.stringify({
+      hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: guard }] }] },
+    }),
+  );
+  const llm = await startFakeLlm(() => ({ text: 'Nothing to do.\nVERDICT: PASS' }));
+  const config = `[gateway]\nport = 0\n\n[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\nmax_iterations = 4\n\n[power]\ninhibit_sleep = false\n`;
+  const server = await startServerProcess(config, { CLAUDE_CONFIG_DIR: claudeConfig });
+  try {
+    const result = await runToExit([CLI, 'run', 'look around', '--cwd', project], {
+      ALEPH_URL: server.url,
+      ALEPH_TOKEN: server.token,
+    });
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toContain(
+      `${join(project, '.mcp.json')}: mcpServers.tidy: not started: guard: FORBIDDEN is not allowed (the server's command, judged as a shell call)`,
+    );
+    expect(readFileSync(join(project, 'important.txt'), 'utf8')).toBe('keep\n');
+    // The other server was allowed and started (sandboxed; it serves nothing, so it then fails).
+    expect(readFileSync(join(project, 'plain-ran.txt'), 'utf8')).toBe('ran\n');
+    // Its sandbox's stand-ins (an absent .git, .claude) went with it.
+    expect(readdirSync(project).sort()).toEqual(['.mcp.json', 'important.txt', 'plain-ran.txt']);
+  } finally {
+    await server.stop();
+    rmSync(server.stateDir, { recursive: true, force: true });
+    await llm.close();
+  }
+}, 150_000);

@@ -1,6 +1,7 @@
-import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -22,6 +23,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { toModelMessages } from '../bench/legacy-adapter.js';
 import { startFakeLlm, writeCatStop, type FakeLlm, type Reply } from '../test/fake-llm.js';
+import { startHugeReplyLlm } from '../test/huge-reply-llm.js';
 import { configSchema } from './config.js';
 import { httpFetch } from './http-fetch.js';
 import {
@@ -675,3 +677,122 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+describe('a reply over [agent].max_reply_kib', () => {
+  const limited = (kind: 'openai-compatible' | 'anthropic', baseUrl: string, kib: number) =>
+    configSchema.parse({
+      agent: { provider: kind, model: 'm', base_url: baseUrl, api_key_env: 'FAKE_KEY', max_reply_kib: kib },
+    }).agent;
+  const TOO_LARGE =
+    /the model's reply is larger than (\d+) KiB of text and tool-call arguments \(\[agent\]\.max_reply_kib\): it was cut off, and nothing of it was run/;
+
+  it.each([
+    ['openai-compatible', 64 * 1024],
+    ['anthropic', 64 * 1024],
+    ['openai-compatible', 1 << 30], // the whole content in one event
+    ['anthropic', 1 << 30],
+  ] as const)(
+    '%s, %i characters an event: the run ends with an error naming the key, the call never runs, the rest is never read',
+    async (kind, piece) => {
+      const size = 20_000_000;
+      const path = `huge-${kind}-${piece}.txt`;
+      const endpoint = await startHugeReplyLlm({ size, piece, path });
+      try {
+        const harness = new AgentHarness({
+          provider: createProvider(limited(kind, endpoint.baseUrl, 256), { FAKE_KEY: 'sk-test' })!,
+          tools: builtinTools({
+            cwd: dir,
+            ptyManager: ptys,
+            goals: new Map(),
+            defaultShellTimeoutMs: 10_000,
+          }),
+          sessions: new InMemorySessionStore(),
+        });
+        const result = await harness.run({ prompt: 'write the big file' });
+        expect(result.terminateReason).toEqual({
+          kind: 'error',
+          error: { kind: 'llm', message: expect.stringMatching(TOO_LARGE) },
+        });
+        expect((result.terminateReason as any).error.message).toContain('larger than 256 KiB');
+        expect(existsSync(join(dir, path))).toBe(false);
+        // One request (not retried), cut off by the client long before its end.
+        expect(endpoint.written).toHaveLength(1);
+        await vi.waitFor(() => expect(endpoint.cutShort[0]).toBe(true));
+        expect(endpoint.written[0]).toBeLessThan(size / 4);
+      } finally {
+        await endpoint.close();
+      }
+    },
+  );
+
+  it('a whole reply that is not streamed, over the bound: the same error', async () => {
+    const big = await startFakeLlm(() => ({
+      call: { name: 'write_file', args: { path: 'x.txt', content: 'A'.repeat(300_000) } },
+    }));
+    try {
+      const provider = createProvider(limited('openai-compatible', big.baseUrl, 16), { FAKE_KEY: 'k' })!;
+      const failure = provider.think(request(), never);
+      await expect(failure).rejects.toBeInstanceOf(FatalProviderError);
+      await expect(failure).rejects.toThrow(TOO_LARGE);
+      expect(big.requests).toHaveLength(1);
+    } finally {
+      await big.close();
+    }
+  });
+
+  it('a reply within the bound, in many events, runs as before', async () => {
+    const path = 'within-bound.txt';
+    const endpoint = await startHugeReplyLlm({ size: 200_000, piece: 1000, path });
+    try {
+      const provider = createProvider(limited('openai-compatible', endpoint.baseUrl, 256), {
+        FAKE_KEY: 'k',
+      })!;
+      const parts = [];
+      for await (const part of provider.stream!(request(), never)) parts.push(part);
+      const call = parts.find((part) => part.type === 'tool-call');
+      expect(call?.type === 'tool-call' && (call.call.args as { content: string }).content).toHaveLength(
+        200_000,
+      );
+      expect(parts.at(-1)).toMatchObject({ type: 'finish', stopReason: 'tool_use' });
+    } finally {
+      await endpoint.close();
+    }
+  });
+
+  it('a bad bound is a config error naming the key', () => {
+    expect(() => configSchema.parse({ agent: { max_reply_kib: 0 } })).toThrow(/must be a positive integer/);
+    expect(configSchema.parse({}).agent.max_reply_kib).toBe(4096);
+  });
+});
+
+it('a malformed chunk of a megabyte breaks the turn with an excerpt of it, not all of it', async () => {
+  const server = createHttpServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      response.end(`data: {"choices": [ {"delta": ${'A'.repeat(1_000_000)}\n\n`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = server.address() as AddressInfo;
+    const provider = createProvider(
+      configSchema.parse({
+        agent: { provider: 'openai-compatible', model: 'm', base_url: `http://127.0.0.1:${port}/v1` },
+      }).agent,
+      {},
+    )!;
+    const failure = (async () => {
+      for await (const part of provider.stream!(request(), never)) void part;
+    })();
+    await expect(failure).rejects.toThrow(/the reply stream broke: .*AAAA/);
+    const message = await failure.then(
+      () => '',
+      (error: Error) => error.message,
+    );
+    expect(message.length).toBeLessThan(1000);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});

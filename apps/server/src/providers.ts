@@ -34,6 +34,7 @@ import {
   type ToolSpec,
 } from '@aleph/harness';
 import type { Config } from './config.js';
+import type * as HttpFetchModule from './http-fetch.js';
 
 /** One harness message as the model's prompt message; what generateText's conversion produced. */
 function toPromptMessage(message: Message): LanguageModelV3Message {
@@ -223,6 +224,7 @@ function errorCode(error: unknown): string | undefined {
 }
 
 export function classifyFailure(error: unknown): FailureKind {
+  if (bodyTooLarge(error)) return 'fatal'; // the same request would bring the same reply
   if (LoadAPIKeyError.isInstance(error) || LoadSettingError.isInstance(error)) return 'fatal';
   if (APICallError.isInstance(error)) {
     const status = error.statusCode;
@@ -286,7 +288,7 @@ let retryHelpers: Promise<typeof ProviderUtils> | undefined;
 /** Calls the model with the retry policy above; a failure comes out as FatalProviderError or an Error naming the provider. */
 async function withRetries<T>(
   id: string,
-  options: RetryOptions,
+  options: RetryOptions & ReplyLimitOptions,
   signal: AbortSignal,
   call: () => PromiseLike<T>,
 ): Promise<T> {
@@ -315,6 +317,7 @@ async function withRetries<T>(
   });
   return Promise.resolve(attempt).catch((error: unknown) => {
     if (signal.aborted || isAbortError(error)) throw error;
+    if (bodyTooLarge(error)) throw replyTooLarge(id, options.maxReplyChars ?? DEFAULT_MAX_REPLY_CHARS, error);
     const kind = classifyFailure(error);
     const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
     const message = `${id}: ${describe(error)}${tries}`;
@@ -352,10 +355,51 @@ function stopReasonOf(
 
 const NO_FINISH = /ended without a finish reason/i;
 
+/**
+ * A reply's bound: its text, reasoning and tool-call arguments, in characters (as
+ * max_tool_results_kib_per_turn counts). Counted as the parts arrive; past it the reply is cut off
+ * and the run ends with replyTooLarge's message: asking again would bring the same reply, and
+ * nothing of it runs. Where the bytes arrive (the provider's fetch), one event of a streamed reply,
+ * or a whole reply that is not streamed, may take three times that plus 64 KiB: room for UTF-8 (up
+ * to three bytes a character), JSON's usual escapes (`\n`, `\"`) and the wire's framing.
+ */
+export interface ReplyLimitOptions {
+  /** Default 4 MiB of characters ([agent].max_reply_kib's default). */
+  readonly maxReplyChars?: number;
+}
+
+export const DEFAULT_MAX_REPLY_CHARS = 4096 * 1024;
+export const wireBytesFor = (maxReplyChars: number): number => maxReplyChars * 3 + 64 * 1024;
+
+/** The code of http-fetch's BodyTooLargeError (that module is loaded at the first request only). */
+const BODY_TOO_LARGE: typeof HttpFetchModule.BODY_TOO_LARGE = 'ALEPH_BODY_TOO_LARGE';
+
+function bodyTooLarge(error: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let current = error; current instanceof Error && !seen.has(current); current = current.cause) {
+    seen.add(current);
+    if ((current as { code?: unknown }).code === BODY_TOO_LARGE) return true;
+  }
+  return false;
+}
+
+/** The run's error for a reply over the bound: stable words naming the setting. */
+export function replyTooLarge(id: string, maxReplyChars: number, cause?: unknown): FatalProviderError {
+  const kib = Math.round((maxReplyChars / 1024) * 10) / 10;
+  return new FatalProviderError(
+    `${id}: the model's reply is larger than ${kib} KiB of text and tool-call arguments ([agent].max_reply_kib): it was cut off, and nothing of it was run`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
 /** Why a stream part or a read broke the reply, in words that name the cause. */
 function streamFailure(id: string, error: unknown): Error {
-  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : '';
-  return new Error(`${id}: the reply stream broke: ${describe(error)}${cause}`, { cause: error });
+  // A malformed chunk is quoted in its parse error: an excerpt, not megabytes of it, goes on.
+  const cause =
+    error instanceof Error && error.cause instanceof Error ? ` (${excerpt(error.cause.message, 300)})` : '';
+  return new Error(`${id}: the reply stream broke: ${excerpt(describe(error), 500)}${cause}`, {
+    cause: error,
+  });
 }
 
 /**
@@ -364,9 +408,15 @@ function streamFailure(id: string, error: unknown): Error {
  * event) or a broken read throws, naming the cause; a finish with a tool call still unfinished
  * throws too: half a reply is never handed on as a whole one.
  */
-async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3StreamPart>): ReplyStream {
+async function* replyParts(
+  id: string,
+  stream: ReadableStream<LanguageModelV3StreamPart>,
+  maxReplyChars: number,
+): ReplyStream {
   const reader = stream.getReader();
   const open = new Map<string, string>(); // tool inputs started and not yet a call: id → name
+  const streamedInputs = new Set<string>(); // calls whose input came as deltas (counted already)
+  let chars = 0;
   let unfinishedReply = false;
   try {
     for (;;) {
@@ -374,10 +424,26 @@ async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3Str
       try {
         read = await reader.read();
       } catch (error) {
-        throw streamFailure(id, error);
+        throw bodyTooLarge(error) ? replyTooLarge(id, maxReplyChars, error) : streamFailure(id, error);
       }
       if (read.done) return;
       const part = read.value;
+      switch (part.type) {
+        case 'text-delta':
+        case 'reasoning-delta':
+          chars += part.delta.length;
+          break;
+        case 'tool-input-delta':
+          chars += part.delta.length;
+          streamedInputs.add(part.id);
+          break;
+        case 'tool-call':
+          if (!streamedInputs.has(part.toolCallId)) chars += part.input.length;
+          break;
+        default:
+          break;
+      }
+      if (chars > maxReplyChars) throw replyTooLarge(id, maxReplyChars);
       switch (part.type) {
         case 'text-delta':
           yield { type: 'text', text: part.delta };
@@ -415,6 +481,7 @@ async function* replyParts(id: string, stream: ReadableStream<LanguageModelV3Str
           break;
         }
         case 'error':
+          if (bodyTooLarge(part.error)) throw replyTooLarge(id, maxReplyChars, part.error);
           // A reply that ended without a finish reason is read as such (not a stop), by its finish part.
           if (NO_FINISH.test(String((part.error as Error | undefined)?.message ?? part.error))) {
             unfinishedReply = true;
@@ -477,8 +544,9 @@ function modelLoader(id: string, model: LanguageModelV3 | DeferredModel): () => 
 export function aiSdkProvider(
   id: string,
   model: LanguageModelV3 | DeferredModel,
-  options: RetryOptions & CacheOptions = {},
+  options: RetryOptions & CacheOptions & ReplyLimitOptions = {},
 ): AiProvider {
+  const maxReplyChars = options.maxReplyChars ?? DEFAULT_MAX_REPLY_CHARS;
   const prompts = new PromptCache();
   const toolsBySpecs = new WeakMap<readonly ToolSpec[], LanguageModelV3FunctionTool[]>();
   const caching = (options.promptCaching ?? true) && model.provider.startsWith('anthropic');
@@ -498,7 +566,13 @@ export function aiSdkProvider(
     async think(request: ThinkRequest, signal: AbortSignal): Promise<ThinkResponse> {
       const call = callOptions(request, signal, false);
       const ready = await loaded();
-      return toThinkResponse(await withRetries(id, options, signal, () => ready.doGenerate(call)));
+      const response = toThinkResponse(await withRetries(id, options, signal, () => ready.doGenerate(call)));
+      const chars = response.toolCalls.reduce(
+        (sum, toolCall) => sum + (JSON.stringify(toolCall.args)?.length ?? 0),
+        response.text.length,
+      );
+      if (chars > maxReplyChars) throw replyTooLarge(id, maxReplyChars);
+      return response;
     },
     stream(request: ThinkRequest, signal: AbortSignal): ReplyStream {
       const call = callOptions(request, signal, caching);
@@ -508,7 +582,7 @@ export function aiSdkProvider(
         const { stream } = await withRetries(id, options, signal, () =>
           ready.doStream({ ...call, includeRawChunks: false }),
         );
-        yield* replyParts(id, stream);
+        yield* replyParts(id, stream, maxReplyChars);
       })();
     },
   };
@@ -537,10 +611,18 @@ const DEFAULT_KEY_VARIABLE: Readonly<Record<string, string>> = {
 export const providerKeyVariable = (agent: Config['agent']): string | undefined =>
   agent.api_key_env ?? DEFAULT_KEY_VARIABLE[agent.provider ?? ''];
 
-let transport: Promise<{ httpFetch: typeof fetch }> | undefined;
-/** httpFetch, its module loaded at the first request: one module more at start made V8 optimize at idle. */
-const providerFetch: typeof fetch = async (input, init) =>
-  (await (transport ??= import('./http-fetch.js'))).httpFetch(input, init);
+let transport: Promise<typeof HttpFetchModule> | undefined;
+/**
+ * The bounded httpFetch, its module loaded at the first request (one module more at start made V8
+ * optimize at idle): an event of a streamed reply, or a whole other reply, at most `maxBytes`.
+ */
+function providerFetch(maxBytes: number): typeof fetch {
+  let bounded: typeof fetch | undefined;
+  return async (input, init) => {
+    bounded ??= (await (transport ??= import('./http-fetch.js'))).boundedHttpFetch(maxBytes);
+    return bounded(input, init);
+  };
+}
 
 /** The configured provider, or undefined when none is configured (terminals still work). */
 export function createProvider(
@@ -567,9 +649,11 @@ export function createProvider(
   if (agent.base_url !== undefined && !isHttpUrl(agent.base_url))
     throw new ProviderConfigError(`[agent].base_url ${JSON.stringify(agent.base_url)} is not an http(s) URL`);
   const { provider: kind, base_url: baseURL } = agent;
-  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch: providerFetch };
+  const maxReplyChars = agent.max_reply_kib * 1024;
+  const fetch = providerFetch(wireBytesFor(maxReplyChars));
+  const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch };
   const deferred = (load: () => Promise<LanguageModelV3>, options?: CacheOptions): AiProvider =>
-    aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, options);
+    aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, { ...options, maxReplyChars });
   switch (kind) {
     case 'openai-compatible':
       if (baseURL === undefined)

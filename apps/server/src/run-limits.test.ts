@@ -1,17 +1,19 @@
 // What a hostile model cannot make a run do, through the real server process: start sub-agents
-// without bound (one reply of 300 spawn_agent calls), or work in `/` or a system folder.
-import { mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+// without bound (one reply of 300 spawn_agent calls), work in `/` or a system folder, or fill the
+// server's memory with one huge reply.
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm, type Turn } from '../test/fake-llm.js';
+import { startHugeReplyLlm } from '../test/huge-reply-llm.js';
 import { startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 let work: string;
 const servers: ServerProcess[] = [];
 const clients: GatewayClient[] = [];
-const models: FakeLlm[] = [];
+const models: Pick<FakeLlm, 'close'>[] = [];
 beforeAll(() => {
   work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-limits-')));
 });
@@ -25,7 +27,7 @@ afterEach(async () => {
   await Promise.all(models.splice(0).map((model) => model.close()));
 });
 
-async function start(model: FakeLlm, agentExtra = ''): Promise<GatewayClient> {
+async function start(model: Pick<FakeLlm, 'baseUrl'>, agentExtra = ''): Promise<GatewayClient> {
   const server = await startServerProcess(`
 [gateway]
 port = 0
@@ -44,6 +46,12 @@ inhibit_sleep = false
   const client = await connectGateway(server.url, { token: server.token });
   clients.push(client);
   return client;
+}
+
+/** The server's peak resident memory so far (VmHWM), in MiB. */
+function peakMib(server: ServerProcess): number {
+  const status = readFileSync(`/proc/${server.child.pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
 }
 
 function done(client: GatewayClient, runId: string): Promise<Record<string, unknown>> {
@@ -137,4 +145,37 @@ describe('a run never works in /, a system folder or a shared temporary folder',
       runId: expect.any(String),
     });
   });
+});
+
+describe('one huge reply cannot fill the server', () => {
+  it.each([
+    ['in 64 KiB events', 65_536],
+    ['in one event', 1 << 30],
+  ] as const)(
+    'a 50 MB write_file %s: the run ends with the bound’s error, nothing is written, the server stays small',
+    async (_, piece) => {
+      const size = 50_000_000;
+      const path = `huge-${piece}.txt`;
+      const model = await startHugeReplyLlm({ size, piece, path });
+      models.push(model);
+      const client = await start(model); // max_reply_kib: its default, 4096
+      await client.subscribe(['agent.*']);
+      const { runId } = await client.request<{ runId: string }>('agent.run', { prompt: 'go', cwd: work });
+      const event = await done(client, runId);
+      expect(event['terminateReason']).toEqual({
+        kind: 'error',
+        error: {
+          kind: 'llm',
+          message: expect.stringContaining(
+            "the model's reply is larger than 4096 KiB of text and tool-call arguments ([agent].max_reply_kib): it was cut off, and nothing of it was run",
+          ),
+        },
+      });
+      expect(existsSync(join(work, path))).toBe(false);
+      expect(model.written).toHaveLength(1);
+      expect(model.written[0]).toBeLessThan(size / 2);
+      // Bounded: about 90-100 MiB; unbounded, a 100 MB reply took the server to about 1 GB.
+      expect(peakMib(servers[0]!)).toBeLessThan(200);
+    },
+  );
 });

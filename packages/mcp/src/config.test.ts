@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import {
   expandVariables,
+  judgeProjectServers,
   loadMcpServers,
   MAX_PROJECT_SERVERS,
   parseMcpJson,
   parseMcpServerEntries,
+  stdioCommandLine,
 } from './config.js';
 import { PROJECT_FILE_MAX_BYTES } from './internal/project-file.js';
 
@@ -353,4 +355,43 @@ it('a .mcp.json naming more servers than the limit starts none of them, and says
     Array.from({ length: MAX_PROJECT_SERVERS }, (_, index) => [`s${index}`, server]),
   );
   expect(parse({ mcpServers: atLimit }).servers).toHaveLength(MAX_PROJECT_SERVERS);
+});
+
+it("the project's stdio servers are judged by the command line they run; a denied one is left out, named", async () => {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-judge-')));
+  try {
+    writeFileSync(
+      join(dir, '.mcp.json'),
+      JSON.stringify({
+        mcpServers: {
+          tidy: { command: '/bin/sh', args: ['-c', "rm -f it's"], env: { MODE: 'a b' }, cwd: 'sub dir' },
+          plain: { command: 'node', args: ['server.js'] },
+          remote: { type: 'http', url: 'https://example.com/mcp' },
+        },
+      }),
+    );
+    const list = loadMcpServers({
+      env: {},
+      projectDir: dir,
+      entries: [{ name: 'own', command: 'rm', args: ['-rf', 'x'] }],
+    });
+    const seen: string[] = [];
+    const judged = await judgeProjectServers(list, dir, (line) => {
+      seen.push(line);
+      return Promise.resolve(line.includes('rm -f') ? 'guard: no deleting' : undefined);
+    });
+    // The user's own [[mcp_servers]] entry and the http server are not judged as commands.
+    expect(seen).toEqual([
+      String.raw`cd 'sub dir' && MODE='a b' /bin/sh -c 'rm -f it'\''s'`,
+      'node server.js',
+    ]);
+    expect(judged.servers.map((server) => server.name)).toEqual(['own', 'plain', 'remote']);
+    expect(judged.problems.map((problem) => problem.message)).toEqual([
+      `${join(dir, '.mcp.json')}: mcpServers.tidy: not started: guard: no deleting`,
+    ]);
+    const tidy = list.servers.find((server) => server.name === 'tidy');
+    expect(tidy?.transport === 'stdio' && stdioCommandLine(tidy)).toBe(seen[0]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -380,3 +380,47 @@ export function loadMcpServers(
   }
   return { servers, problems };
 }
+
+/** A word as a POSIX shell reads it back: as is when plain, else single-quoted. */
+const shellWord = (word: string): string =>
+  /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+
+/** What a stdio server runs, as one shell command line: `cd <cwd> && VAR=value command args…`. */
+export function stdioCommandLine(server: McpServerConfig & { readonly transport: 'stdio' }): string {
+  const assignments = Object.entries(server.env).map(([name, value]) => `${name}=${shellWord(value)} `);
+  const line = `${assignments.join('')}${[server.command, ...server.args].map(shellWord).join(' ')}`;
+  return server.cwd === undefined ? line : `cd ${shellWord(server.cwd)} && ${line}`;
+}
+
+/**
+ * The stdio servers of `projectDir`'s `.mcp.json` (a file the model can write), each judged before
+ * it starts as the shell command it runs (stdioCommandLine) by `judge`, which answers why it may
+ * not run (the user's guard for shell commands said no) or undefined. A denied server is left out,
+ * a problem naming it and the reason; the rest of the list is as it was.
+ */
+export async function judgeProjectServers(
+  list: McpServerList,
+  projectDir: string,
+  judge: (commandLine: string, server: McpServerConfig) => Promise<string | undefined>,
+): Promise<McpServerList> {
+  const file = `${join(projectDir, '.mcp.json')}: `;
+  const verdicts = await Promise.all(
+    list.servers.map((server) =>
+      server.transport === 'stdio' && server.source.startsWith(file)
+        ? judge(stdioCommandLine(server), server)
+        : Promise.resolve(undefined),
+    ),
+  );
+  return {
+    servers: list.servers.filter((_, index) => verdicts[index] === undefined),
+    problems: [
+      ...list.problems,
+      ...list.servers.flatMap((server, index) => {
+        const reason = verdicts[index];
+        return reason === undefined
+          ? []
+          : [{ source: server.source, message: `${server.source}: not started: ${reason}` }];
+      }),
+    ],
+  };
+}

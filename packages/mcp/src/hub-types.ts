@@ -2,7 +2,11 @@
 import type { McpServerConfig } from './config.js';
 import type { McpToolOutput } from './tool-result.js';
 
-/** Runs a command confined by a policy (the shape of @aleph/sandbox's `wrap`). */
+/**
+ * Runs a command confined by a policy (the shape of @aleph/sandbox's `wrap`). `release`, when
+ * given, is called once the server's process is gone, however it ended (or when it never started):
+ * the sandbox then removes what it made for the command (an absent `.git`'s empty stand-in).
+ */
 export type McpCommandWrapper = (command: {
   readonly file: string;
   readonly args: readonly string[];
@@ -13,6 +17,7 @@ export type McpCommandWrapper = (command: {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Record<string, string>;
+  release?(): void;
 };
 
 export interface McpHubOptions {

@@ -1,7 +1,8 @@
 // The nested repositories the user's next `git status` enters, read from a real index (git made it):
-// a repository the model made and staged as a gitlink is named, a submodule git cloned is not.
+// a repository the model made and staged as a gitlink is named with the program keys of its config,
+// a submodule git cloned is not.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
@@ -27,21 +28,45 @@ function repository(dir: string): void {
   git(dir, 'commit', '-qm', 'first');
 }
 
-it('names a repository staged as a gitlink (not a cloned submodule), in every index version', () => {
+it('names a repository staged as a gitlink (not a cloned submodule), in every index version, with the program keys of its config', async () => {
   const project = join(root, 'project');
   repository(project);
-  expect(embeddedRepositories(project)).toEqual([]);
+  expect(await embeddedRepositories(project)).toEqual([]);
   repository(join(root, 'source'));
   git(project, 'submodule', '-q', 'add', join(root, 'source'), 'libs/cloned');
   // The model's one command: a repository with an fsmonitor, staged in the project's index.
   repository(join(project, 'vendor', 'deep'));
   git(join(project, 'vendor', 'deep'), 'config', 'core.fsmonitor', 'touch /nonexistent/pwned');
+  git(join(project, 'vendor', 'deep'), 'config', 'alias.st', '!touch /nonexistent/pwned');
   git(project, 'add', 'vendor/deep');
+  // And a plain one, nothing in its config that runs.
+  repository(join(project, 'plain'));
+  git(project, 'add', 'plain');
   for (const version of ['2', '3', '4']) {
     git(project, 'update-index', '--index-version', version);
-    expect(embeddedRepositories(project), `index version ${version}`).toEqual(['vendor/deep']);
+    expect(await embeddedRepositories(project), `index version ${version}`).toEqual([
+      { path: 'plain', programs: [] },
+      { path: 'vendor/deep', programs: ['core.fsmonitor', 'alias.st'] },
+    ]);
   }
-  expect(embeddedRepositories(join(root, 'not-a-repository'))).toEqual([]);
+  expect(await embeddedRepositories(join(root, 'not-a-repository'))).toEqual([]);
   writeFileSync(join(project, '.git', 'index'), 'not an index');
-  expect(embeddedRepositories(project)).toBeUndefined();
+  expect(await embeddedRepositories(project)).toBeUndefined();
+});
+
+it("git reads the index with no fsmonitor and none of this process's GIT_ variables", async () => {
+  const project = join(root, 'guarded');
+  repository(project);
+  // The project's own config (kept read-only in the sandbox, but say it were the model's): not run.
+  const ran = join(root, 'fsmonitor-ran');
+  git(project, 'config', 'core.fsmonitor', `touch ${ran}; false`);
+  const garbage = join(root, 'garbage-index');
+  writeFileSync(garbage, 'not an index');
+  process.env['GIT_INDEX_FILE'] = garbage; // what git would read instead, were it passed on
+  try {
+    expect(await embeddedRepositories(project)).toEqual([]);
+  } finally {
+    delete process.env['GIT_INDEX_FILE'];
+  }
+  expect(existsSync(ran)).toBe(false);
 });

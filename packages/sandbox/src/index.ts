@@ -34,7 +34,7 @@ export {
   type ModelFileOptions,
   type ModelFileRefusal,
 } from './model-file.js';
-export { embeddedRepositories } from './embedded-repositories.js';
+export { embeddedRepositories, type EmbeddedRepository } from './embedded-repositories.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';
 export { unsafeCwd, type UnsafeCwd } from './cwd.js';

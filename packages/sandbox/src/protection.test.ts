@@ -252,6 +252,36 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(existsSync(PWNED)).toBe(false);
   });
 
+  it('a home link into the cwd made after the first command (the listings kept meanwhile) is kept read-only at the next', async () => {
+    const p = project();
+    const dotfiles = join(p.home, 'dotfiles');
+    mkdirSync(join(dotfiles, 'git'), { recursive: true });
+    mkdirSync(join(dotfiles, 'nvim'));
+    writeFileSync(join(dotfiles, 'git', '.gitconfig'), '[user]\n\tname = t\n');
+    writeFileSync(join(dotfiles, 'nvim', 'init.lua'), '-- mine\n');
+    mkdirSync(join(p.home, '.config'));
+    await sleep(2100); // the home's and .config's listings are old enough to be kept
+    const write = [
+      `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> git/.gitconfig`,
+      `echo 'os.execute("${EVIL}")' >> nvim/init.lua`,
+    ].join('; ');
+    const command = () =>
+      p.box.wrap({ file: '/bin/sh', args: ['-c', write], cwd: dotfiles, env: process.env });
+    const first = command();
+    await run(first).finally(() => first.release());
+    symlinkSync('dotfiles/git/.gitconfig', join(p.home, '.gitconfig'));
+    symlinkSync('../dotfiles/nvim', join(p.home, '.config', 'nvim'));
+    const before = ['git/.gitconfig', 'nvim/init.lua'].map((file) =>
+      readFileSync(join(dotfiles, file), 'utf8'),
+    );
+    const second = command();
+    const ran = await run(second).finally(() => second.release());
+    expect(ran.stderr).toMatch(/Read-only file system[\s\S]*Read-only file system/);
+    expect(
+      ['git/.gitconfig', 'nvim/init.lua'].map((file) => readFileSync(join(dotfiles, file), 'utf8')),
+    ).toEqual(before);
+  });
+
   it('with the cwd in a dotfiles repository the home links into, what the links lead to is read-only', async () => {
     const p = project();
     const dotfiles = join(p.home, 'dotfiles');
@@ -455,7 +485,7 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     const end = box.keep(dir);
     const first = box.wrap({ file: 'true', args: [], cwd: dir, env: {} });
     first.release();
-    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git']); // kept: empty stand-ins
+    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git', '.yarnrc.yml']); // kept: empty stand-ins
     const second = box.wrap({
       file: '/bin/sh',
       args: ['-c', 'echo ref > .git/HEAD; ls -A .git; echo done'],
@@ -554,6 +584,80 @@ describe.skipIf(!linux)('what runs later or is shared through hard links stays u
     expect(readdirSync(join(dir, '.husky')).sort()).toEqual(['_', 'pre-commit']);
     expect(existsSync(join(dir, 'stolen'))).toBe(false);
     expect(readFileSync(join(dir, 'node_modules', '.cache', 'x'), 'utf8')).toBe('cached\n');
+    expect(existsSync(PWNED)).toBe(false);
+  });
+});
+
+describe.skipIf(!linux)("other tools' project config that runs later", () => {
+  it("mise's config files (present) and Yarn's .yarnrc.yml, releases and plugins are read-only; an absent .yarnrc.yml cannot be made", async () => {
+    count += 1;
+    const dir = join(root, `tools${count}`);
+    mkdirSync(join(dir, '.config', 'mise', 'conf.d'), { recursive: true });
+    mkdirSync(join(dir, '.yarn', 'releases'), { recursive: true });
+    mkdirSync(join(dir, '.yarn', 'plugins'), { recursive: true });
+    mkdirSync(join(dir, 'conf'));
+    writeFileSync(join(dir, 'mise.toml'), '[env]\nFOO = "bar"\n');
+    writeFileSync(join(dir, 'mise.ci.toml'), '[env]\nCI = "1"\n');
+    writeFileSync(join(dir, '.config', 'mise', 'conf.d', 'a.toml'), '[tools]\n');
+    writeFileSync(join(dir, 'conf', 'mise-local.toml'), '[env]\n');
+    symlinkSync('conf/mise-local.toml', join(dir, '.mise.local.toml'));
+    writeFileSync(join(dir, '.yarnrc.yml'), 'yarnPath: .yarn/releases/yarn-4.cjs\n');
+    writeFileSync(join(dir, '.yarn', 'releases', 'yarn-4.cjs'), '// yarn\n');
+    writeFileSync(join(dir, '.yarn', 'plugins', 'plugin.cjs'), '// plugin\n');
+    const files = [
+      join(dir, 'mise.toml'),
+      join(dir, 'mise.ci.toml'),
+      join(dir, '.config', 'mise', 'conf.d', 'a.toml'),
+      join(dir, 'conf', 'mise-local.toml'),
+      join(dir, '.yarnrc.yml'),
+      join(dir, '.yarn', 'releases', 'yarn-4.cjs'),
+      join(dir, '.yarn', 'plugins', 'plugin.cjs'),
+    ];
+    const before = files.map((file) => readFileSync(file, 'utf8'));
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const hook = `[hooks]\\nenter = "${EVIL}"\\n`;
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `printf '${hook}' >> mise.toml`,
+          `printf '${hook}' >> mise.ci.toml`,
+          `printf '${hook}' >> .config/mise/conf.d/a.toml`,
+          `printf '${hook}' > .config/mise/conf.d/b.toml`,
+          `printf '${hook}' >> .mise.local.toml`,
+          `printf '${hook}' >> conf/mise-local.toml`,
+          "echo 'yarnPath: evil.cjs' > .yarnrc.yml",
+          `echo '${EVIL}' >> .yarn/releases/yarn-4.cjs`,
+          `echo '${EVIL}' > .yarn/plugins/evil.cjs`,
+          'mv .yarn .yarn-x',
+          'mv .config .config-x',
+          'echo data > .tool-versions && echo wrote-data',
+        ].join('; '),
+      ],
+      cwd: dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('wrote-data\n');
+    expect(files.map((file) => readFileSync(file, 'utf8'))).toEqual(before);
+    expect(readdirSync(join(dir, '.config', 'mise', 'conf.d'))).toEqual(['a.toml']);
+    expect(readdirSync(join(dir, '.yarn', 'plugins'))).toEqual(['plugin.cjs']);
+
+    // A project without a .yarnrc.yml: the command cannot make one, and nothing is left after it.
+    const bare = join(root, `bare${count}`);
+    mkdirSync(bare);
+    const second = box.wrap({
+      file: '/bin/sh',
+      args: ['-c', "echo 'yarnPath: evil.cjs' > .yarnrc.yml; echo ok"],
+      cwd: bare,
+      env: process.env,
+    });
+    const made = await run(second);
+    second.release();
+    expect(made.stderr).toMatch(/\.yarnrc\.yml: Read-only file system/);
+    expect(existsSync(join(bare, '.yarnrc.yml'))).toBe(false);
     expect(existsSync(PWNED)).toBe(false);
   });
 });

@@ -109,4 +109,22 @@ describe('hostile matcher and "if" patterns are matched in linear time', () => {
       kind: 'allow',
     });
   });
+
+  it('"*" is the match-all matcher Claude Code documents: no warning, and it runs for every tool', async () => {
+    writeFileSync(
+      join(project, '.claude', 'settings.json'),
+      JSON.stringify({
+        hooks: {
+          PreToolUse: [{ matcher: '*', hooks: [{ type: 'command', command: 'echo all >&2; exit 2' }] }],
+        },
+      }),
+    );
+    const found = discoverClaudeCodeHooks({ projectDir: project, home: null });
+    expect(found.warnings).toEqual([]);
+    const hooks = new ClaudeCodeToolHooks(found, { projectDir: project });
+    expect(await hooks.before({ id: 's', name: 'shell', args: { command: 'ls' } })).toEqual({
+      kind: 'deny',
+      reason: 'all',
+    });
+  });
 });

@@ -304,6 +304,7 @@ export function discoverClaudeCodeHooks(options: DiscoverClaudeCodeHooksOptions)
  * file, maybe the model's, would hold the server).
  */
 export function matcherProblem(matcher: string): string | undefined {
+  if (matcher === '*') return undefined; // match-all, as matcherMatches reads it (no regular expression)
   try {
     new RegExp(matcher);
   } catch (error) {

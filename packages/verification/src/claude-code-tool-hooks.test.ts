@@ -380,3 +380,24 @@ describe("the goal tool's gate_command", () => {
     });
   });
 });
+
+describe('a command that will run as a shell call would (judgeCommand)', () => {
+  it('Bash hooks judge it: a deny comes back with the reason and why; another command is allowed', async () => {
+    const guard = {
+      name: '~/.claude/settings.json#PreToolUse[0].hooks[0]',
+      event: 'PreToolUse' as const,
+      matcher: 'Bash',
+      command: `jq -r .tool_input.command | grep -q FORBIDDEN && { echo "guard: not here" >&2; exit 2; }; exit 0`,
+      timeoutMs: 10_000,
+    };
+    const hooks = new ClaudeCodeToolHooks(
+      { hooks: [guard], warnings: [], files: [] },
+      { projectDir: project },
+    );
+    expect(await hooks.judgeCommand("/bin/sh -c 'rm -f x # FORBIDDEN'", 'a server', { id: 'm1' })).toEqual({
+      kind: 'deny',
+      reason: 'guard: not here (a server)',
+    });
+    expect(await hooks.judgeCommand('node server.js', 'a server', { id: 'm2' })).toEqual({ kind: 'allow' });
+  });
+});

@@ -239,6 +239,23 @@ export class ClaudeCodeToolHooks {
   }
 
   /**
+   * A command that is not a tool call but will run as one would (a project `.mcp.json` stdio
+   * server's, started at a run's start), judged by the PreToolUse hooks as that `shell` (`Bash`)
+   * call: a deny, or a stop (there is no run to stop yet), comes back as a deny with the hook's
+   * reason and `why`; a rewrite cannot be applied and counts as nothing, as in the goal's gate.
+   */
+  async judgeCommand(
+    command: string,
+    why: string,
+    ctx: ToolHookRunContext & { readonly id: string },
+  ): Promise<{ readonly kind: 'allow' } | { readonly kind: 'deny'; readonly reason: string }> {
+    const reasons: string[] = [];
+    const call = { id: ctx.id, name: 'shell', args: { command } };
+    await this.#judgeAgain(call, ctx, { command }, why, reasons, reasons);
+    return reasons.length === 0 ? { kind: 'allow' } : { kind: 'deny', reason: reasons.join('\n') };
+  }
+
+  /**
    * `feedback` is always there ('' for none) while the harness's hook point still types it as
    * required; once that takes ToolHookAfter, an empty one is left out.
    */

@@ -3,7 +3,8 @@
 // it ends what it started too (an `npx` wrapper's node, a shell's children); and a message is read
 // in linear time up to a cap (the SDK's buffer re-copies itself per chunk). Invariant: close()
 // resolves only after the child exited or its group was sent KILL; a line that is not JSON-RPC is
-// reported through onerror and skipped, never fatal.
+// reported through onerror and skipped, never fatal. The command's `release` runs exactly once,
+// when the child is gone or could not start (or at close() when it was never started).
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -17,6 +18,8 @@ export interface StdioCommand {
   readonly args: readonly string[];
   readonly cwd?: string | undefined;
   readonly env: Readonly<Record<string, string>>;
+  /** What confined the command gives back once it is gone (a sandbox's stand-ins). */
+  release?(): void;
 }
 
 export class StdioTransport implements Transport {
@@ -33,8 +36,16 @@ export class StdioTransport implements Transport {
   #stderr = '';
   #exited: Promise<void> = Promise.resolve();
 
+  #released = false;
+
   constructor(command: StdioCommand) {
     this.#command = command;
+  }
+
+  #release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#command.release?.();
   }
 
   /** The last few KiB the server wrote on stderr: what a crash is explained with. */
@@ -60,11 +71,13 @@ export class StdioTransport implements Transport {
       this.#pid = child.pid;
       this.#exited = new Promise((done) => child.once('close', () => done()));
       child.once('error', (error) => {
+        if (child.pid === undefined) this.#release(); // never started: no close follows
         reject(error);
         this.onerror?.(error);
       });
       child.once('spawn', () => resolve());
       child.once('close', (code, signal) => {
+        this.#release();
         if (this.#child === child) this.#child = undefined;
         if (code !== 0 || signal !== null)
           this.onerror?.(new Error(`exited with ${signal ?? `code ${code}`}${this.#stderrSuffix()}`));
@@ -144,6 +157,7 @@ export class StdioTransport implements Transport {
   }
 
   async close(): Promise<void> {
+    if (this.#pid === undefined) this.#release(); // never started
     if (this.#pid === undefined || this.#closing) return;
     this.#closing = true;
     const within = (ms: number): Promise<boolean> =>

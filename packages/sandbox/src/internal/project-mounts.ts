@@ -66,6 +66,32 @@ const LINKED_OR_RUN_LATER = [
   'node_modules/.pnpm',
 ];
 
+/**
+ * Other tools' project config, kept read-only when present: what they run later by themselves.
+ * mise's config (`[hooks] enter`, `[env] _.source` run as the user's shell enters the folder; mise
+ * asks to trust a path once, not each change) and the releases and plugins Yarn's `.yarnrc.yml`
+ * points at (`yarnPath`: every `yarn` runs that file). `.tool-versions` is data only.
+ */
+const RUN_BY_TOOLS = [
+  'mise.toml',
+  '.mise.toml',
+  'mise.local.toml',
+  '.mise.local.toml',
+  '.rtx.toml',
+  '.rtx.local.toml',
+  '.config/mise.toml',
+  '.config/mise.local.toml',
+  '.config/mise',
+  '.mise/config.toml',
+  '.mise/config.local.toml',
+  'mise/config.toml',
+  '.yarn/releases',
+  '.yarn/plugins',
+];
+
+/** mise's per-environment config in the cwd (`MISE_ENV=ci` reads `mise.ci.toml`, `.mise.ci.local.toml`). */
+const MISE_ENV_FILE = /^\.?mise\.[^/]+\.toml$/;
+
 /** Other version control systems' repository folders and the config each reads from there. */
 const OTHER_VCS = [
   ['.hg', 'hgrc'],
@@ -254,11 +280,16 @@ export function projectProtections(
   // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
   // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
   // would change every project installed from it.
-  for (const name of LINKED_OR_RUN_LATER) {
+  // Yarn's `.yarnrc.yml` runs its `yarnPath` at every `yarn`, without asking: an empty stand-in
+  // when absent, as `.claude` gets.
+  mounts.push({ path: join(cwd, '.yarnrc.yml'), how: 'read-only', absent: 'file' });
+  const miseEnvFiles = cwdNames(cwd).filter((name) => MISE_ENV_FILE.test(name));
+  for (const name of [...LINKED_OR_RUN_LATER, ...RUN_BY_TOOLS, ...miseEnvFiles]) {
     const path = join(cwd, name);
     const kind = kindOf(path);
-    if (kind === 'dir' || kind === 'file')
-      mounts.push({ path, how: 'read-only', absent: kind, existing: true });
+    // A link is kept by what it leads to in the cwd.
+    if (kind === 'dir' || kind === 'file' || kind === 'symlink')
+      mounts.push({ path, how: 'read-only', absent: kind === 'dir' ? 'dir' : 'file', existing: true });
   }
   for (const path of policy.readOnly) mounts.push({ path, how: 'read-only', absent: 'file' });
   for (const path of policy.readOnlyFolders)
@@ -281,14 +312,17 @@ export function projectProtections(
   return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
 }
 
-/** Where the home's dot entries, and the entries of its dot folders, link to inside `cwd` (a bounded look). */
+/**
+ * Where the home's dot entries, and the entries of its dot folders, link to inside `cwd` (a bounded
+ * look). On every command's wrap(): the folders' listings are the kept ones while they are unchanged.
+ */
 function homeLinksInto(home: string, cwd: string): string[] {
   const found: string[] = [];
   let left = 512;
   const look = (dir: string, top: boolean): void => {
-    let entries: Dirent[];
+    let entries: readonly Dirent[];
     try {
-      entries = readdirSync(dir, { withFileTypes: true }); // the types without a stat each
+      entries = listingOf(dir).entries; // the types without a stat each, kept while the folder is unchanged
     } catch {
       return;
     }
@@ -305,9 +339,18 @@ function homeLinksInto(home: string, cwd: string): string[] {
   return found;
 }
 
+/** The cwd's names (its cached listing), or none when it cannot be read. */
+function cwdNames(cwd: string): string[] {
+  try {
+    return namesIn(cwd);
+  } catch {
+    return [];
+  }
+}
+
 function dotEntries(dir: string): string[] {
   try {
-    return readdirSync(dir).filter((name) => name.startsWith('.'));
+    return namesIn(dir).filter((name) => name.startsWith('.'));
   } catch {
     return [];
   }
@@ -396,19 +439,39 @@ function isStandIn(path: string, kind: StandIn): boolean {
  * 50 commands starting at once it was most of wrap()'s time. A folder changed in the last RACY_MS
  * before its reading is not kept (a change within the same tick of the clock leaves the time).
  */
-const listings = new Map<string, { dev: number; ino: number; ctimeMs: number; names: string[] }>();
+interface Listing {
+  readonly dev: number;
+  readonly ino: number;
+  readonly ctimeMs: number;
+  /** An entry's type changes only by its removal and a new one: the folder's time moves too. */
+  readonly entries: readonly Dirent[];
+  readonly names: string[];
+}
+const listings = new Map<string, Listing>();
 const RACY_MS = 2000;
 
-/** The names in `dir` (a link not followed); throws as readdirSync does. */
-function namesIn(dir: string, stat: Stats = lstatSync(dir)): string[] {
+/** The entries of `dir` with their types (a link not followed); throws as readdirSync does. */
+function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
   const known = listings.get(dir);
-  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known.names;
-  const names = readdirSync(dir);
+  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known;
+  const entries = readdirSync(dir, { withFileTypes: true });
+  const listing = {
+    dev: stat.dev,
+    ino: stat.ino,
+    ctimeMs: stat.ctimeMs,
+    entries,
+    names: entries.map(({ name }) => name),
+  };
   if (stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
     if (listings.size >= 1024) listings.clear();
-    listings.set(dir, { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, names });
+    listings.set(dir, listing);
   } else listings.delete(dir);
-  return names;
+  return listing;
+}
+
+/** The names in `dir` (a link not followed); throws as readdirSync does. */
+function namesIn(dir: string, stat?: Stats): string[] {
+  return listingOf(dir, stat).names;
 }
 
 /**
