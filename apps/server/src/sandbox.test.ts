@@ -300,6 +300,19 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(readFileSync(join(project, 'aleph.toml'), 'utf8')).toMatch(/fake-coder/);
   });
 
+  it('a session store under /dev/shm: the server starts (the sandbox has its own /dev), and a command sees nothing of it', async () => {
+    const store = mkdtempSync('/dev/shm/aleph-store-');
+    try {
+      const { client } = await start(config('required', `[store]\ndir = "${store}"\n`));
+      const { done, outputs } = await agentRun(client, [`ls ${store} 2>&1; echo listed`]);
+      expect(done['sandbox']).toBe('bubblewrap');
+      expect(outputs[0]).toMatch(/No such file or directory[\s\S]*listed/);
+      expect(readdirSync(store).length).toBeGreaterThan(0); // the run's log is there
+    } finally {
+      rmSync(store, { recursive: true, force: true });
+    }
+  });
+
   // A launcher's leaked descriptor reached the sandboxed command: a write outside the cwd.
   it('a descriptor the server inherited reaches neither the server past its start nor the sandboxed command', async () => {
     const target = join(root, 'fd-target.log');

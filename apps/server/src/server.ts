@@ -296,9 +296,9 @@ function buildSandbox(
     return createSandbox(
       {
         network: config.sandbox.network,
+        // The sandbox has a /dev and a /proc of its own: what the host keeps there is out of reach.
         denyRead: [
-          stateDir,
-          storeDir,
+          ...[stateDir, storeDir].filter((path) => !/^\/(?:dev|proc)(?:\/|$)/.test(path)),
           ...(configPath === undefined ? [] : [configPath]),
           // Whatever holds them could join the cluster: read its sessions, drive its terminals.
           ...clusterCredentials(config).map((file) => file.path),
