@@ -70,3 +70,19 @@ it("git reads the index with no fsmonitor and none of this process's GIT_ variab
   }
   expect(existsSync(ran)).toBe(false);
 });
+
+it('outside a repository it answers none without starting git (a fork of the caller each run)', async () => {
+  const plain = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-no-repo-')));
+  const path = process.env['PATH'];
+  process.env['PATH'] = '/nonexistent'; // a git started now would fail: "could not tell"
+  try {
+    expect(await embeddedRepositories(plain)).toEqual([]);
+    mkdirSync(join(plain, 'sub'));
+    expect(await embeddedRepositories(join(plain, 'sub'))).toEqual([]);
+    mkdirSync(join(plain, '.git'));
+    expect(await embeddedRepositories(join(plain, 'sub'))).toBeUndefined(); // a repository above: git asked
+  } finally {
+    process.env['PATH'] = path;
+    rmSync(plain, { recursive: true, force: true });
+  }
+});

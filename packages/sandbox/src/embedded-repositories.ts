@@ -64,7 +64,8 @@ function git(cwd: string, args: readonly string[]): Promise<Ran> {
  * undefined when git could not read the index.
  */
 export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepository[] | undefined> {
-  if (lstatSync(cwd, { throwIfNoEntry: false }) === undefined) return [];
+  // A process costs its caller a fork (~10 ms of a large server's event loop): none outside a repository.
+  if (!inRepository(cwd)) return [];
   const listed = await git(cwd, ['ls-files', '--stage', '-z']);
   if (!listed.ok) return /not a git repository/i.test(listed.stderr) ? [] : undefined;
   const paths: string[] = [];
@@ -79,6 +80,15 @@ export async function embeddedRepositories(cwd: string): Promise<EmbeddedReposit
     if (gitDir !== undefined) found.push({ path, programs: await programKeys(gitDir) });
   }
   return found;
+}
+
+/** Whether git finds a repository from `cwd`: a `.git` there or in a folder above (none if `cwd` is gone). */
+function inRepository(cwd: string): boolean {
+  if (lstatSync(cwd, { throwIfNoEntry: false }) === undefined) return false;
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    if (lstatSync(join(dir, '.git'), { throwIfNoEntry: false }) !== undefined) return true;
+    if (dirname(dir) === dir) return false;
+  }
 }
 
 /** The git dir git would enter for the gitlink's folder, unless it is one of `.git/modules` (or none). */
