@@ -360,7 +360,7 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
       `[bubblewrap] /bin/sh -c ${command}`,
       `[bubblewrap] /bin/sh -c ${command}`,
     ]);
-    // The run kept the stand-ins of the absent .claude, .git and .yarnrc.yml from one command to the next; gone at its end.
+    // The run kept the stand-ins of the absent .claude and .git from one command to the next; gone at its end.
     expect(readdirSync(work)).not.toContain('.claude');
     expect(readdirSync(work)).not.toContain('.git');
     expect(readdirSync(work)).not.toContain('.yarnrc.yml');

@@ -262,7 +262,7 @@ describe("the file tools refuse the sandbox's denied paths inside the working di
 });
 
 describe('the file tools refuse what the sandbox keeps read-only', () => {
-  it('.claude, .git/hooks, .git/config, .git/commondir, .yarnrc.yml and the listed files; the rest of .git works', async () => {
+  it('.claude, .git/hooks, .git/config, .git/commondir and the listed files; the rest of .git works', async () => {
     const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-readonly-')));
     try {
       mkdirSync(join(project, '.git', 'hooks'), { recursive: true });
@@ -288,7 +288,6 @@ describe('the file tools refuse what the sandbox keeps read-only', () => {
         '.git/hooks/pre-commit',
         '.git/config',
         '.git/commondir',
-        '.yarnrc.yml',
       ]) {
         expect(await ownCall('write_file', { path, content: 'x' })).toEqual({
           isError: true,

@@ -153,8 +153,7 @@ export const PROTECTED_ROOT_PATHS = [
  * Kept read-only in a command's cwd (relative to it), and refused by the file tools: what runs
  * unconfined later reads them — Claude Code's hooks, git's hooks and config, and what points git at
  * another config (`commondir`, `config.worktree`, a worktree's or a submodule's git dir), the
- * repository config of Mercurial, Sapling and Jujutsu, and Yarn's `.yarnrc.yml` (its `yarnPath` runs
- * at every `yarn`). `.git` itself too when it is a file (`gitdir: …`).
+ * repository config of Mercurial, Sapling and Jujutsu. `.git` itself too when it is a file (`gitdir: …`).
  */
 export const PROTECTED_PROJECT_PATHS = [
   '.claude',
@@ -168,7 +167,6 @@ export const PROTECTED_PROJECT_PATHS = [
   '.hg/hgrc',
   '.sl/config',
   '.jj/repo',
-  '.yarnrc.yml',
 ] as const;
 
 /** The protected path of `cwd` that `real` (a real path) is or lies under, if any; `.git` when a file would be written there. */

@@ -485,7 +485,7 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     const end = box.keep(dir);
     const first = box.wrap({ file: 'true', args: [], cwd: dir, env: {} });
     first.release();
-    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git', '.yarnrc.yml']); // kept: empty stand-ins
+    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git']); // kept: empty stand-ins
     const second = box.wrap({
       file: '/bin/sh',
       args: ['-c', 'echo ref > .git/HEAD; ls -A .git; echo done'],
@@ -589,7 +589,7 @@ describe.skipIf(!linux)('what runs later or is shared through hard links stays u
 });
 
 describe.skipIf(!linux)("other tools' project config that runs later", () => {
-  it("mise's config files (present) and Yarn's .yarnrc.yml, releases and plugins are read-only; an absent .yarnrc.yml cannot be made", async () => {
+  it("mise's config files and Yarn's .yarnrc.yml, releases and plugins are read-only when present; no file stand-in shows in a project", async () => {
     count += 1;
     const dir = join(root, `tools${count}`);
     mkdirSync(join(dir, '.config', 'mise', 'conf.d'), { recursive: true });
@@ -645,19 +645,20 @@ describe.skipIf(!linux)("other tools' project config that runs later", () => {
     expect(readdirSync(join(dir, '.config', 'mise', 'conf.d'))).toEqual(['a.toml']);
     expect(readdirSync(join(dir, '.yarn', 'plugins'))).toEqual(['plugin.cjs']);
 
-    // A project without a .yarnrc.yml: the command cannot make one, and nothing is left after it.
+    // A repository without them: nothing the command sees in it that git would stage (a model's
+    // `git add -A` committed an empty stand-in into every project).
     const bare = join(root, `bare${count}`);
     mkdirSync(bare);
+    spawnSync('git', ['init', '-q'], { cwd: bare });
     const second = box.wrap({
       file: '/bin/sh',
-      args: ['-c', "echo 'yarnPath: evil.cjs' > .yarnrc.yml; echo ok"],
+      args: ['-c', 'git add -A && git status --porcelain; echo ok'],
       cwd: bare,
       env: process.env,
     });
     const made = await run(second);
     second.release();
-    expect(made.stderr).toMatch(/\.yarnrc\.yml: Read-only file system/);
-    expect(existsSync(join(bare, '.yarnrc.yml'))).toBe(false);
+    expect(made.stdout, made.stderr).toBe('ok\n');
     expect(existsSync(PWNED)).toBe(false);
   });
 });

@@ -69,8 +69,10 @@ const LINKED_OR_RUN_LATER = [
 /**
  * Other tools' project config, kept read-only when present: what they run later by themselves.
  * mise's config (`[hooks] enter`, `[env] _.source` run as the user's shell enters the folder; mise
- * asks to trust a path once, not each change) and the releases and plugins Yarn's `.yarnrc.yml`
- * points at (`yarnPath`: every `yarn` runs that file). `.tool-versions` is data only.
+ * asks to trust a path once, not each change), Yarn's `.yarnrc.yml` and the releases and plugins it
+ * points at (`yarnPath`: every `yarn` runs that file). `.tool-versions` is data only. None has a
+ * stand-in when absent: an empty file would show in the project (`git add -A` would stage it), and a
+ * new one is the model's like a package.json script, which the user's `yarn` runs too.
  */
 const RUN_BY_TOOLS = [
   'mise.toml',
@@ -85,6 +87,7 @@ const RUN_BY_TOOLS = [
   '.mise/config.toml',
   '.mise/config.local.toml',
   'mise/config.toml',
+  '.yarnrc.yml',
   '.yarn/releases',
   '.yarn/plugins',
 ];
@@ -280,9 +283,6 @@ export function projectProtections(
   // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
   // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
   // would change every project installed from it.
-  // Yarn's `.yarnrc.yml` runs its `yarnPath` at every `yarn`, without asking: an empty stand-in
-  // when absent, as `.claude` gets.
-  mounts.push({ path: join(cwd, '.yarnrc.yml'), how: 'read-only', absent: 'file' });
   const miseEnvFiles = cwdNames(cwd).filter((name) => MISE_ENV_FILE.test(name));
   for (const name of [...LINKED_OR_RUN_LATER, ...RUN_BY_TOOLS, ...miseEnvFiles]) {
     const path = join(cwd, name);
