@@ -76,7 +76,7 @@ async function pnpmStart(args: string[], cwd: string, env: NodeJS.ProcessEnv): P
 async function stopServer(): Promise<void> {
   await client?.close();
   client = undefined;
-  if (server?.pid !== undefined && server.exitCode === null) {
+  if (server?.pid !== undefined && server.exitCode === null && server.signalCode === null) {
     const exited = new Promise((done) => server!.once('exit', done));
     process.kill(-server.pid, 'SIGTERM');
     await exited;

@@ -795,6 +795,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
     try {
       owner.attach(host);
+      // The session's registration reaches the other node through NATS: follow once it is known there.
+      await expect.poll(() => front.has(session.id), { timeout: 10_000 }).toBe(true);
       let received = 0;
       let acked = 0;
       const viewer: RemoteViewer = {
@@ -942,6 +944,8 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     const front = await ClusterTerminals.open(b, busB, { secret: SECRET });
     try {
       owner.attach(host);
+      // The session's registration reaches the other node through NATS: follow once it is known there.
+      await expect.poll(() => front.has(session.id), { timeout: 10_000 }).toBe(true);
       let received = 0;
       let messages = 0;
       let busyUntil = 0;
