@@ -7,6 +7,7 @@ import { createFileSessionStore, summarize, type SessionStore } from '@aleph/har
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
 import {
   createSandbox,
+  inSandboxOwnFilesystem,
   isWithin,
   PROTECTED_HOME_PATHS,
   SandboxError,
@@ -298,7 +299,7 @@ function buildSandbox(
         network: config.sandbox.network,
         // The sandbox has a /dev and a /proc of its own: what the host keeps there is out of reach.
         denyRead: [
-          ...[stateDir, storeDir].filter((path) => !/^\/(?:dev|proc)(?:\/|$)/.test(path)),
+          ...[stateDir, storeDir].filter((path) => !inSandboxOwnFilesystem(path)),
           ...(configPath === undefined ? [] : [configPath]),
           // Whatever holds them could join the cluster: read its sessions, drive its terminals.
           ...clusterCredentials(config).map((file) => file.path),

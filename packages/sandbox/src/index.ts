@@ -17,6 +17,7 @@ export {
 } from './sandbox.js';
 export {
   ENV_ALLOW_LIST,
+  inSandboxOwnFilesystem,
   isWithin,
   PROTECTED_HOME_PATHS,
   PROTECTED_PROJECT_PATHS,

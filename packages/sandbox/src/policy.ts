@@ -208,6 +208,10 @@ const PSEUDO_FILESYSTEMS = ['/proc', '/dev'];
 export const isWithin = (path: string, root: string): boolean =>
   path === root || path.startsWith(root === sep ? root : root + sep);
 
+/** Whether `path` (absolute) is under the /proc or /dev a sandboxed command gets of its own: out of its reach. */
+export const inSandboxOwnFilesystem = (path: string): boolean =>
+  PSEUDO_FILESYSTEMS.some((root) => isWithin(path, root));
+
 function denied(path: string, stat: Stats, source: DeniedPath['source']): DeniedPath {
   if (!stat.isDirectory() && stat.nlink > 1) {
     // Hiding one name of a file hides nothing when another name stays readable.
@@ -346,7 +350,7 @@ export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): 
   }
   for (const entry of policy.denyRead ?? []) {
     const path = entry === '~' || entry.startsWith('~/') ? join(home, entry.slice(1)) : entry;
-    if (!isAbsolute(path) || PSEUDO_FILESYSTEMS.some((root) => isWithin(path, root)) || path === sep) {
+    if (!isAbsolute(path) || inSandboxOwnFilesystem(path) || path === sep) {
       throw new SandboxError(
         'path_invalid',
         `deny_read: ${JSON.stringify(entry)} is not a path on the filesystem (absolute or ~/…, not / or under /proc, /dev)`,
