@@ -136,7 +136,8 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
     expect(response.headers()['content-type']).toBe('image/svg+xml');
   });
 
-  it('a program printing a repeat count of 2^31 does not block the page', async () => {
+  // Retried: once, on a loaded machine, the page answered but the output did not show within the wait.
+  it('a program printing a repeat count of 2^31 does not block the page', { retry: 2 }, async () => {
     await page.keyboard.press('Alt+KeyN');
     await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
     await command(`clear; printf 'a\\033[2147483647b\\033[2147483647L'; echo; echo repeat-""end`);
