@@ -71,7 +71,9 @@ export interface GatewayOptions {
   readonly flow?: Partial<FlowLimits>;
   /**
    * Outbound bytes a connection may have unread (replies, replay, events) before it reads no more
-   * requests and answers `busy`; at four times this it is closed with 4008. Default 4 MiB.
+   * requests and answers `busy`; with four times this waiting behind the frame it is reading (one
+   * frame, however large, is not held against a client that reads it) it is closed with 4008.
+   * Default 4 MiB.
    */
   readonly outboundBudgetBytes?: number;
   /**

@@ -91,3 +91,33 @@ it('follow reads a scrollback longer than one replay answer, every byte once', a
   await until(() => Buffer.concat(received).length >= transcript.length, 'the whole scrollback');
   expect(Buffer.concat(received).equals(transcript)).toBe(true);
 });
+
+it('a client that reads gets an event of 32 × its budget whole and stays connected; one that stops reading is closed with 4008 once four budgets wait behind it', async () => {
+  const budget = 64 * 1024;
+  h = await startGateway({ outboundBudgetBytes: budget });
+  const reader = await h.connect();
+  const stopped = await h.connect();
+  const closes = new Map<string, number>();
+  reader.socket.on('close', (code) => closes.set('reader', code));
+  stopped.socket.on('close', (code) => closes.set('stopped', code));
+  const got: string[] = [];
+  reader.onEvent((_, params) => got.push((params as { text: string }).text));
+  await reader.subscribe(['test.*']);
+  await stopped.subscribe(['test.*']);
+  stopped.socket.pause(); // it reads nothing from now on
+
+  const big = 'b'.repeat(32 * budget);
+  h.gateway.publish('test.big', { text: big });
+  await until(() => got.length === 1, 'the large event at the client that reads');
+  expect(got[0]).toBe(big);
+  // Then 24 MiB more (past the kernel's socket buffers), each once the one that reads has the last.
+  for (let index = 0; index < 384; index += 1) {
+    h.gateway.publish('test.small', { text: String(index % 10).repeat(budget) });
+    await until(() => got.length === index + 2, 'the event at the client that reads');
+  }
+  stopped.socket.resume(); // it reads what it was sent: the server's close comes last
+  await until(() => closes.has('stopped'), 'the close at the client that stopped reading');
+  expect(closes.get('stopped')).toBe(4008);
+  expect(closes.has('reader')).toBe(false);
+  expect(await reader.list()).toEqual([]); // still answered
+});

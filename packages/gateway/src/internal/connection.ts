@@ -2,8 +2,10 @@
 // AbortController that every request it made observes, and its outbound budget. Every byte the
 // gateway sends (replies, replay, events) sits in the socket's buffer until the client reads it:
 // past the budget the connection reads no more requests (and the few already read are answered
-// `busy`), and past four budgets it is closed, so a client that stops reading cannot grow the
-// server's memory without bound.
+// `busy`), and when more than four budgets wait behind the frame it is reading it is closed, so a
+// client that stops reading cannot grow the server's memory without bound. One frame, however
+// large, is not held against a client that reads it: a client that stops reading in the middle of
+// one is found by the keepalive (its pong never comes).
 import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import { topicMatches } from '../protocol.js';
@@ -52,6 +54,8 @@ export class Connection {
   #drainCheck: NodeJS.Timeout | undefined;
   /** Events held while the client is behind (coalesced where their topic allows), in order. */
   readonly #held: { topic: string; data: unknown; bytes: number }[] = [];
+  /** Bytes of each frame over the budget not yet written out, oldest first: the first is the one being read. */
+  readonly #large: number[] = [];
   #heldBytes = 0;
   #heldCheck: NodeJS.Timeout | undefined;
 
@@ -120,8 +124,23 @@ export class Connection {
       whole[1] = frame.length;
       frame.copy(whole, 2);
       this.#wire.write(whole, written === undefined ? undefined : () => written());
+    } else if (frame.length * (typeof frame === 'string' ? 3 : 1) > this.budgetBytes) {
+      const bytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length;
+      if (bytes > this.budgetBytes) {
+        this.#large.push(bytes);
+        // ws calls back in the order the frames were sent (or all at once when the socket fails).
+        this.socket.send(frame, { binary }, () => {
+          this.#large.shift();
+          written?.();
+        });
+      } else this.socket.send(frame, { binary }, written);
     } else this.socket.send(frame, { binary }, written);
     if (this.socket.bufferedAmount > this.budgetBytes) this.#holdReading();
+  }
+
+  /** Unread bytes behind the frame the client is reading when that one is over the budget: what a slow reader is judged by. */
+  get #behind(): number {
+    return this.socket.bufferedAmount - (this.#large[0] ?? 0);
   }
 
   /**
@@ -144,7 +163,7 @@ export class Connection {
       this.#held.push({ topic, data, bytes });
       this.#heldBytes += bytes;
     }
-    if (this.#heldBytes + this.socket.bufferedAmount > 4 * this.budgetBytes) return this.#holdReading(true);
+    if (this.#heldBytes + this.#behind > 4 * this.budgetBytes) return this.#holdReading(true);
     this.#heldCheck ??= setInterval(() => this.#sendHeld(), DRAIN_CHECK_MS);
     this.#heldCheck.unref();
   }
@@ -163,8 +182,11 @@ export class Connection {
   }
 
   #holdReading(tooMuchHeld = false): void {
-    if (tooMuchHeld || this.socket.bufferedAmount > 4 * this.budgetBytes) {
+    if (tooMuchHeld || this.#behind > 4 * this.budgetBytes) {
       this.socket.close(SLOW_CONSUMER_CLOSE_CODE, 'slow consumer: read what was sent, then reconnect');
+      // Reading again, for the client's answer to the close: the handshake ends when it has read up to it.
+      if (this.#drainCheck !== undefined) this.socket.resume();
+      this.dispose();
       return;
     }
     if (this.#drainCheck !== undefined) return;
