@@ -53,6 +53,7 @@ import { keptFrom, type ConfinedWrites } from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
+import { boundedJson, type Cut, jsonBytes, prefixWithin } from './bounded-json.js';
 import { builtinTools, projectProtection, serverProtection, type Goal } from './tools.js';
 import { deniedBy, type DeniedEntry, type ProtectedSet } from './workdir-files.js';
 
@@ -106,22 +107,41 @@ const MAX_FINISHED_RUNS = 200;
 /** An agent.history page: at most this many events, and about this many bytes of them. */
 const HISTORY_PAGE_EVENTS = 1000;
 const HISTORY_PAGE_BYTES = 1024 * 1024;
+/** An agent.* event is at most about this many bytes: past it, its values are cut (`cut` lists them). */
+const EVENT_BYTES = 256 * 1024;
+/** agent.list's `reply`: the last this many characters of the reply being written. */
+const LISTED_REPLY_CHARS = 64 * 1024;
 
-/** The first page of `events` (one event at least), and the cursor of the next page when there is one. */
+/**
+ * The first page of `events` (one event at least), and the cursor of the next page when there is
+ * one. An event over the page's bytes comes cut to them (`cut` says where; agent.historyEvent reads it whole).
+ */
 function historyPage<Event extends { seq: number }>(
   events: readonly Event[],
   limit: number,
-): { events: Event[]; next?: number } {
-  const page: Event[] = [];
+): { events: (Event | (Event & { cut: Cut[] }))[]; next?: number } {
+  const page: (Event | (Event & { cut: Cut[] }))[] = [];
   let bytes = 0;
   for (const event of events) {
-    const size = Buffer.byteLength(JSON.stringify(event));
+    const shown = boundedJson(event, HISTORY_PAGE_BYTES);
+    const size = jsonBytes(shown);
     if (page.length > 0 && (page.length >= limit || bytes + size > HISTORY_PAGE_BYTES)) break;
-    page.push(event);
+    page.push(shown);
     bytes += size;
   }
   const rest = events[page.length];
   return { events: page, ...(rest === undefined ? {} : { next: rest.seq }) };
+}
+
+/** One slice of an event's JSON text, of about a page's bytes at most, from character `from`. */
+function eventSlice(
+  event: { seq: number; json: string },
+  from: number,
+): { seq: number; json: string; from: number; chars: number; next?: number } {
+  const whole = event.json;
+  const json = prefixWithin(whole.slice(from, from + HISTORY_PAGE_BYTES), HISTORY_PAGE_BYTES);
+  const end = from + json.length;
+  return { seq: event.seq, json, from, chars: whole.length, ...(end < whole.length ? { next: end } : {}) };
 }
 
 /** The home folder (real path) when `real` is it or holds it: the model could make its absent dot files. */
@@ -293,6 +313,9 @@ export class AgentService {
       },
     });
   }
+  /** The event agent.historyEvent read last, as JSON: a client reads it slice after slice. */
+  #lastRead: { key: string; seq: number; json: string } | undefined;
+  #lastReadTimer: NodeJS.Timeout | undefined;
   /** Runs of earlier server processes, read from the store at start (their run id is their session id). */
   #earlier: readonly EarlierRun[] = [];
   /** Settled when restore() has read the store (agent.list waits for it). */
@@ -340,7 +363,7 @@ export class AgentService {
           startedAt: run.startedAt,
           state: run.result === undefined ? 'running' : 'done',
           ...(run.result ? { terminateReason: run.result.terminateReason } : {}),
-          ...(run.result === undefined && run.reply ? { reply: run.reply } : {}),
+          ...(run.result === undefined && run.reply ? { reply: listedReply(run.reply) } : {}),
         })),
       ];
     });
@@ -365,6 +388,38 @@ export class AgentService {
         };
       },
     );
+    // One event of the log whole, as its JSON text in slices: for an event a page showed cut.
+    gateway.register(
+      'agent.historyEvent',
+      z.strictObject({
+        sessionId: z.string().min(1),
+        seq: z.int().nonnegative(),
+        /** The first character wanted of the event's JSON text (a slice's `next`). */
+        from: z.int().nonnegative().optional(),
+      }),
+      async ({ sessionId, seq, from }) => {
+        const key = `${sessionId}\n${seq}`;
+        if (this.#lastRead?.key !== key) {
+          const sessions = await options.sessions.list();
+          if (!sessions.includes(sessionId))
+            throw new GatewayError('unknown_session', `unknown agent session ${sessionId}`);
+          const { events } = await options.sessions.load(sessionId, { from: seq });
+          const event = events.find((candidate) => candidate.seq === seq);
+          if (event === undefined)
+            throw new GatewayError('invalid_params', `params.seq: session ${sessionId} has no event ${seq}`);
+          this.#lastRead = { key, seq, json: JSON.stringify(event) };
+        }
+        // A logged event never changes: its JSON is kept for the next slice, a minute at most.
+        clearTimeout(this.#lastReadTimer);
+        this.#lastReadTimer = setTimeout(() => (this.#lastRead = undefined), 60_000).unref();
+        return eventSlice(this.#lastRead, from ?? 0);
+      },
+    );
+  }
+
+  /** Publishes an agent.* event, cut to about EVENT_BYTES whatever the model wrote into it. */
+  #publish(topic: string, data: object): void {
+    this.#options.gateway.publish(topic, boundedJson(data, EVENT_BYTES));
   }
 
   /**
@@ -552,7 +607,7 @@ export class AgentService {
     sessionId: string,
     cluster: { resume: boolean; lease: AbortSignal; node: string } | undefined = undefined,
   ): { runId: string; sessionId: string; sandbox: SandboxLabel } {
-    const { config, gateway, logger } = this.#options;
+    const { config, logger } = this.#options;
     const { cwd } = request;
     const params = request;
     const provider = this.#options.providerFor(request.model);
@@ -588,7 +643,7 @@ export class AgentService {
       cluster.lease.aborted &&
       (cluster.lease.reason as { code?: string })?.code === 'fenced';
     const publish = (topic: string, data: object): void => {
-      if (!lost()) gateway.publish(topic, { runId, sessionId, ...data });
+      if (!lost()) this.#publish(topic, { runId, sessionId, ...data });
     };
     const model = params.model ?? config.agent.model;
     const sandbox = sandboxLabel(this.#options.sandbox);
@@ -650,7 +705,7 @@ export class AgentService {
                 onStep: (step) => {
                   if (step.error !== undefined)
                     logger.warn(
-                      { runId, sessionId, turn: step.iteration, error: step.error },
+                      { runId, sessionId, turn: step.iteration, error: logExcerpt(step.error) },
                       'turn failed (provider call, or a reply that was not a stop)',
                     );
                   publish('agent.step', { step });
@@ -714,7 +769,10 @@ export class AgentService {
               : { nestedRepositories: nested.added }),
           });
           const ended = result.terminateReason.kind === 'model_stop' ? 'info' : 'warn';
-          logger[ended]({ runId, sessionId, terminateReason: result.terminateReason }, 'run ended');
+          logger[ended](
+            { runId, sessionId, terminateReason: boundedJson(result.terminateReason, LOG_VALUE_BYTES) },
+            'run ended',
+          );
           return result;
         })
         .catch((error: unknown): RunResult => {
@@ -766,8 +824,7 @@ export class AgentService {
     // Claude Code's settings are discovered in the run's project root, the user's, and [hooks] files.
     const hookOptions = {
       stripEnv: this.#stripEnv(),
-      onHookOutcome: (outcome: HookOutcome) =>
-        this.#options.gateway.publish('agent.hook', { runId, ...outcome }),
+      onHookOutcome: (outcome: HookOutcome) => this.#publish('agent.hook', { runId, ...outcome }),
     };
     const claudeHooks = this.#claudeHooks(cwd, config, runId);
     for (const warning of claudeHooks.warnings) {
@@ -777,7 +834,7 @@ export class AgentService {
       // Once a run: a sub-agent reads the same files.
       if (parentId === undefined) {
         const notice: HookWarning = { kind: 'warning', route: 'claude_code', message: warning };
-        this.#options.gateway.publish('agent.hook', { runId, ...notice });
+        this.#publish('agent.hook', { runId, ...notice });
       }
     }
     const parent = parentId
@@ -838,7 +895,7 @@ export class AgentService {
           config.sandbox.limits.file_size_mib === undefined
             ? undefined
             : config.sandbox.limits.file_size_mib * 1024 * 1024,
-        onShell: (info) => this.#options.gateway.publish('agent.shell', { runId, ...info }),
+        onShell: (info) => this.#publish('agent.shell', { runId, ...info }),
       }),
       boundedSpawnAgent(orchestrator.spawnAgentTool(), limits, {
         parallel: config.agent.spawn_agent_max_parallel,
@@ -885,8 +942,7 @@ export class AgentService {
     const { config, logger, sessions } = this.#options;
     const { cwd, runId, sessionId } = run;
     const claudeHooks = this.#claudeHooks(cwd, config, runId);
-    const onHookOutcome = (outcome: HookOutcome): void =>
-      this.#options.gateway.publish('agent.hook', { runId, ...outcome });
+    const onHookOutcome = (outcome: HookOutcome): void => this.#publish('agent.hook', { runId, ...outcome });
     // A `.mcp.json` stdio server runs a command the model may have written: the user's Bash guard judges it.
     const guard = new ClaudeCodeToolHooks(claudeHooks, {
       projectDir: cwd,
@@ -987,6 +1043,26 @@ export class AgentService {
     for (const run of this.#runs.values()) run.controller.abort(new Error('server shutting down'));
     await Promise.allSettled([...this.#runs.values()].map((run) => run.done));
   }
+}
+
+/** A value a log line carries (a provider's error, a run's end): at most this many bytes of JSON. */
+const LOG_VALUE_BYTES = 4096;
+const logExcerpt = (text: string): string =>
+  text.length * 3 <= LOG_VALUE_BYTES
+    ? text
+    : `${prefixWithin(text, LOG_VALUE_BYTES)}… (${text.length} characters)`;
+
+/** agent.list's `reply`: its last LISTED_REPLY_CHARS characters, and then `chars`, how many it has in all. */
+function listedReply(reply: { turn: number; seq: number; text: string }): {
+  turn: number;
+  seq: number;
+  text: string;
+  chars?: number;
+} {
+  if (reply.text.length <= LISTED_REPLY_CHARS) return reply;
+  let start = reply.text.length - LISTED_REPLY_CHARS;
+  if (/[\udc00-\udfff]/.test(reply.text[start] ?? '')) start += 1; // not half a surrogate pair
+  return { ...reply, text: reply.text.slice(start), chars: reply.text.length };
 }
 
 /** A session's tokens, summed over its replies (as `agent.history` reports them). */

@@ -52,6 +52,8 @@ interface AgentEvent {
   readonly usage?: TokenUsage;
   readonly turns?: readonly TurnFigures[];
   readonly costUsd?: number;
+  /** Values the server cut to keep the event bounded (agent.done: a long `finalText`). */
+  readonly cut?: readonly { pointer: string; chars?: number }[];
 }
 
 const DETACH = 0x1d; // Ctrl-]
@@ -233,9 +235,19 @@ async function run(
       case 'agent.done': {
         const reason = event.terminateReason!;
         endLive();
-        // The final text once: not again when it was shown as it was written.
-        const shown = event.finalText !== undefined && event.finalText === streamedText;
-        if (event.finalText && !shown) print(`\n${replyWriter()(event.finalText).replace(/\n?$/, '\n')}`);
+        // The final text once: not again when it was shown as it was written (a long one comes cut to
+        // its beginning: shown when what was written begins with it).
+        const cutTo = event.cut?.find((cut) => cut.pointer === '/finalText')?.chars;
+        const shown =
+          event.finalText !== undefined &&
+          (event.finalText === streamedText ||
+            (cutTo !== undefined &&
+              streamedText?.length === cutTo &&
+              streamedText.startsWith(event.finalText)));
+        if (event.finalText && !shown) {
+          const more = cutTo === undefined ? '' : `… (${cutTo - event.finalText.length} more characters)`;
+          print(`\n${replyWriter()(event.finalText + more).replace(/\n?$/, '\n')}`);
+        }
         print(
           `${shown ? '\n' : ''}${endLine({ ...event, terminateReason: reason, iterations: event.iterations ?? 0 })}`,
         );

@@ -111,3 +111,27 @@ it('deltas held for a slow client merge within a turn: text adds on, a replace r
     mergeDeltas({ ...delta(1, 0, 'text', 'a'), runId: 'other' }, delta(1, 1, 'text', 'b')),
   ).toBeUndefined();
 });
+
+it('held deltas merge only with their own kind and call, and never past 64 Ki characters', () => {
+  const text = (seq: number, value: string) =>
+    ({ runId: 'r', sessionId: 'r', turn: 1, seq, kind: 'text', text: value }) as const;
+  const args = (seq: number, callId: string, value: string) =>
+    ({
+      runId: 'r',
+      sessionId: 'r',
+      turn: 1,
+      seq,
+      kind: 'tool_args',
+      callId,
+      name: 'write_file',
+      text: value,
+    }) as const;
+  expect(mergeDeltas(args(0, 'c1', '{"pa'), args(1, 'c1', 'th":'))).toEqual(args(1, 'c1', '{"path":'));
+  // A call's argument text is not the reply's text, nor another call's.
+  expect(mergeDeltas(text(0, 'Hello'), args(1, 'c1', '{"pa'))).toBeUndefined();
+  expect(mergeDeltas(args(0, 'c1', '{"pa'), text(1, 'Hello'))).toBeUndefined();
+  expect(mergeDeltas(args(0, 'c1', '{"pa'), args(1, 'c2', '{"pa'))).toBeUndefined();
+  // A merged event stays bounded: the piece that would take it past the bound is an event of its own.
+  expect(mergeDeltas(text(0, 'a'.repeat(60_000)), text(1, 'b'.repeat(6_000)))).toBeUndefined();
+  expect(mergeDeltas(text(0, 'a'.repeat(60_000)), text(1, 'b'.repeat(5_000)))?.text).toHaveLength(65_000);
+});

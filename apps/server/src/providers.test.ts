@@ -266,6 +266,15 @@ describe.each(['openai', 'anthropic'] as const)('%s: failures over the real wire
     await expect(failure).rejects.toMatchObject({ fatal: true, status: 400 });
   });
 
+  it('a provider message of 2 MB is quoted as an excerpt: the turn’s error stays a few KiB', async () => {
+    llm.failNext({ status: 400, message: `bad request: ${'x'.repeat(2_000_000)}` });
+    const failure = aiSdkProvider('p', sdkModel(kind, llm.baseUrl)).think(request(), never);
+    const error = (await failure.catch((caught: unknown) => caught)) as Error;
+    expect(error).toMatchObject({ fatal: true, status: 400 });
+    expect(error.message).toMatch(/^p: HTTP 400: bad request: x+…$/);
+    expect(error.message.length).toBeLessThan(2100);
+  });
+
   it('a refused port → retried, then fatal, naming the URL', async () => {
     const port = await freePort();
     const baseUrl = `http://127.0.0.1:${port}/v1`;

@@ -257,6 +257,9 @@ export function retryDelayMs(error: unknown, backoffMs: number): number {
   return ms !== undefined && ms >= 0 && ms <= 60_000 ? ms : backoffMs;
 }
 
+/** The longest provider failure a turn's error quotes. */
+const MAX_ERROR_CHARS = 2000;
+
 function excerpt(text: string, max = 200): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
@@ -320,7 +323,8 @@ async function withRetries<T>(
     if (bodyTooLarge(error)) throw replyTooLarge(id, options.maxReplyChars ?? DEFAULT_MAX_REPLY_CHARS, error);
     const kind = classifyFailure(error);
     const tries = attempts > 1 ? ` (after ${attempts} attempts)` : '';
-    const message = `${id}: ${describe(error)}${tries}`;
+    // The provider's words are an excerpt: a body or message of megabytes is no turn error, event or log line.
+    const message = `${id}: ${excerpt(describe(error), MAX_ERROR_CHARS)}${tries}`;
     if (kind === 'fatal' || kind === 'refused') {
       const status = APICallError.isInstance(error) ? error.statusCode : undefined;
       throw new FatalProviderError(message, {

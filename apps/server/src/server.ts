@@ -215,18 +215,25 @@ interface Delta {
   readonly runId: string;
   readonly turn: number;
   readonly seq: number;
-  readonly kind: 'text' | 'replace';
+  readonly kind: 'text' | 'replace' | 'tool_args';
+  readonly callId?: string;
   readonly text: string;
 }
 
+/** A merged `agent.delta` grows to at most this many characters; the next one stays an event of its own. */
+const MERGED_DELTA_CHARS = 64 * 1024;
+
 /**
  * Two `agent.delta` of one turn, for a client that reads slowly, as one: a `replace` restates the
- * reply (the later wins); text after either adds to it. Deltas of other turns stay apart.
+ * reply (the later wins); text after either adds to it; a tool call's argument pieces join those of
+ * the same call. Deltas of other turns, other kinds, or past MERGED_DELTA_CHARS together stay apart.
  */
 export function mergeDeltas(held: unknown, next: unknown): Delta | undefined {
   const [a, b] = [held as Delta, next as Delta];
   if (a.runId !== b.runId || a.turn !== b.turn) return undefined;
   if (b.kind === 'replace') return b;
+  const joins = b.kind === 'text' ? a.kind !== 'tool_args' : a.kind === 'tool_args' && a.callId === b.callId;
+  if (!joins || a.text.length + b.text.length > MERGED_DELTA_CHARS) return undefined;
   return { ...a, seq: b.seq, text: a.text + b.text };
 }
 
