@@ -313,6 +313,32 @@ describe.each(['openai', 'anthropic'] as const)('%s: failures over the real wire
     await expect(failure).rejects.not.toHaveProperty('fatal');
   });
 
+  it.each([
+    ['429', { status: 429, message: 'Rate limit reached', code: 'rate_limit_exceeded' }],
+    ['500', { status: 500, message: 'upstream overloaded' }],
+    ['overloaded', { status: 529, message: 'Overloaded', code: 'overloaded_error' }],
+  ] as const)(
+    'a %s whose retry would wait past the first-token timeout is the turn’s error, not the timeout',
+    async (_, failure) => {
+      llm.failNext(failure);
+      const provider = aiSdkProvider('p', sdkModel(kind, llm.baseUrl), {
+        initialDelayMs: 5000,
+        firstTokenTimeoutMs: 1000,
+      });
+      const steps: TurnStep[] = [];
+      const harness = new AgentHarness({
+        provider,
+        tools: [],
+        sessions: new InMemorySessionStore(),
+        firstTokenTimeoutMs: 1000,
+        maxIterations: 1,
+      });
+      await harness.run({ prompt: 'hello' }, { onStep: (step) => steps.push(step) });
+      expect(steps[0]?.error).toContain(`p: HTTP ${failure.status}: ${failure.message}`);
+      expect(steps[0]?.error).not.toContain('first-token');
+    },
+  );
+
   it('an abort during the backoff ends the wait and is not wrapped', async () => {
     llm.failNext({ status: 500, message: 'upstream overloaded' });
     const before = llm.requests.length;

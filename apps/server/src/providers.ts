@@ -280,6 +280,12 @@ export interface RetryOptions {
   readonly refusedRetries?: number;
   /** The first backoff; it doubles each retry. A server's retry-after (up to 60 s) wins. */
   readonly initialDelayMs?: number;
+  /**
+   * The first-token timeout ([agent] first_token_timeout_secs): a retry whose wait would end past it
+   * is not waited for, and the failure is the turn's error (the HTTP status and the provider's words,
+   * not the timeout's).
+   */
+  readonly firstTokenTimeoutMs?: number;
 }
 
 export const DEFAULT_MAX_RETRIES = 4;
@@ -301,6 +307,7 @@ async function withRetries<T>(
   const refusedRetries = options.refusedRetries ?? DEFAULT_REFUSED_RETRIES;
   let attempts = 0;
   let refused = 0;
+  const started = performance.now();
   const retry = retryWithExponentialBackoff({
     maxRetries: Math.max(maxRetries, refusedRetries),
     initialDelayInMs: options.initialDelayMs ?? 1000,
@@ -311,7 +318,13 @@ async function withRetries<T>(
       if (kind === 'refused') return (refused += 1) <= refusedRetries;
       return kind === 'retry' && attempts <= maxRetries;
     },
-    getDelayInMs: ({ error, exponentialBackoffDelay }) => retryDelayMs(error, exponentialBackoffDelay),
+    getDelayInMs: ({ error, exponentialBackoffDelay }) => {
+      const delayMs = retryDelayMs(error, exponentialBackoffDelay);
+      const deadline = options.firstTokenTimeoutMs;
+      // The turn would time out during the wait: it fails now, with the cause (thrown out of the retry loop).
+      if (deadline !== undefined && performance.now() - started + delayMs >= deadline) throw error;
+      return delayMs;
+    },
     createRetryError: ({ errors }) => errors.at(-1),
   });
   const attempt = retry(() => {
@@ -656,8 +669,13 @@ export function createProvider(
   const maxReplyChars = agent.max_reply_kib * 1024;
   const fetch = providerFetch(wireBytesFor(maxReplyChars));
   const settings = { ...(baseURL ? { baseURL } : {}), ...(apiKey ? { apiKey } : {}), fetch };
+  const firstTokenTimeoutMs = agent.first_token_timeout_secs * 1000;
   const deferred = (load: () => Promise<LanguageModelV3>, options?: CacheOptions): AiProvider =>
-    aiSdkProvider(`${kind}:${model}`, { provider: kind, load }, { ...options, maxReplyChars });
+    aiSdkProvider(
+      `${kind}:${model}`,
+      { provider: kind, load },
+      { ...options, maxReplyChars, firstTokenTimeoutMs },
+    );
   switch (kind) {
     case 'openai-compatible':
       if (baseURL === undefined)
