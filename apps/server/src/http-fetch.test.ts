@@ -146,6 +146,16 @@ describe('boundedHttpFetch', () => {
     expect(text.length).toBeGreaterThan(50 * 80);
   });
 
+  it('a stream whose lines end with CR alone (as the event-stream format allows): each event is bounded, not the body', async () => {
+    handler = (_request, _body, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let index = 0; index < 50; index += 1) response.write(event(80, '\r\r'));
+      response.end();
+    };
+    const text = await (await bounded('/cr', 100)).text();
+    expect(text.length).toBeGreaterThan(50 * 80);
+  });
+
   it('a streamed event over the bound fails the body with BODY_TOO_LARGE and closes the connection', async () => {
     let closed = false;
     handler = (_request, _body, response) => {

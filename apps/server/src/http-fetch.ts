@@ -5,9 +5,12 @@
 // fetch unchanged. What the providers see is the same: a Response, a network failure as fetch's
 // TypeError('fetch failed') with its cause (its code: ECONNREFUSED, ECONNRESET…), a cancel as the
 // signal's reason. `boundedHttpFetch` also bounds what one reply may hold in memory where its bytes
-// arrive: each server-sent event (a `text/event-stream` body), or the whole body of any other reply,
-// at most `maxBytes`; past it the body fails with a BodyTooLargeError and its connection is closed.
+// arrive: each server-sent event (a `text/event-stream` body, its events found by eventsource-parser)
+// at most `maxBytes` characters, or the whole body of any other reply at most `maxBytes` bytes; past
+// it the body fails with a BodyTooLargeError and its connection is closed.
 import type { Agent as HttpAgent, ClientRequest, IncomingMessage, RequestOptions } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
+import { createParser, type EventSourceParser } from 'eventsource-parser';
 
 interface Transport {
   readonly request: (
@@ -59,43 +62,34 @@ export class BodyTooLargeError extends Error {
   }
 }
 
-const LF = 10;
-const CR = 13;
-
 /**
- * Counts a body's bytes as they arrive: per server-sent event (bytes since the last blank line, LF
- * or CRLF), or in all. `add` answers false once a count is past the bound.
+ * Counts a body as it arrives: per server-sent event, the characters the event stream's parser holds
+ * (the line and the event not yet ended: LF, CRLF or CR line ends, a blank line ends an event), or
+ * the whole body's bytes. `add` answers false once a count is past the bound.
  */
 class BodyBound {
   #count = 0;
-  /** Bytes of the current line so far, and whether they are a lone CR (a CRLF blank line's start). */
-  #lineBytes = 0;
-  #lineIsCr = false;
+  #over = false;
+  readonly #events: { decoder: StringDecoder; parser: EventSourceParser } | undefined;
   constructor(
     readonly maxBytes: number,
-    readonly perEvent: boolean,
-  ) {}
+    perEvent: boolean,
+  ) {
+    this.#events = perEvent
+      ? {
+          decoder: new StringDecoder('utf8'),
+          parser: createParser({
+            maxBufferSize: maxBytes,
+            onError: (error) => void (this.#over ||= error.type === 'max-buffer-size-exceeded'),
+          }),
+        }
+      : undefined;
+  }
 
   add(chunk: Uint8Array): boolean {
-    if (!this.perEvent) return (this.#count += chunk.byteLength) <= this.maxBytes;
-    for (let from = 0; from < chunk.byteLength;) {
-      const lf = chunk.indexOf(LF, from);
-      const end = lf === -1 ? chunk.byteLength : lf;
-      if (end > from) {
-        this.#lineIsCr = this.#lineBytes === 0 && end - from === 1 && chunk[from] === CR;
-        this.#lineBytes += end - from;
-        this.#count += end - from;
-      }
-      if (lf === -1) break;
-      if (this.#lineBytes === 0 || this.#lineIsCr)
-        this.#count = 0; // a blank line ends the event
-      else this.#count += 1;
-      this.#lineBytes = 0;
-      this.#lineIsCr = false;
-      from = lf + 1;
-      if (this.#count > this.maxBytes) return false;
-    }
-    return this.#count <= this.maxBytes;
+    if (this.#events === undefined) return (this.#count += chunk.byteLength) <= this.maxBytes;
+    if (!this.#over) this.#events.parser.feed(this.#events.decoder.write(chunk));
+    return !this.#over;
   }
 }
 

@@ -631,7 +631,8 @@ export const providerKeyVariable = (agent: Config['agent']): string | undefined 
 let transport: Promise<typeof HttpFetchModule> | undefined;
 /**
  * The bounded httpFetch, its module loaded at the first request (one module more at start made V8
- * optimize at idle): an event of a streamed reply, or a whole other reply, at most `maxBytes`.
+ * optimize at idle): an event of a streamed reply at most `maxBytes` characters, a whole other reply
+ * at most `maxBytes` bytes.
  */
 function providerFetch(maxBytes: number): typeof fetch {
   let bounded: typeof fetch | undefined;

@@ -78,7 +78,17 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
       dev: ['vite', 'axe-core'], // axe-core: the browser suite's accessibility audit
     },
     server: {
-      runtime: ['@ai-sdk/*', 'ai', '@opentelemetry/*', 'pino', 'smol-toml', 'ws', 'zod'],
+      // eventsource-parser: where a streamed reply's events end, for the bound on each (the AI SDK's own parser).
+      runtime: [
+        '@ai-sdk/*',
+        'ai',
+        'eventsource-parser',
+        '@opentelemetry/*',
+        'pino',
+        'smol-toml',
+        'ws',
+        'zod',
+      ],
       dev: [
         '@xterm/headless',
         '@modelcontextprotocol/server-everything',
