@@ -6,11 +6,13 @@ import { join } from 'node:path';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startFakeLlm, type FakeLlm } from '../test/fake-llm.js';
-import { startServerProcess, type ServerProcess } from '../test/server-process.js';
+import { CLI, runToExit, startServerProcess, type ServerProcess } from '../test/server-process.js';
 
 // 20 MB of text with multi-byte characters and characters JSON escapes: bytes on the wire exceed characters.
 const LINE = 'a line of the reply: héllo "quoted" \\ ✓ ';
 const TEXT = LINE.repeat(Math.ceil(20_000_000 / LINE.length)).slice(0, 20_000_000);
+// Over agent.done's bound, under one streamed piece's: `aleph run` shows it as it streams.
+const MEDIUM = `START-OF-REPLY ${LINE.repeat(10_000)}`;
 
 let work: string;
 let model: FakeLlm;
@@ -21,7 +23,11 @@ beforeAll(async () => {
   work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-long-reply-')));
   // The first reply is the long text, then a short one should a verifier ask for more.
   model = await startFakeLlm((conversation) => ({
-    text: conversation.some((turn) => turn.role === 'assistant') ? 'done' : TEXT,
+    text: conversation.some((turn) => turn.role === 'assistant')
+      ? 'done'
+      : conversation.some((turn) => turn.role === 'user' && turn.text === 'medium')
+        ? MEDIUM
+        : TEXT,
   }));
   model.streamNext({ chunks: 320 }); // about 62 KB an event, as a model streams
   server = await startServerProcess(`
@@ -113,4 +119,14 @@ it('agent.history pages stay about 1 MiB, the long event cut; agent.historyEvent
   await expect(
     reader.request('agent.historyEvent', { sessionId: run!.sessionId, seq: 10_000 }),
   ).rejects.toThrow(`session ${run!.sessionId} has no event 10000`);
+});
+
+it('`aleph run` shows a final text that agent.done carries cut once: as it streamed, not again', async () => {
+  const result = await runToExit([CLI, 'run', 'medium', '--cwd', work], {
+    ALEPH_URL: server.url,
+    ALEPH_TOKEN: server.token,
+  });
+  expect(result.code).toBe(0);
+  expect(result.stdout.split('START-OF-REPLY')).toHaveLength(2);
+  expect(result.stdout).not.toContain('more characters)');
 });
