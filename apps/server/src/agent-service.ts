@@ -819,7 +819,10 @@ export class AgentService {
   ): HarnessDeps {
     const { config, logger, sessions } = this.#options;
     const onHookError = (error: { hookName: string; message: string }): void =>
-      logger.warn({ runId, hook: error.hookName, message: error.message }, 'stop hook failed (fail-open)');
+      logger.warn(
+        { runId, hook: error.hookName, message: logExcerpt(error.message) },
+        'stop hook failed (fail-open)',
+      );
     // Every hook run (Stop, SubagentStop, Pre/PostToolUse, the gate) is an agent.hook event.
     // Claude Code's settings are discovered in the run's project root, the user's, and [hooks] files.
     const hookOptions = {
@@ -973,7 +976,10 @@ export class AgentService {
           }
         : undefined,
       onNotice: (notice) => {
-        logger.warn({ runId, server: notice.server }, `MCP server ${notice.server}: ${notice.message}`);
+        logger.warn(
+          { runId, server: logExcerpt(notice.server) },
+          logExcerpt(`MCP server ${notice.server}: ${notice.message}`),
+        );
         publish('agent.mcp', notice);
       },
     });
