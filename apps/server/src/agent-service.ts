@@ -123,8 +123,9 @@ function historyPage<Event extends { seq: number }>(
   const page: (Event | (Event & { cut: Cut[] }))[] = [];
   let bytes = 0;
   for (const event of events) {
-    const shown = boundedJson(event, HISTORY_PAGE_BYTES);
-    const size = jsonBytes(shown);
+    const whole = jsonBytes(event);
+    const shown = whole <= HISTORY_PAGE_BYTES ? event : boundedJson(event, HISTORY_PAGE_BYTES);
+    const size = shown === event ? whole : jsonBytes(shown);
     if (page.length > 0 && (page.length >= limit || bytes + size > HISTORY_PAGE_BYTES)) break;
     page.push(shown);
     bytes += size;
