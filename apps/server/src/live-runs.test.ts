@@ -134,4 +134,8 @@ it('held deltas merge only with their own kind and call, and never past 64 Ki ch
   // A merged event stays bounded: the piece that would take it past the bound is an event of its own.
   expect(mergeDeltas(text(0, 'a'.repeat(60_000)), text(1, 'b'.repeat(6_000)))).toBeUndefined();
   expect(mergeDeltas(text(0, 'a'.repeat(60_000)), text(1, 'b'.repeat(5_000)))?.text).toHaveLength(65_000);
+  // A delta the server cut (its `cut` says how long it was) is not merged into another.
+  const excerpt = { ...text(2, 'a'), cut: [{ pointer: '/text', chars: 9_000_000 }] };
+  expect(mergeDeltas(excerpt, text(3, 'b'))).toBeUndefined();
+  expect(mergeDeltas(text(1, 'b'), excerpt)).toBeUndefined();
 });

@@ -232,6 +232,7 @@ export function mergeDeltas(held: unknown, next: unknown): Delta | undefined {
   const [a, b] = [held as Delta, next as Delta];
   if (a.runId !== b.runId || a.turn !== b.turn) return undefined;
   if (b.kind === 'replace') return b;
+  if ('cut' in a || 'cut' in b) return undefined; // an excerpt stays one event, its `cut` true of it alone
   const joins = b.kind === 'text' ? a.kind !== 'tool_args' : a.kind === 'tool_args' && a.callId === b.callId;
   if (!joins || a.text.length + b.text.length > MERGED_DELTA_CHARS) return undefined;
   return { ...a, seq: b.seq, text: a.text + b.text };

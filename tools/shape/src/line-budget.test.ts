@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 2998, files: 12 },
-  server: { lines: 6297, files: 29 },
+  server: { lines: 6298, files: 29 },
   mcp: { lines: 1123, files: 8 },
   console: { lines: 2832, files: 10 },
   cluster: { lines: 3173, files: 12 },
