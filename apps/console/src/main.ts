@@ -3,6 +3,7 @@
 // the keyboard. A refused token or a lost server is said in words, never left as a blank page.
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
+import type { Terminal } from '@xterm/xterm';
 import { AgentPanel } from './agent-panel.js';
 import { h } from './dom.js';
 import { ConnectError, GatewayConnection } from './gateway-client.js';
@@ -187,7 +188,7 @@ async function start(): Promise<void> {
       if (tab !== undefined && !tab.pageKeys && tab.element.contains(document.activeElement)) return;
       const digit = /^Digit([1-9])$/.exec(event.code)?.[1];
       if (event.code === 'KeyN') void terminals.spawn();
-      else if (event.code === 'KeyW') void terminals.close();
+      else if (event.code === 'KeyW') void terminals.close(terminals.activeTab);
       else if (event.code === 'KeyA') {
         if (getComputedStyle(drawer).display !== 'none') toggleDrawer(true);
         agent.prompt.focus();
@@ -205,18 +206,22 @@ async function start(): Promise<void> {
     if (state.kind === 'refused') terminals.dispose();
   });
   // For tests and the bench: the text xterm holds, read from its buffer (not from pixels).
+  const linesOf = (terminal: Terminal | undefined, which: 'screen' | 'all'): string[] => {
+    const buffer = terminal?.buffer.active;
+    if (terminal === undefined || buffer === undefined) return [];
+    const first = which === 'screen' ? buffer.viewportY : 0;
+    const last = which === 'screen' ? buffer.viewportY + terminal.rows : buffer.length;
+    const out: string[] = [];
+    for (let row = first; row < last; row += 1) out.push(buffer.getLine(row)?.translateToString(true) ?? '');
+    return out;
+  };
   Object.defineProperty(window, 'alephConsole', {
     value: {
-      lines(which: 'screen' | 'all' = 'screen'): string[] {
-        const buffer = terminals.activeTab?.terminal.buffer.active;
-        if (buffer === undefined) return [];
-        const first = which === 'screen' ? buffer.viewportY : 0;
-        const last =
-          which === 'screen' ? buffer.viewportY + (terminals.activeTab?.terminal.rows ?? 0) : buffer.length;
-        const out: string[] = [];
-        for (let row = first; row < last; row += 1)
-          out.push(buffer.getLine(row)?.translateToString(true) ?? '');
-        return out;
+      lines: (which: 'screen' | 'all' = 'screen') => linesOf(terminals.activeTab?.terminal, which),
+      /** Every line of the tab on that session, shown or not (undefined: no such tab). */
+      linesOf: (sessionId: string) => {
+        const tab = terminals.tabs.find((open) => open.sessionId === sessionId);
+        return tab === undefined ? undefined : linesOf(tab.terminal, 'all');
       },
       bufferType: () => terminals.activeTab?.terminal.buffer.active.type,
       cursor: () => {
