@@ -116,6 +116,8 @@ export class AgentPanel {
     const runs = await this.#connection.request<Run[]>('agent.list', {});
     for (const run of runs) this.#runs.set(run.runId, run);
     this.#seedReplies(runs);
+    // Ended while this page was away: the tab a reload brought back of its commands closes.
+    for (const run of runs) if (run.state === 'done') this.on.done(run.runId);
     // The directory used last here, else the last run's (the CLI's runs say where their user was).
     this.directory.value ||=
       localStorage.getItem(DIRECTORY_KEY) ?? runs.findLast((run) => run.cwd)?.cwd ?? '';

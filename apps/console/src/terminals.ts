@@ -21,6 +21,8 @@ interface SavedTab {
   /** The program's own title (OSC 0/2), which a screen snapshot does not carry. */
   programTitle?: string;
   pageKeys?: boolean;
+  /** The agent run whose commands the tab follows: its next command and its end close the tab. */
+  runId?: string | undefined;
 }
 
 /** A user shell by its program (`bash`, not `/bin/bash`); the rest of its command line as given. */
@@ -57,6 +59,8 @@ export class Terminals {
     Object.entries(JSON.parse(localStorage.getItem(LABELS_KEY) ?? '{}') as Record<string, string>),
   );
   readonly #runOf = new Map<string, string>();
+  /** Runs known to have ended: a tab of theirs a reload brings back closes too. */
+  readonly #endedRuns = new Set<string>();
   #restoring = false;
   /** Told when the tabs change (count, titles, queued keys): the page's title and banner follow. */
   onChange: () => void = () => {};
@@ -109,12 +113,15 @@ export class Terminals {
       saved.map(async (entry) => {
         const listed = known.get(entry.sessionId);
         if (listed === undefined) return;
+        if (entry.runId !== undefined) this.#runOf.set(entry.sessionId, entry.runId);
         const tab = await this.open(entry.sessionId, listed, { focus: false, title: entry.label });
         if (entry.pageKeys === false) tab.pageKeys = false;
         if (entry.programTitle) tab.programTitle = entry.programTitle;
       }),
     );
     this.#restoring = false;
+    for (const [sessionId, runId] of this.#runOf)
+      if (this.#endedRuns.has(runId)) void this.close(this.#tabOf(sessionId));
     const first = saved.map((entry) => this.#tabOf(entry.sessionId)).find((tab) => tab !== undefined);
     const chosen = (active === null ? undefined : this.#tabOf(active)) ?? first;
     if (chosen !== undefined) this.select(chosen);
@@ -253,6 +260,7 @@ export class Terminals {
 
   /** A run ended: its commands' tab closes (the sessions stay listed while the server keeps them). */
   runEnded(runId: string): void {
+    this.#endedRuns.add(runId);
     for (const [sessionId, run] of this.#runOf) if (run === runId) void this.close(this.#tabOf(sessionId));
   }
 
@@ -311,7 +319,7 @@ export class Terminals {
     if (this.#restoring) return;
     const saved: SavedTab[] = this.#sessionIds().map((sessionId) => {
       const { label, programTitle, pageKeys } = this.#tabOf(sessionId)!;
-      return { sessionId, label, programTitle, pageKeys };
+      return { sessionId, label, programTitle, pageKeys, runId: this.#runOf.get(sessionId) };
     });
     sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify(saved));
   }
