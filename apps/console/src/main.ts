@@ -33,20 +33,24 @@ function signIn(message: string, isError: boolean): void {
   });
   root.replaceChildren(
     h(
-      'form',
-      {
-        class: 'sign-in',
-        onsubmit: (event) => {
-          event.preventDefault();
-          sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-          void start();
+      'main',
+      {},
+      h(
+        'form',
+        {
+          class: 'sign-in',
+          onsubmit: (event) => {
+            event.preventDefault();
+            sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+            void start();
+          },
         },
-      },
-      h('h1', {}, 'Aleph console'),
-      h('p', { class: isError ? 'error' : '', role: isError ? 'alert' : 'status' }, message),
-      h('label', { for: 'token' }, 'Token'),
-      input,
-      h('button', { type: 'submit' }, 'Sign in'),
+        h('h1', {}, 'Aleph console'),
+        h('p', { class: isError ? 'error' : '', role: isError ? 'alert' : 'status' }, message),
+        h('label', { for: 'token' }, 'Token'),
+        input,
+        h('button', { type: 'submit' }, 'Sign in'),
+      ),
     ),
   );
   input.focus();
@@ -58,7 +62,7 @@ async function start(): Promise<void> {
     signIn('Paste the token the server printed, or open the URL it printed (it signs you in).', false);
     return;
   }
-  root.replaceChildren(h('p', { class: 'connecting' }, 'Connecting…'));
+  root.replaceChildren(h('main', {}, h('p', { class: 'connecting' }, 'Connecting…')));
   let connection: GatewayConnection;
   try {
     connection = await GatewayConnection.connect(token);
@@ -72,9 +76,13 @@ async function start(): Promise<void> {
     } else {
       root.replaceChildren(
         h(
-          'p',
-          { class: 'error', role: 'alert' },
-          `Cannot reach the Aleph server at ${location.host}. Is it running? Reload to retry.`,
+          'main',
+          {},
+          h(
+            'p',
+            { class: 'error', role: 'alert' },
+            `Cannot reach the Aleph server at ${location.host}. Is it running? Reload to retry.`,
+          ),
         ),
       );
     }
