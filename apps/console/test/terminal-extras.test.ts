@@ -182,7 +182,7 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
       page.evaluate(() => document.querySelector('.term-tab:not([hidden])')?.getAttribute('data-session'));
     const before = await shown();
     await page.keyboard.press('Alt+KeyN');
-    // The new tab, once it is the one shown (until then the tab shown before still is).
+    // The new tab, once its session is there (it is shown at once, its session once the server answers).
     await expect
       .poll(async () => {
         const id = await shown();
