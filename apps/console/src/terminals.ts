@@ -155,6 +155,18 @@ export class Terminals {
     const size = this.activeTab?.terminal ?? { cols: 80, rows: 24 };
     const tab = this.#add(new TerminalTab(this.#connection, undefined, 'starting…', () => this.#render()));
     this.select(tab);
+    if (!this.#connection.open) {
+      // Asked for while down: started once the connection is back (nothing was sent: never twice).
+      tab.disconnected();
+      await new Promise<void>((up) => {
+        const stop = this.#connection.onState((state) => {
+          if (state.kind !== 'up') return;
+          stop();
+          up();
+        });
+      });
+      if (!this.#tabs.includes(tab)) return tab; // closed meanwhile: nothing to start
+    }
     let sessionId: string;
     try {
       ({ sessionId } = await this.#connection.call('pty.spawn', {
