@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     await page.goto(server.consoleUrl);
     await page.getByRole('button', { name: 'New terminal' }).first().click();
-    await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await page.locator('.term-tab:not([hidden])[data-session] .xterm').waitFor(); // its session is there
     await page.keyboard.type('stty -icanon -echo; cat\n'); // cat echoes each key itself, one write per key
     await page.waitForTimeout(300);
     await installProbes(page, false);
@@ -122,7 +122,7 @@ async function main(): Promise<void> {
     const local = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     await local.goto(server.consoleUrl);
     await local.getByRole('button', { name: 'New terminal' }).first().click();
-    await local.locator('.term-tab:not([hidden]) .xterm').waitFor();
+    await local.locator('.term-tab:not([hidden])[data-session] .xterm').waitFor();
     await installProbes(local, true);
     const inPage = await typeKeys(local);
 

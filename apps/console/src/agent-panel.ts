@@ -12,6 +12,8 @@ import {
   describeTotals,
   RunView,
   type LogEvent,
+  type ReplyDelta,
+  type ReplySoFar,
   type RunTotals,
   type TerminateReason,
 } from './run-view.js';
@@ -28,6 +30,8 @@ interface Run {
   finalText?: string;
   selfVerdict?: string | null;
   totals?: RunTotals;
+  /** A running run's reply so far (agent.list). */
+  reply?: ReplySoFar;
 }
 
 const DIRECTORY_KEY = 'aleph.directory';
@@ -111,6 +115,9 @@ export class AgentPanel {
   async load(): Promise<void> {
     const runs = await this.#connection.request<Run[]>('agent.list', {});
     for (const run of runs) this.#runs.set(run.runId, run);
+    this.#seedReplies(runs);
+    // Ended while this page was away: the tab a reload brought back of its commands closes.
+    for (const run of runs) if (run.state === 'done') this.on.done(run.runId);
     // The directory used last here, else the last run's (the CLI's runs say where their user was).
     this.directory.value ||=
       localStorage.getItem(DIRECTORY_KEY) ?? runs.findLast((run) => run.cwd)?.cwd ?? '';
@@ -127,8 +134,15 @@ export class AgentPanel {
       if (known?.state === 'running' && run.state === 'done') this.on.done(run.runId);
       this.#runs.set(run.runId, { ...known, ...run });
     }
+    this.#seedReplies(runs);
     this.#renderRuns();
     this.#scheduleHistory(0);
+  }
+
+  /** What the running runs' replies say so far: a page that opens mid-reply shows it from its start. */
+  #seedReplies(runs: readonly Run[]): void {
+    for (const run of runs)
+      if (run.state === 'running' && run.reply !== undefined) this.#viewOf(run).seed(run.runId, run.reply);
   }
 
   /** Sends the follow-up box to the selected run's session: the conversation goes on there. */
@@ -193,8 +207,9 @@ export class AgentPanel {
     if (topic === 'agent.shell')
       this.on.shell(run.runId, event['ptySessionId'] as string, event['command'] as string);
     if (topic === 'agent.delta') {
-      const text = event['delta'] ?? event['text'];
-      if (typeof text === 'string') this.#viewOf(run).delta(text, event['kind'] === 'replace');
+      const { turn, seq, kind, text } = event as unknown as Partial<ReplyDelta>;
+      if (typeof text === 'string' && typeof turn === 'number' && typeof seq === 'number')
+        this.#viewOf(run).delta(run.runId, { turn, seq, kind: kind ?? 'text', text });
       return;
     }
     if (topic === 'agent.done') {

@@ -3,6 +3,7 @@
 // the keyboard. A refused token or a lost server is said in words, never left as a blank page.
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
+import type { Terminal } from '@xterm/xterm';
 import { AgentPanel } from './agent-panel.js';
 import { h } from './dom.js';
 import { ConnectError, GatewayConnection } from './gateway-client.js';
@@ -32,20 +33,24 @@ function signIn(message: string, isError: boolean): void {
   });
   root.replaceChildren(
     h(
-      'form',
-      {
-        class: 'sign-in',
-        onsubmit: (event) => {
-          event.preventDefault();
-          sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-          void start();
+      'main',
+      {},
+      h(
+        'form',
+        {
+          class: 'sign-in',
+          onsubmit: (event) => {
+            event.preventDefault();
+            sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+            void start();
+          },
         },
-      },
-      h('h1', {}, 'Aleph console'),
-      h('p', { class: isError ? 'error' : '', role: isError ? 'alert' : 'status' }, message),
-      h('label', { for: 'token' }, 'Token'),
-      input,
-      h('button', { type: 'submit' }, 'Sign in'),
+        h('h1', {}, 'Aleph console'),
+        h('p', { class: isError ? 'error' : '', role: isError ? 'alert' : 'status' }, message),
+        h('label', { for: 'token' }, 'Token'),
+        input,
+        h('button', { type: 'submit' }, 'Sign in'),
+      ),
     ),
   );
   input.focus();
@@ -57,7 +62,7 @@ async function start(): Promise<void> {
     signIn('Paste the token the server printed, or open the URL it printed (it signs you in).', false);
     return;
   }
-  root.replaceChildren(h('p', { class: 'connecting' }, 'Connecting…'));
+  root.replaceChildren(h('main', {}, h('p', { class: 'connecting' }, 'Connecting…')));
   let connection: GatewayConnection;
   try {
     connection = await GatewayConnection.connect(token);
@@ -71,9 +76,13 @@ async function start(): Promise<void> {
     } else {
       root.replaceChildren(
         h(
-          'p',
-          { class: 'error', role: 'alert' },
-          `Cannot reach the Aleph server at ${location.host}. Is it running? Reload to retry.`,
+          'main',
+          {},
+          h(
+            'p',
+            { class: 'error', role: 'alert' },
+            `Cannot reach the Aleph server at ${location.host}. Is it running? Reload to retry.`,
+          ),
         ),
       );
     }
@@ -187,7 +196,7 @@ async function start(): Promise<void> {
       if (tab !== undefined && !tab.pageKeys && tab.element.contains(document.activeElement)) return;
       const digit = /^Digit([1-9])$/.exec(event.code)?.[1];
       if (event.code === 'KeyN') void terminals.spawn();
-      else if (event.code === 'KeyW') void terminals.close();
+      else if (event.code === 'KeyW') void terminals.close(terminals.activeTab);
       else if (event.code === 'KeyA') {
         if (getComputedStyle(drawer).display !== 'none') toggleDrawer(true);
         agent.prompt.focus();
@@ -205,18 +214,22 @@ async function start(): Promise<void> {
     if (state.kind === 'refused') terminals.dispose();
   });
   // For tests and the bench: the text xterm holds, read from its buffer (not from pixels).
+  const linesOf = (terminal: Terminal | undefined, which: 'screen' | 'all'): string[] => {
+    const buffer = terminal?.buffer.active;
+    if (terminal === undefined || buffer === undefined) return [];
+    const first = which === 'screen' ? buffer.viewportY : 0;
+    const last = which === 'screen' ? buffer.viewportY + terminal.rows : buffer.length;
+    const out: string[] = [];
+    for (let row = first; row < last; row += 1) out.push(buffer.getLine(row)?.translateToString(true) ?? '');
+    return out;
+  };
   Object.defineProperty(window, 'alephConsole', {
     value: {
-      lines(which: 'screen' | 'all' = 'screen'): string[] {
-        const buffer = terminals.activeTab?.terminal.buffer.active;
-        if (buffer === undefined) return [];
-        const first = which === 'screen' ? buffer.viewportY : 0;
-        const last =
-          which === 'screen' ? buffer.viewportY + (terminals.activeTab?.terminal.rows ?? 0) : buffer.length;
-        const out: string[] = [];
-        for (let row = first; row < last; row += 1)
-          out.push(buffer.getLine(row)?.translateToString(true) ?? '');
-        return out;
+      lines: (which: 'screen' | 'all' = 'screen') => linesOf(terminals.activeTab?.terminal, which),
+      /** Every line of the tab on that session, shown or not (undefined: no such tab). */
+      linesOf: (sessionId: string) => {
+        const tab = terminals.tabs.find((open) => open.sessionId === sessionId);
+        return tab === undefined ? undefined : linesOf(tab.terminal, 'all');
       },
       bufferType: () => terminals.activeTab?.terminal.buffer.active.type,
       cursor: () => {

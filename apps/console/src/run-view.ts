@@ -50,6 +50,21 @@ export interface RunTotals {
   costUsd?: number | undefined;
 }
 
+/** A piece of a reply being written (`agent.delta`); `seq` counts from 0 in each turn of a run. */
+export interface ReplyDelta {
+  turn: number;
+  seq: number;
+  kind: string;
+  text: string;
+}
+/** What agent.list keeps of a running run's reply: its text up to `seq` (the tail, if `chars` is more). */
+export interface ReplySoFar {
+  turn: number;
+  seq: number;
+  text: string;
+  chars?: number;
+}
+
 /** Text longer than this (characters or lines) is folded behind "Show more". */
 const FOLD_CHARS = 1200;
 const FOLD_LINES = 16;
@@ -195,7 +210,10 @@ export class RunView {
   #turns = 0;
   #end: HTMLElement | undefined;
   #streaming: HTMLElement | undefined;
-  #streamed = '';
+  /** The reply being written: its run and turn, the text up to `seq`, and whether its start is cut. */
+  #stream = { runId: '', turn: -1, seq: -1, text: '', cut: false };
+  /** The stream's pieces as they came: a page that began to listen mid-reply puts them after a seed. */
+  #pieces: ReplyDelta[] = [];
 
   /** The newest log sequence drawn (-1 before any). */
   get seen(): number {
@@ -211,14 +229,49 @@ export class RunView {
     }
   }
 
-  /** Streamed text of the reply being written (`agent.delta`), until its log event replaces it. */
-  delta(text: string, replace = false): void {
-    this.#streamed = replace ? text : this.#streamed + text;
+  /**
+   * Streamed text of the reply being written (`agent.delta`), until its log event replaces it.
+   * Tool-call arguments are not the reply's text (the call is drawn with them once kept).
+   */
+  delta(runId: string, delta: ReplyDelta): void {
+    if (delta.kind !== 'text' && delta.kind !== 'replace') return;
+    this.#streamOf(runId, delta.turn);
+    this.#pieces.push(delta);
+    if (delta.seq <= this.#stream.seq) return; // in the text so far already
+    this.#stream.seq = delta.seq;
+    this.#stream.text = delta.kind === 'replace' ? delta.text : this.#stream.text + delta.text;
+    this.#showStream();
+  }
+
+  /**
+   * A running run's reply so far (agent.list), for a page that opens, reloads or reconnects
+   * mid-reply: the text up to its `seq`, then the pieces after it that came meanwhile, each once.
+   */
+  seed(runId: string, reply: ReplySoFar): void {
+    this.#streamOf(runId, reply.turn);
+    let { text, seq } = reply;
+    for (const piece of this.#pieces)
+      if (piece.seq > reply.seq) {
+        text = piece.kind === 'replace' ? piece.text : text + piece.text;
+        seq = Math.max(seq, piece.seq);
+      }
+    this.#stream = { ...this.#stream, seq, text, cut: (reply.chars ?? 0) > reply.text.length };
+    this.#showStream();
+  }
+
+  /** The stream of that run's turn: a new one starts empty. */
+  #streamOf(runId: string, turn: number): void {
+    if (this.#stream.runId === runId && this.#stream.turn === turn) return;
+    this.#stream = { runId, turn, seq: -1, text: '', cut: false };
+    this.#pieces = [];
+  }
+
+  #showStream(): void {
     if (this.#streaming === undefined) {
       this.#streaming = h('li', { class: 'assistant streaming', 'aria-busy': 'true' });
       this.element.append(this.#streaming);
     }
-    this.#streaming.textContent = this.#streamed;
+    this.#streaming.textContent = (this.#stream.cut ? '…' : '') + this.#stream.text;
   }
 
   /** The run's totals from agent.done: the end line says them. */
@@ -263,9 +316,12 @@ export class RunView {
         return;
       }
       case 'assistant':
-        this.#streaming?.remove();
-        this.#streaming = undefined;
-        this.#streamed = '';
+        // The reply kept: its stream gives way (not a later turn's, when the log is read behind it).
+        if (event.content.includes(this.#stream.text)) {
+          this.#streaming?.remove();
+          this.#streaming = undefined;
+          this.#stream.text = '';
+        }
         if (event.usage !== undefined) this.#tokens += event.usage.inputTokens + event.usage.outputTokens;
         if (event.content.trim() !== '') {
           const text = h('div', { class: 'markdown' });

@@ -64,8 +64,12 @@ export function describeExit(exit: ExitInfo): string {
   return `Session ended — ${why[exit.reason] ?? exit.reason}${how ? ` (${how})` : ''}`;
 }
 
+/** Each tab's own name in the page's DOM (`tab-…`, `panel-…`): a tab exists before its session. */
+let tabCount = 0;
+
 export class TerminalTab {
   readonly element: HTMLElement;
+  readonly key = `t${(tabCount += 1)}`;
   readonly terminal: Terminal;
   readonly #fit = new FitAddon();
   readonly #notice: HTMLElement;
@@ -106,14 +110,26 @@ export class TerminalTab {
   #programTitle = '';
   /** Alt+N/W/A/1–9 go to the page (true) or to the program (false), per tab. */
   #pageKeys = true;
+  #sessionId: string | undefined;
+  #label: string;
+  /**
+   * Opened before its session exists (Alt+N: the tab takes the keys typed next, at once, as a
+   * desktop terminal's new tab does), or not yet following it: keys typed meanwhile wait, in
+   * order, and go once it follows its session.
+   */
+  #starting: boolean;
 
+  /** A tab on `sessionId`; without one, a new tab whose session is on its way (see `start`). */
   constructor(
     connection: GatewayConnection,
-    readonly sessionId: string,
-    readonly label: string,
+    sessionId: string | undefined,
+    label: string,
     readonly onChange: () => void = () => {},
   ) {
     this.#connection = connection;
+    this.#sessionId = sessionId;
+    this.#label = label;
+    this.#starting = sessionId === undefined;
     this.#linkNote = h('div', { class: 'link-note', role: 'status', hidden: true });
     this.#notice = h('div', { class: 'notice', role: 'status', hidden: true });
     this.#sizeNote = h('div', {
@@ -127,11 +143,11 @@ export class TerminalTab {
       'section',
       {
         class: 'term-tab',
-        'data-session': sessionId,
+        'data-session': sessionId ?? false,
         hidden: true,
         role: 'tabpanel',
-        id: `panel-${sessionId}`,
-        'aria-labelledby': `tab-${sessionId}`,
+        id: `panel-${this.key}`,
+        'aria-labelledby': `tab-${this.key}`,
       },
       this.#notice,
       this.#linkNote,
@@ -198,6 +214,23 @@ export class TerminalTab {
     this.terminal.textarea?.addEventListener('focus', () => this.#sendSize());
   }
 
+  /** The session shown; undefined while a new tab's session is on its way. */
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+
+  get label(): string {
+    return this.#label;
+  }
+
+  /** A new tab's session exists: it is this tab's from now on (attach follows it). */
+  start(sessionId: string, label: string): void {
+    this.#sessionId = sessionId;
+    this.#label = label;
+    this.element.dataset['session'] = sessionId;
+    this.onChange();
+  }
+
   get exit(): ExitInfo | undefined {
     return this.#exit;
   }
@@ -246,7 +279,7 @@ export class TerminalTab {
       this.terminal.write(snapshot.data);
     }
     const follow = await this.#connection.call('pty.follow', {
-      sessionId: this.sessionId,
+      sessionId: this.#id,
       fromOffset: snapshot?.offset ?? 0,
     });
     this.#followed(follow);
@@ -257,7 +290,7 @@ export class TerminalTab {
    * shorter one), if the server still holds the output after it: then nothing is lost or twice.
    */
   async #attachSaved(): Promise<boolean> {
-    const key = SAVED_SCREEN_KEY + this.sessionId;
+    const key = SAVED_SCREEN_KEY + this.#id;
     const text = sessionStorage.getItem(key);
     sessionStorage.removeItem(key);
     if (text === null) return false;
@@ -266,7 +299,7 @@ export class TerminalTab {
     this.terminal.resize(saved.cols, saved.rows);
     this.terminal.write(saved.data);
     const follow = await this.#connection.call('pty.follow', {
-      sessionId: this.sessionId,
+      sessionId: this.#id,
       fromOffset: saved.offset,
     });
     if (follow.offset !== saved.offset) return false; // the server no longer has what came after
@@ -280,6 +313,16 @@ export class TerminalTab {
     this.#attached = true;
     if (follow.exit !== null) this.ended(follow.exit);
     this.fit();
+    if (this.#starting) {
+      this.#starting = false;
+      if (this.#connection.open) this.flushQueued();
+    }
+  }
+
+  /** The session, once there is one: only asked for on the way to following it. */
+  get #id(): string {
+    if (this.#sessionId === undefined) throw new Error('the tab has no session yet');
+    return this.#sessionId;
   }
 
   /** Leaves this view's screen for the next load of the page (see #attachSaved). */
@@ -289,7 +332,7 @@ export class TerminalTab {
       const data = this.#serialize.serialize({ scrollback: this.terminal.options.scrollback ?? 1000 });
       const { cols, rows } = this.terminal;
       sessionStorage.setItem(
-        SAVED_SCREEN_KEY + this.sessionId,
+        SAVED_SCREEN_KEY + this.#id,
         JSON.stringify({ offset: this.#drawn, cols, rows, data }),
       );
     } catch {
@@ -308,7 +351,7 @@ export class TerminalTab {
     let follow: MethodResult<'pty.follow'>;
     try {
       follow = await this.#connection.call('pty.follow', {
-        sessionId: this.sessionId,
+        sessionId: this.#id,
         fromOffset: this.#next,
       });
     } catch (error) {
@@ -373,7 +416,7 @@ export class TerminalTab {
     this.#sizedAt = performance.now();
     this.#sized = true;
     // An ended session refuses (session_closed): its snapshot stays too large, the scrollback serves.
-    await this.#connection.call('pty.resize', { sessionId: this.sessionId, cols, rows }).catch(() => {});
+    await this.#connection.call('pty.resize', { sessionId: this.#id, cols, rows }).catch(() => {});
     return this.#snapshot().catch(() => undefined);
   }
 
@@ -381,7 +424,7 @@ export class TerminalTab {
   async #snapshot(): Promise<MethodResult<'pty.snapshot'>> {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return await this.#connection.call('pty.snapshot', { sessionId: this.sessionId });
+        return await this.#connection.call('pty.snapshot', { sessionId: this.#id });
       } catch (error) {
         if (!(error instanceof RpcError && error.code === 'busy') || attempt === 10) throw error;
         await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
@@ -403,7 +446,7 @@ export class TerminalTab {
     this.#next = end;
     this.terminal.write(fresh, () => {
       this.#drawn = Math.max(this.#drawn, end);
-      this.#connection.handled(this.sessionId, end);
+      this.#connection.handled(this.#id, end);
     });
   }
 
@@ -417,9 +460,13 @@ export class TerminalTab {
   }
 
   /** Says in the tab that it cannot show the session (never a blank tab taking keys unseen). */
-  failed(error: unknown): void {
+  failed(error: unknown, what = 'Cannot show this session'): void {
     if (this.#exit !== undefined) return;
-    this.#notice.textContent = `Cannot show this session: ${error instanceof Error ? error.message : String(error)}`;
+    if (this.#starting && this.#queuedBytes > 0) void this.terminal.write('\x07'); // typed, not sent
+    this.#starting = false;
+    this.#queued = [];
+    this.#queuedBytes = 0;
+    this.#notice.textContent = `${what}: ${error instanceof Error ? error.message : String(error)}`;
     this.#notice.hidden = false;
     this.terminal.options.disableStdin = true;
   }
@@ -476,7 +523,7 @@ export class TerminalTab {
 
   dispose(): void {
     cancelAnimationFrame(this.#fitFrame);
-    sessionStorage.removeItem(SAVED_SCREEN_KEY + this.sessionId);
+    if (this.#sessionId !== undefined) sessionStorage.removeItem(SAVED_SCREEN_KEY + this.#sessionId);
     this.terminal.dispose();
     this.element.remove();
   }
@@ -496,7 +543,7 @@ export class TerminalTab {
     this.#sizedAt = performance.now();
     this.#sized = true;
     this.#sizeNote.hidden = true;
-    this.#connection.call('pty.resize', { sessionId: this.sessionId, cols, rows }).catch(() => {});
+    this.#connection.call('pty.resize', { sessionId: this.#id, cols, rows }).catch(() => {});
   }
 
   #used(): void {
@@ -533,8 +580,9 @@ export class TerminalTab {
    */
   #input(bytes: Uint8Array): void {
     const bell = (): void => void this.terminal.write('\x07');
-    if (!this.#connection.open) {
-      if (this.#queuedBytes + bytes.length > QUEUE_MAX_BYTES) {
+    if (!this.#connection.open || this.#starting) {
+      // A new tab's own keys wait whole (a connection's drop, of unknown length, is bounded).
+      if (!this.#connection.open && this.#queuedBytes + bytes.length > QUEUE_MAX_BYTES) {
         bell();
         this.#refusedBytes += bytes.length;
         return this.#showLink();
@@ -577,7 +625,7 @@ export class TerminalTab {
   }
 
   #piece(bytes: Uint8Array): Promise<unknown> {
-    return this.#connection.call('pty.input', { sessionId: this.sessionId, data: encodeBase64(bytes) });
+    return this.#connection.call('pty.input', { sessionId: this.#id, data: encodeBase64(bytes) });
   }
 }
 

@@ -21,6 +21,8 @@ interface SavedTab {
   /** The program's own title (OSC 0/2), which a screen snapshot does not carry. */
   programTitle?: string;
   pageKeys?: boolean;
+  /** The agent run whose commands the tab follows: its next command and its end close the tab. */
+  runId?: string | undefined;
 }
 
 /** A user shell by its program (`bash`, not `/bin/bash`); the rest of its command line as given. */
@@ -47,8 +49,9 @@ export class Terminals {
   readonly area = h('div', { class: 'terminal-area' });
   readonly sessionList = h('ul', { class: 'session-list', 'aria-label': 'Sessions' });
   readonly #connection: GatewayConnection;
-  readonly #tabs = new Map<string, TerminalTab>();
-  #active: string | undefined;
+  /** In the tab strip's order; a new tab is here before its session exists (see spawn). */
+  #tabs: TerminalTab[] = [];
+  #active: TerminalTab | undefined;
   #listTimer: ReturnType<typeof setInterval> | undefined;
   #listed: ListedSession[] = [];
   /** Agent sessions: what the model asked to run, and the run each belongs to. */
@@ -56,21 +59,23 @@ export class Terminals {
     Object.entries(JSON.parse(localStorage.getItem(LABELS_KEY) ?? '{}') as Record<string, string>),
   );
   readonly #runOf = new Map<string, string>();
+  /** Runs known to have ended: a tab of theirs a reload brings back closes too. */
+  readonly #endedRuns = new Set<string>();
   #restoring = false;
   /** Told when the tabs change (count, titles, queued keys): the page's title and banner follow. */
   onChange: () => void = () => {};
 
   constructor(connection: GatewayConnection) {
     this.#connection = connection;
-    connection.onOutput((output) => this.#tabs.get(output.sessionId)?.output(output));
+    connection.onOutput((output) => this.#tabOf(output.sessionId)?.output(output));
     connection.onEvent((topic, params) => {
       if (topic !== 'pty.exit') return;
       const { sessionId, ...exit } = params as PtyExitEvent;
-      this.#tabs.get(sessionId)?.ended(exit);
+      this.#tabOf(sessionId)?.ended(exit);
       void this.refresh();
     });
     connection.onState((state) => {
-      for (const tab of this.#tabs.values())
+      for (const tab of this.#tabs)
         if (state.kind === 'up') tab.flushQueued();
         else tab.disconnected();
       this.#render();
@@ -78,16 +83,16 @@ export class Terminals {
     new ResizeObserver(() => this.activeTab?.fit()).observe(this.area);
     // This page's own screens (scrollback and all) for its next load: see TerminalTab.save.
     window.addEventListener('pagehide', () => {
-      for (const tab of this.#tabs.values()) tab.save();
+      for (const tab of this.#tabs) tab.save();
     });
   }
 
   get activeTab(): TerminalTab | undefined {
-    return this.#active === undefined ? undefined : this.#tabs.get(this.#active);
+    return this.#active;
   }
 
   get tabs(): readonly TerminalTab[] {
-    return [...this.#tabs.values()];
+    return [...this.#tabs];
   }
 
   /** Bytes typed into every tab while the connection was down, not sent yet. */
@@ -108,14 +113,17 @@ export class Terminals {
       saved.map(async (entry) => {
         const listed = known.get(entry.sessionId);
         if (listed === undefined) return;
+        if (entry.runId !== undefined) this.#runOf.set(entry.sessionId, entry.runId);
         const tab = await this.open(entry.sessionId, listed, { focus: false, title: entry.label });
         if (entry.pageKeys === false) tab.pageKeys = false;
         if (entry.programTitle) tab.programTitle = entry.programTitle;
       }),
     );
     this.#restoring = false;
-    const first = saved.find((entry) => this.#tabs.has(entry.sessionId))?.sessionId;
-    const chosen = active !== null && this.#tabs.has(active) ? active : first;
+    for (const [sessionId, runId] of this.#runOf)
+      if (this.#endedRuns.has(runId)) void this.close(this.#tabOf(sessionId));
+    const first = saved.map((entry) => this.#tabOf(entry.sessionId)).find((tab) => tab !== undefined);
+    const chosen = (active === null ? undefined : this.#tabOf(active)) ?? first;
     if (chosen !== undefined) this.select(chosen);
     this.#save();
     this.#listTimer = setInterval(() => void this.refresh(), LIST_EVERY_MS);
@@ -125,26 +133,59 @@ export class Terminals {
   async resume(): Promise<void> {
     await this.#subscribe();
     await Promise.all(
-      this.tabs.map((tab) =>
-        tab.resume().catch((error: unknown) => {
-          if (error instanceof RpcError && error.code === 'disconnected') throw error;
-          tab.failed(error);
-        }),
-      ),
+      // A new tab whose session has not been answered yet follows it once it is.
+      this.tabs
+        .filter((tab) => tab.sessionId !== undefined)
+        .map((tab) =>
+          tab.resume().catch((error: unknown) => {
+            if (error instanceof RpcError && error.code === 'disconnected') throw error;
+            tab.failed(error);
+          }),
+        ),
     );
     await this.refresh();
   }
 
-  /** Spawns the default shell at the size of the terminal area and opens it. */
+  /**
+   * Spawns the default shell at the size of the terminal area and opens it. The tab is there, shown
+   * and focused, before the server answers: what is typed next is this tab's (sent once it follows
+   * its session), never the tab shown before's.
+   */
   async spawn(command?: { command: string; args: string[] }): Promise<TerminalTab> {
     const size = this.activeTab?.terminal ?? { cols: 80, rows: 24 };
-    const { sessionId } = await this.#connection.call('pty.spawn', {
-      ...command,
-      cols: size.cols,
-      rows: size.rows,
-    });
+    const tab = this.#add(new TerminalTab(this.#connection, undefined, 'starting…', () => this.#render()));
+    this.select(tab);
+    if (!this.#connection.open) {
+      // Asked for while down: started once the connection is back (nothing was sent: never twice).
+      tab.disconnected();
+      await new Promise<void>((up) => {
+        const stop = this.#connection.onState((state) => {
+          if (state.kind !== 'up') return;
+          stop();
+          up();
+        });
+      });
+      if (!this.#tabs.includes(tab)) return tab; // closed meanwhile: nothing to start
+    }
+    let sessionId: string;
+    try {
+      ({ sessionId } = await this.#connection.call('pty.spawn', {
+        ...command,
+        cols: size.cols,
+        rows: size.rows,
+      }));
+    } catch (error) {
+      tab.failed(error, 'Cannot start a terminal');
+      return tab;
+    }
     await this.refresh(); // its command line, for its label (`bash`)
-    return this.open(sessionId);
+    const info = this.#listed.find((session) => session.sessionId === sessionId);
+    // Closed meanwhile: detached as any closed tab, its session listed in Sessions.
+    if (!this.#tabs.includes(tab)) return tab;
+    tab.start(sessionId, brief(this.labelOf(sessionId, info?.command ?? 'shell'), 40));
+    if (this.#active === tab) sessionStorage.setItem(ACTIVE_TAB_KEY, sessionId);
+    await this.#follow(tab, info);
+    return tab;
   }
 
   /** Opens a tab on a session (or shows the one already open). */
@@ -153,18 +194,32 @@ export class Terminals {
     listed?: ListedSession,
     options: { focus?: boolean; title?: string | undefined } = {},
   ): Promise<TerminalTab> {
-    const existing = this.#tabs.get(sessionId);
+    const existing = this.#tabOf(sessionId);
     if (existing !== undefined) {
-      if (options.focus !== false) this.select(sessionId);
+      if (options.focus !== false) this.select(existing);
       return existing;
     }
     const info = listed ?? this.#listed.find((session) => session.sessionId === sessionId);
     const title = brief(options.title ?? this.labelOf(sessionId, info?.command ?? 'shell'), 40);
-    const tab = new TerminalTab(this.#connection, sessionId, title, () => this.#render());
-    this.#tabs.set(sessionId, tab);
+    const tab = this.#add(new TerminalTab(this.#connection, sessionId, title, () => this.#render()));
+    if (options.focus !== false || this.#active === undefined) this.select(tab);
+    await this.#follow(tab, info);
+    return tab;
+  }
+
+  #add(tab: TerminalTab): TerminalTab {
+    this.#tabs.push(tab);
     this.area.append(tab.element);
+    return tab;
+  }
+
+  #tabOf(sessionId: string): TerminalTab | undefined {
+    return this.#tabs.find((tab) => tab.sessionId === sessionId);
+  }
+
+  /** A tab on its session: subscribed to its events, then drawn from its screen and following it. */
+  async #follow(tab: TerminalTab, info: ListedSession | undefined): Promise<void> {
     await this.#subscribe().catch(() => {}); // down: the resume subscribes
-    if (options.focus !== false || this.#active === undefined) this.select(sessionId);
     this.#save();
     try {
       await tab.attach();
@@ -176,20 +231,20 @@ export class Terminals {
     }
     const ended = endOf(info);
     if (ended !== undefined) tab.ended(ended);
-    return tab;
   }
 
-  select(sessionId: string): void {
-    this.#active = sessionId;
-    if (!this.#restoring) sessionStorage.setItem(ACTIVE_TAB_KEY, sessionId);
-    for (const tab of this.#tabs.values()) tab.show(tab.sessionId === sessionId);
+  select(chosen: TerminalTab): void {
+    this.#active = chosen;
+    if (!this.#restoring && chosen.sessionId !== undefined)
+      sessionStorage.setItem(ACTIVE_TAB_KEY, chosen.sessionId);
+    for (const tab of this.#tabs) tab.show(tab === chosen);
     this.#render();
   }
 
   /** Selects the n-th tab (0-based), for Alt+1…9. */
   selectIndex(index: number): void {
-    const tab = this.tabs[index];
-    if (tab !== undefined) this.select(tab.sessionId);
+    const tab = this.#tabs[index];
+    if (tab !== undefined) this.select(tab);
   }
 
   /** What a session is called: the model's command for an agent's, the program for a user's. */
@@ -205,28 +260,31 @@ export class Terminals {
     this.#labels.set(ptySessionId, command);
     const labels = [...this.#labels].slice(-200); // bounded: the newest agent commands
     localStorage.setItem(LABELS_KEY, JSON.stringify(Object.fromEntries(labels)));
-    const previous = [...this.#runOf].find(([sessionId, run]) => run === runId && this.#tabs.has(sessionId));
+    const previous = [...this.#runOf]
+      .filter(([, run]) => run === runId)
+      .map(([sessionId]) => this.#tabOf(sessionId))
+      .find((tab) => tab !== undefined);
     this.#runOf.set(ptySessionId, runId);
-    const wasActive = previous !== undefined && previous[0] === this.#active;
-    if (previous !== undefined) void this.close(previous[0]);
+    const wasActive = previous !== undefined && previous === this.#active;
+    if (previous !== undefined) void this.close(previous);
     void this.open(ptySessionId, undefined, { focus: wasActive, title: `agent: ${command}` });
   }
 
   /** A run ended: its commands' tab closes (the sessions stay listed while the server keeps them). */
   runEnded(runId: string): void {
-    for (const [sessionId, run] of this.#runOf) if (run === runId) void this.close(sessionId);
+    this.#endedRuns.add(runId);
+    for (const [sessionId, run] of this.#runOf) if (run === runId) void this.close(this.#tabOf(sessionId));
   }
 
   /**
    * Closes the tab: this page stops following the session, which runs on (listed in Sessions,
    * open it again from there). It never ends the session — see `end`.
    */
-  async close(sessionId: string | undefined = this.#active): Promise<void> {
-    const tab = sessionId === undefined ? undefined : this.#tabs.get(sessionId);
-    if (tab === undefined) return;
-    this.#tabs.delete(tab.sessionId);
+  async close(tab: TerminalTab | undefined): Promise<void> {
+    if (tab === undefined || !this.#tabs.includes(tab)) return;
+    this.#tabs = this.#tabs.filter((open) => open !== tab);
     tab.dispose();
-    if (this.#active === tab.sessionId) this.#active = this.tabs.at(-1)?.sessionId;
+    if (this.#active === tab) this.#active = this.#tabs.at(-1);
     if (this.#active !== undefined) this.select(this.#active);
     this.#save();
     this.#render();
@@ -253,7 +311,7 @@ export class Terminals {
       return; // the connection is down; the banner says so
     }
     for (const session of this.#listed)
-      this.#tabs.get(session.sessionId)?.listed(session.cols, session.rows, askedAt);
+      this.#tabOf(session.sessionId)?.listed(session.cols, session.rows, askedAt);
     this.#render();
   }
 
@@ -262,27 +320,29 @@ export class Terminals {
   }
 
   #subscribe(): Promise<unknown> {
-    return this.#connection.call('events.subscribe', { topics: ['pty.*'], sessions: [...this.#tabs.keys()] });
+    return this.#connection.call('events.subscribe', { topics: ['pty.*'], sessions: this.#sessionIds() });
+  }
+
+  #sessionIds(): string[] {
+    return this.#tabs.flatMap((tab) => (tab.sessionId === undefined ? [] : [tab.sessionId]));
   }
 
   #save(): void {
     if (this.#restoring) return;
-    const saved: SavedTab[] = this.tabs.map((tab) => ({
-      sessionId: tab.sessionId,
-      label: tab.label,
-      programTitle: tab.programTitle,
-      pageKeys: tab.pageKeys,
-    }));
+    const saved: SavedTab[] = this.#sessionIds().map((sessionId) => {
+      const { label, programTitle, pageKeys } = this.#tabOf(sessionId)!;
+      return { sessionId, label, programTitle, pageKeys, runId: this.#runOf.get(sessionId) };
+    });
     sessionStorage.setItem(OPEN_TABS_KEY, JSON.stringify(saved));
   }
 
   #render(): void {
     this.#save();
-    this.#tabList.setAttribute('aria-owns', this.tabs.map((tab) => `tab-${tab.sessionId}`).join(' '));
+    this.#tabList.setAttribute('aria-owns', this.#tabs.map((tab) => `tab-${tab.key}`).join(' '));
     this.tabBar.replaceChildren(
       this.#tabList,
-      ...this.tabs.map((tab, index) => {
-        const selected = tab.sessionId === this.#active;
+      ...this.#tabs.map((tab, index) => {
+        const selected = tab === this.#active;
         return h(
           'div',
           { class: `tab${tab.exit ? ' ended' : ''}${selected ? ' selected' : ''}` },
@@ -290,15 +350,15 @@ export class Terminals {
             'button',
             {
               role: 'tab',
-              id: `tab-${tab.sessionId}`,
+              id: `tab-${tab.key}`,
               'aria-selected': String(selected),
-              'aria-controls': `panel-${tab.sessionId}`,
+              'aria-controls': `panel-${tab.key}`,
               'aria-keyshortcuts': `Alt+${index + 1}`,
               tabindex: selected ? '0' : '-1',
               title: `${tab.title} (Alt+${index + 1})`,
-              onclick: () => this.select(tab.sessionId),
+              onclick: () => this.select(tab),
               onauxclick: (event) => {
-                if ((event as MouseEvent).button === 1) void this.close(tab.sessionId);
+                if ((event as MouseEvent).button === 1) void this.close(tab);
               },
               onkeydown: (event) => this.#tabKey(event as KeyboardEvent, index),
             },
@@ -310,7 +370,7 @@ export class Terminals {
               class: 'close',
               'aria-label': `Close tab ${tab.title}`,
               title: 'Close the tab (Alt+W): the session runs on; end it from Sessions',
-              onclick: () => void this.close(tab.sessionId),
+              onclick: () => void this.close(tab),
             },
             '×',
           ),
@@ -323,13 +383,13 @@ export class Terminals {
 
   /** Arrow keys move between tabs, Delete closes one (the tab pattern of WAI-ARIA). */
   #tabKey(event: KeyboardEvent, index: number): void {
-    const tabs = this.tabs;
+    const tabs = this.#tabs;
     const to = event.key === 'ArrowRight' ? index + 1 : event.key === 'ArrowLeft' ? index - 1 : undefined;
-    if (event.key === 'Delete') void this.close(tabs[index]?.sessionId);
+    if (event.key === 'Delete') void this.close(tabs[index]);
     else if (to !== undefined && tabs.length > 0) {
       const next = tabs[(to + tabs.length) % tabs.length]!;
-      this.select(next.sessionId);
-      document.getElementById(`tab-${next.sessionId}`)?.focus();
+      this.select(next);
+      document.getElementById(`tab-${next.key}`)?.focus();
     } else return;
     event.preventDefault();
   }
@@ -337,7 +397,7 @@ export class Terminals {
   #sessionRow(session: ListedSession): HTMLElement {
     const ended = endOf(session);
     const agent = this.#labels.has(session.sessionId);
-    const open = this.#tabs.has(session.sessionId);
+    const open = this.#tabOf(session.sessionId) !== undefined;
     const label = this.labelOf(session.sessionId, session.command);
     return h(
       'li',

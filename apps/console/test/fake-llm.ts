@@ -1,11 +1,15 @@
 // A local endpoint that answers like an OpenAI-compatible chat-completions API, from a script: a
 // function of the conversation so far (the console's copy of the server tests' fake, trimmed to the
 // one wire the console's runs use). No LLM is reachable from CI.
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export type Reply =
-  { text: string } | { text?: string; call: { name: string; args: unknown } } | { hangMs: number };
+  | { text: string }
+  | { text?: string; call: { name: string; args: unknown } }
+  | { hangMs: number }
+  /** Streamed piece by piece; each promise is waited for before the pieces after it go. */
+  | { pieces: (string | Promise<void>)[] };
 export interface Message {
   role: string;
   content: string | null;
@@ -27,6 +31,7 @@ export async function startFakeLlm(
         setTimeout(() => response.destroy(), reply.hangMs); // a model that never answers, until cut off
         return;
       }
+      if ('pieces' in reply) return void streamPieces(response, body.model as string, reply.pieces);
       const message =
         'call' in reply
           ? {
@@ -80,6 +85,30 @@ export async function startFakeLlm(
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     close: () => new Promise((done) => server.close(() => done())),
   };
+}
+
+/** A reply streamed as server-sent chunks, one per piece, waiting where the script says. */
+async function streamPieces(
+  response: ServerResponse,
+  model: string,
+  pieces: (string | Promise<void>)[],
+): Promise<void> {
+  const chunk = (delta: object, finishReason: string | null, extra: object = {}): string =>
+    `data: ${JSON.stringify({
+      id: 'chatcmpl-pieces',
+      object: 'chat.completion.chunk',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      choices: [{ index: 0, delta, finish_reason: finishReason }],
+      ...extra,
+    })}\n\n`;
+  response.writeHead(200, { 'content-type': 'text/event-stream' });
+  response.write(chunk({ role: 'assistant', content: '' }, null));
+  for (const piece of pieces)
+    if (typeof piece === 'string') response.write(chunk({ content: piece }, null));
+    else await piece;
+  const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };
+  response.end(chunk({}, 'stop', { usage }) + 'data: [DONE]\n\n');
 }
 
 /** Write a file, cat it through the shell tool, then stop (twice, if a stop hook vetoes the first). */

@@ -162,4 +162,19 @@ describe.skipIf(!available)('the console over a connection that drops', () => {
     proxy.restore();
     await expect.poll(status, { timeout: 30_000 }).toBe('connected');
   });
+
+  it('a new tab asked for while down starts once the connection is back, with what was typed into it', async () => {
+    proxy.cut();
+    await page.locator('.link-banner').filter({ hasText: 'Disconnected' }).waitFor({ timeout: 60_000 });
+    const tabs = await page.getByRole('tab').count();
+    await page.keyboard.press('Alt+KeyN');
+    await expect.poll(() => page.getByRole('tab').count()).toBe(tabs + 1);
+    await type('echo started-""after-$((6*7))');
+    const note = page.locator('.term-tab:not([hidden]) .link-note');
+    await expect.poll(() => note.innerText()).toMatch(/\d+ bytes typed are queued/);
+    proxy.restore();
+    await expect.poll(status, { timeout: 30_000 }).toBe('connected');
+    await expect.poll(() => terminalLines(page)).toContain('started-after-42');
+    expect(await page.getByRole('tab').count()).toBe(tabs + 1);
+  });
 });

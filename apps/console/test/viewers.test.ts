@@ -89,7 +89,13 @@ describe.skipIf(!available)('the console among other viewers', () => {
   const newTerminal = async (): Promise<string> => {
     const before = await activeSession(page);
     await page.getByRole('button', { name: 'New terminal' }).first().click();
-    await expect.poll(() => activeSession(page)).not.toBe(before);
+    // The new tab is shown at once; its session once the server has answered.
+    await expect
+      .poll(async () => {
+        const shown = await activeSession(page);
+        return typeof shown === 'string' && shown !== before;
+      })
+      .toBe(true);
     return (await activeSession(page))!;
   };
   const openFromSessions = async (on: Page, sessionId: string) => {

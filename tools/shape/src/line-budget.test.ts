@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 2998, files: 12 },
   server: { lines: 6298, files: 29 },
   mcp: { lines: 1123, files: 8 },
-  console: { lines: 2832, files: 10 },
+  console: { lines: 3024, files: 10 },
   cluster: { lines: 3173, files: 12 },
 };
 
