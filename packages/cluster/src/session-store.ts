@@ -22,6 +22,7 @@ import type {
 import type { ClusterConnection } from './connection.js';
 import { ensureStream } from './connection.js';
 import { ClusterError } from './errors.js';
+import { beforeWrite } from './internal/linger.js';
 import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
 
@@ -225,6 +226,7 @@ export class JetStreamSessionStore implements SessionStore {
     if (batch.length > 1) headers.set(BATCH_HEADER, String(batch.length));
     const body = batch.length === 1 ? first.json : `[${batch.map((pending) => pending.json).join(',')}]`;
     try {
+      beforeWrite(this.#connection); // the node's lingering event batches go in this socket write
       const ack = await untilStored(this.#connection, () =>
         this.#js.publish(this.#subject(sessionId), body, {
           headers,
