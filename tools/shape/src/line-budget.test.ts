@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 6084, files: 28 },
   mcp: { lines: 1123, files: 8 },
   console: { lines: 2832, files: 10 },
-  cluster: { lines: 3219, files: 13 },
+  cluster: { lines: 3221, files: 13 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
