@@ -3,6 +3,8 @@
 // node and every event reaches the client; a node SIGKILLed mid-run loses it to another node,
 // which resumes from the log without repeating a completed step.
 import {
+  existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -418,6 +420,98 @@ describe.skipIf(binary === undefined)(
         const outputs = stepsInLog(history.events);
         expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
         expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
+      } finally {
+        await queue.close();
+        await probe.close();
+      }
+    });
+
+    it('runs from the start, once, a run whose node died after taking it and before logging anything', async () => {
+      const nodes = await startNodes('e2e5');
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'e2e5',
+        node: 'probe',
+        leaseTtlSecs: 2,
+      });
+      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
+      // The first node to start the run waits in its SessionStart hook (before the run's first
+      // append) until it is killed; whoever runs the session's start again goes straight on.
+      const cwd = join(work, 'first-append');
+      mkdirSync(join(cwd, '.claude'), { recursive: true });
+      const hook =
+        'echo start >> "$CLAUDE_PROJECT_DIR/.starts"; ' +
+        'if mkdir "$CLAUDE_PROJECT_DIR/.held" 2>/dev/null; then echo $$ > "$CLAUDE_PROJECT_DIR/.held/pid"; exec sleep 60; fi';
+      writeFileSync(
+        join(cwd, '.claude', 'settings.json'),
+        JSON.stringify({ hooks: { SessionStart: [{ hooks: [{ type: 'command', command: hook }] }] } }),
+      );
+      try {
+        const watcher = await client(nodes[0] as ServerProcess);
+        await watcher.subscribe(['agent.*']);
+        const events: { topic: string; params: Record<string, unknown> }[] = [];
+        watcher.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
+        const requestsBefore = llm.requests.length;
+        const { runId } = await watcher.request<{ runId: string }>('agent.run', { prompt: 'ten steps', cwd });
+        const heldPid = join(cwd, '.held', 'pid');
+        await expect
+          .poll(() => existsSync(heldPid) && readFileSync(heldPid, 'utf8').endsWith('\n'), {
+            timeout: 60_000,
+          })
+          .toBe(true);
+        const holder = (await queue.holder(runId))?.node ?? '';
+        expect(['a', 'b', 'c']).toContain(holder);
+        const victim = nodes[['a', 'b', 'c'].indexOf(holder)] as ServerProcess;
+        // Nothing of the run is in its log yet, and the model was not asked.
+        expect(
+          (
+            await watcher.request<{ events: unknown[] }>('agent.history', { sessionId: runId }).catch(() => ({
+              events: [],
+            }))
+          ).events,
+        ).toEqual([]);
+        expect(llm.requests.length).toBe(requestsBefore);
+        await victim.stop('SIGKILL');
+        process.kill(Number(readFileSync(heldPid, 'utf8')), 'SIGKILL'); // its hook, orphaned
+        const follower =
+          victim === nodes[0]
+            ? await client(nodes.find((node) => node !== victim) as ServerProcess)
+            : watcher;
+        if (follower !== watcher) {
+          await follower.subscribe(['agent.*']);
+          follower.onEvent((topic, params) =>
+            events.push({ topic, params: params as Record<string, unknown> }),
+          );
+        }
+        await expect
+          .poll(
+            () => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+            {
+              timeout: 90_000,
+            },
+          )
+          .toBeDefined();
+        const done = events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId);
+        expect((done?.params['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+        await new Promise((resolve) => setTimeout(resolve, 3_000)); // anything late had time to land
+        const history = await follower.request<{
+          events: { type: string; content?: string; output?: string }[];
+        }>('agent.history', { sessionId: runId });
+        // One start: the prompt once, then each step once, and one end.
+        expect(history.events.filter((event) => event.type === 'user')).toEqual([
+          expect.objectContaining({ content: 'ten steps' }),
+        ]);
+        expect(stepsInLog(history.events)).toEqual(
+          Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`),
+        );
+        expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
+        expect(
+          events.filter((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+        ).toHaveLength(1);
+        // The session started twice (the dead node's start, then the one that ran it), and the
+        // model was asked once per step and once for the stop.
+        expect(readFileSync(join(cwd, '.starts'), 'utf8').trim().split('\n')).toHaveLength(2);
+        expect(llm.requests.length - requestsBefore).toBe(STEPS + 1);
       } finally {
         await queue.close();
         await probe.close();

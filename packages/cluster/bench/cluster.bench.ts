@@ -268,6 +268,49 @@ async function main(): Promise<void> {
     console.log(
       `a step's log (reply with a tool call, its result, the turn's end, flush): p50 ${(stepSamples[150] ?? 0).toFixed(3)} ms, p99 ${(stepSamples[297] ?? 0).toFixed(3)} ms`,
     );
+    // A step's cluster work as a run does it, with pauses where the model and the command take
+    // their time: the run's events on the bus (a client of the node subscribed to all), its log's
+    // two writes, a terminal's end; the CPU time per step of this process (the node) and nats-server.
+    const watched = busA.subscribe({ topics: ['*'] }, () => undefined);
+    await watched.ready;
+    const run = await store.create();
+    const pause = (): Promise<unknown> => new Promise((resolve) => setTimeout(resolve, 1));
+    const runStep = async (index: number): Promise<void> => {
+      const turn = { runId: run, sessionId: run, turn: index };
+      void busA.publish('agent.step', run, { ...turn, step: { iteration: index, state: 'continue' } });
+      await pause(); // the model's answer
+      void busA.publish('agent.delta', run, { ...turn, seq: 0, kind: 'tool', text: 'shell' });
+      void busA.publish('agent.delta', run, { ...turn, seq: 1, kind: 'tool', text: '{}' });
+      const call = { id: `s${index}`, name: 'shell', args: { command: 'true' } };
+      await store.append(run, { type: 'assistant', content: '', toolCalls: [call] } as never);
+      void busA.publish('agent.act', run, { ...turn, calls: [{ callId: call.id, name: 'shell' }] });
+      await pause(); // the command's terminal starts
+      void busA.publish('agent.shell', run, { ...turn, sessionId: `pty-${index}`, command: 'true' });
+      await pause(); // and ends
+      void busA.publish('pty.exit', `pty-${index}`, { sessionId: `pty-${index}`, exitCode: 0, signal: null });
+      const output = 'ok\n'.repeat(100);
+      await store.append(run, {
+        type: 'tool_result',
+        callId: call.id,
+        name: 'shell',
+        output,
+        isError: false,
+      } as never);
+      void busA.publish('agent.tool', run, { ...turn, callId: call.id, name: 'shell', ok: true, output });
+      await store.append(run, { type: 'turn_step', step: { iteration: index } } as never);
+      await store.flush(run);
+    };
+    for (let index = 0; index < 30; index++) await runStep(index); // warm-up
+    const STEP_COUNT = 400;
+    const [, stepCpu] = await withCpu(async () => {
+      for (let index = 30; index < 30 + STEP_COUNT; index++) await runStep(index);
+    });
+    watched.unsubscribe();
+    const perStep = (phrase: string): string =>
+      phrase.replace(/(\d+) ms/g, (_, ms: string) => `${(Number(ms) / STEP_COUNT).toFixed(2)} ms`);
+    console.log(
+      `a step's cluster work (two log writes, seven events, a subscriber), per step: ${perStep(stepCpu).replace('both nodes', 'the node')}`,
+    );
     await a.close();
     await b.close();
   } finally {

@@ -389,6 +389,27 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     live.unsubscribe();
   });
 
+  it("events waiting for their batch go with the node's next write to NATS, not after the whole delay", async () => {
+    const cluster = name();
+    const connection = await node(cluster, 'a');
+    // Waiting a minute at most: only the writes below can send them sooner.
+    const bus = await JetStreamEventBus.open(connection, { batchDelayMs: 60_000 });
+    const sessions = await JetStreamSessionStore.open(connection);
+    const run = await sessions.create();
+    const step = bus.publish('agent.step', run, { turn: 1 });
+    const exit = bus.publish('pty.exit', 'pty-1', { exitCode: 0 });
+    await sessions.append(run, user('go on'));
+    expect(await step).toBe(1);
+    expect(await exit).toBe(1);
+    // Another session's batch is written with them too.
+    const later = bus.publish('agent.delta', run, { text: 'a' });
+    const own = bus.publish('pty.exit', 'pty-2', { exitCode: 0 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const eager = await JetStreamEventBus.open(connection, { batchDelayMs: 0 });
+    expect(await eager.publish('pty.exit', 'pty-3', { exitCode: 0 })).toBe(1);
+    expect([await later, await own]).toEqual([2, 1]);
+  }, 20_000);
+
   it("a subscriber busy past a consumer's inactive threshold gets every later event, and leaves no consumer when it ends", async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');

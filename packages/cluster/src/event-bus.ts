@@ -5,8 +5,9 @@
 //   session's last message it knows (expected last subject sequence); one that loses a race
 //   re-reads the session's tail and tries again, so two nodes never give out one number twice;
 //   events a node publishes for a session while its previous write is under way, or within
-//   `batchDelayMs` of the first, go as one message (a batch: `Aleph-Batch` events from `Aleph-Seq`
-//   on), one fenced write for all;
+//   `batchDelayMs` of the first (less when the node writes to NATS meanwhile: they go with that
+//   write), go as one message (a batch: `Aleph-Batch` events from `Aleph-Seq` on), one fenced
+//   write for all;
 // - a subscription receives each matching event once, in stream order (hence in sequence order per
 //   session), and a listener's promise holds its next event (a slow client slows only itself).
 import { randomUUID } from 'node:crypto';
@@ -15,6 +16,7 @@ import { headers as natsHeaders } from '@nats-io/transport-node';
 import type { BusEvent, BusListener, EventBus, EventFilter, EventSubscription } from '@aleph/gateway';
 import { ensureStream, type ClusterConnection } from './connection.js';
 import { ClusterError } from './errors.js';
+import { beforeWrite, linger } from './internal/linger.js';
 import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
 
@@ -89,8 +91,10 @@ export interface JetStreamEventBusOptions {
   /** A listener threw or rejected. Default: a process warning. */
   readonly onListenerError?: (error: unknown, event: BusEvent) => void;
   /**
-   * How long a session's write waits, when none is under way, for more of its events to go with the
-   * first; default 2 ms (0: at once). Events published while a write is under way go with the next.
+   * How long a session's write waits at most, when none is under way, for more of its events to go
+   * with the first; default 8 ms (0: at once). It goes sooner with the node's next write to NATS (a
+   * session log's append, another session's batch). Events published while a write is under way go
+   * with the next.
    */
   readonly batchDelayMs?: number;
 }
@@ -108,7 +112,7 @@ export class JetStreamEventBus implements EventBus {
   readonly #batchDelayMs: number;
 
   private constructor(connection: ClusterConnection, options: JetStreamEventBusOptions) {
-    this.#batchDelayMs = options.batchDelayMs ?? 2;
+    this.#batchDelayMs = options.batchDelayMs ?? 8;
     this.#connection = connection;
     this.#js = connection.js;
     this.#jsm = connection.jsm;
@@ -179,9 +183,11 @@ export class JetStreamEventBus implements EventBus {
       if (!known.writing) {
         known.writing = true;
         // A write from idle waits a moment for what comes with it (a step's events come within a
-        // few ms of each other): fewer messages, each a round trip and a delivery.
-        if (this.#batchDelayMs > 0) setTimeout(() => void this.#drain(sessionId, known), this.#batchDelayMs);
-        else void this.#drain(sessionId, known);
+        // few ms of each other): fewer messages, each a round trip and a delivery. It goes sooner
+        // with the node's next write to NATS (a session log's append, another session's batch).
+        const drain = (): void => void this.#drain(sessionId, known);
+        if (this.#batchDelayMs > 0) linger(this.#connection, drain, this.#batchDelayMs);
+        else drain();
       }
     });
   }
@@ -231,6 +237,7 @@ export class JetStreamEventBus implements EventBus {
       headers.set(SESSION_HEADER, sessionId);
       try {
         const expected = known.streamSeq;
+        beforeWrite(this.#connection); // what lingers goes in this socket write
         const ack = await untilStored(this.#connection, () =>
           this.#js.publish(this.#subject(sessionId), body, {
             headers,

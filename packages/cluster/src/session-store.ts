@@ -22,6 +22,7 @@ import type {
 import type { ClusterConnection } from './connection.js';
 import { ensureStream } from './connection.js';
 import { ClusterError } from './errors.js';
+import { beforeWrite } from './internal/linger.js';
 import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
 
@@ -225,13 +226,16 @@ export class JetStreamSessionStore implements SessionStore {
     if (batch.length > 1) headers.set(BATCH_HEADER, String(batch.length));
     const body = batch.length === 1 ? first.json : `[${batch.map((pending) => pending.json).join(',')}]`;
     try {
-      const ack = await untilStored(this.#connection, () =>
+      const stored = untilStored(this.#connection, () =>
         this.#js.publish(this.#subject(sessionId), body, {
           headers,
           msgID: `${this.#writer}:${sessionId}:${first.event.seq}`,
           expect: { lastSubjectSequence: tail.lastStreamSeq },
         }),
       );
+      // The node's lingering event batches go in this socket write, after it: stored after it.
+      beforeWrite(this.#connection);
+      const ack = await stored;
       tail.lastStreamSeq = ack.seq;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE)

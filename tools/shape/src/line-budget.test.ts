@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 6298, files: 29 },
   mcp: { lines: 1123, files: 8 },
   console: { lines: 3024, files: 10 },
-  cluster: { lines: 3173, files: 12 },
+  cluster: { lines: 3221, files: 13 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
