@@ -13,7 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
  */
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
-  pty: { lines: 3412, files: 18 },
+  pty: { lines: 3552, files: 18 },
   verification: { lines: 3013, files: 25 },
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4163, files: 26 },
