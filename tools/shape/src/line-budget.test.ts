@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2957, files: 12 },
   gateway: { lines: 4163, files: 26 },
   sandbox: { lines: 3021, files: 12 },
-  server: { lines: 6084, files: 28 },
+  server: { lines: 6097, files: 28 },
   mcp: { lines: 1123, files: 8 },
   console: { lines: 2832, files: 10 },
   cluster: { lines: 3173, files: 12 },
