@@ -11,7 +11,7 @@
 // Reports, per level: calls/s, CPU per call of the server (and with its spawn helpers) and of the
 // peer, and meanwhile a `pty.list` sent every 50 ms: its p99. Medians of ROUNDS rounds, the order of
 // the two systems alternating; the idle server's resident set with its helpers. PROF=1 writes a CPU
-// profile of the server per round (--cpu-prof) into PROF_DIR.
+// profile of the server per round (--cpu-prof) into PROF_DIR. AGENT_NICE=N: the server's `[pty] agent_nice`.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -24,6 +24,8 @@ const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
 const WARM = process.env['WARM'] ?? '1';
 const CALLS = Number(process.env['CALLS'] ?? 10);
 const LEVELS = (process.env['LEVELS'] ?? '1,10,50').split(',').map(Number);
+/** `[pty] agent_nice` for the server (unset: its default). */
+const AGENT_NICE = process.env['AGENT_NICE'];
 const PROF_DIR =
   process.env['PROF'] === '1' ? (process.env['PROF_DIR'] ?? '/tmp/aleph-tool-calls-prof') : undefined;
 const TICK_MS = 1000 / 100; // CLK_TCK: 100 on Linux
@@ -128,6 +130,7 @@ port = 0
 
 [pty]
 agent_max_sessions = ${Math.max(...LEVELS) + 8}
+${AGENT_NICE === undefined ? '' : `agent_nice = ${AGENT_NICE}`}
 
 [agent]
 provider = "openai-compatible"

@@ -1,8 +1,10 @@
 // A burst of agent spawns on a full pool: every one starts as soon as a slot is free (no slot is ever
 // overdrawn), a waiting one can be given up, and pty.list shows what the caller named; the agents'
-// commands run at a lower CPU priority than the server, users' terminals at its own. Real terminals.
+// commands run at a lower CPU priority than the server (and in the CPU group given), users' terminals
+// at its own. Real terminals.
 import { PtyManager } from '@aleph/pty';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { AGENT_NICE, ServerPtys, shownCommand, spawnWhenFree } from './agent-ptys.js';
 
@@ -84,6 +86,29 @@ it.runIf(process.platform === 'linux')(
       expect(niceOf(user.pid)).toBe(own);
     } finally {
       await Promise.all([ptys.closeAll(), configured.closeAll()]);
+    }
+  },
+);
+
+const CPU = '/sys/fs/cgroup/cpu';
+const cpuGroupOf = (pid: number): string | undefined =>
+  /^\d+:(?:[\w,]*,)?cpu(?:,[\w,]*)?:(.*)$/m.exec(readFileSync(`/proc/${pid}/cgroup`, 'utf8'))?.[1];
+
+it.runIf(process.platform === 'linux' && process.getuid?.() === 0 && existsSync(join(CPU, 'cgroup.procs')))(
+  "an agent's command joins the agents' CPU group as it starts, a user's terminal stays in the server's",
+  async () => {
+    const group = join(CPU, `aleph-agent-ptys-test-${process.pid}`);
+    mkdirSync(group, { recursive: true });
+    const ptys = new ServerPtys({}, { maxSessions: 2, cgroup: group });
+    try {
+      const hold = { ...program, args: ['-c', 'read line'] };
+      const agent = await spawnWhenFree(ptys.agents, hold, new AbortController().signal);
+      const user = await ptys.start(hold);
+      expect(cpuGroupOf(agent.pid)).toBe(`/${group.slice(CPU.length + 1)}`);
+      expect(cpuGroupOf(user.pid)).toBe(cpuGroupOf(process.pid));
+    } finally {
+      await ptys.closeAll();
+      rmdirSync(group);
     }
   },
 );

@@ -3,7 +3,8 @@
 // and no idle expiry — an agent never evicts a user's terminal or another agent's running command,
 // and a quiet build a tool call is waiting on is never swept. One manager answers for both, so the
 // gateway lists, replays and closes an agent's command like any terminal (to watch it live). An
-// agent's commands run at a lower CPU priority than the server (`nice`, default AGENT_NICE): on a
+// agent's commands run at a lower CPU priority than the server (`nice`, default AGENT_NICE) and,
+// where the sandbox weighs them in a CPU group, join it as soon as they are forked (`cgroup`): on a
 // machine they keep busy, the event loop still gets the CPU it needs, and users' terminals do not
 // lose theirs (they run at the server's).
 import { once } from 'node:events';
@@ -23,13 +24,17 @@ export class ServerPtys extends PtyManager {
   /** The agents' pool: spawn through `spawnWhenFree`, which waits for a free slot. */
   readonly agents: PtyManager;
 
-  constructor(user: PtyManagerOptions, agent: { maxSessions: number; killStepMs?: number; nice?: number }) {
+  constructor(
+    user: PtyManagerOptions,
+    agent: { maxSessions: number; killStepMs?: number; nice?: number; cgroup?: string },
+  ) {
     super(user);
     this.agents = new PtyManager({
       maxSessions: agent.maxSessions,
       eviction: 'reject',
       idleTtlMs: Number.POSITIVE_INFINITY, // the tool call's own timeout bounds a command
       nice: agent.nice ?? AGENT_NICE,
+      ...(agent.cgroup === undefined ? {} : { cgroup: agent.cgroup }),
       ...(agent.killStepMs === undefined ? {} : { killStepMs: agent.killStepMs }),
     });
     this.agents.setMaxListeners(0); // each run waiting for a free slot listens for an exit

@@ -43,6 +43,9 @@ export const configSchema = z.strictObject({
       /**
        * Added to the niceness of the agents' commands (0 to 19; 0: the server's priority), so a
        * build the model runs does not take the CPU the server's event loop needs. User terminals: 0.
+       * Where the sandbox weighs the confined commands in one CPU group (root, cgroup v1), the group
+       * weighs as one task of this niceness: together they then get a tenth of a busy nice-0
+       * program's share at 10, also against the machine's other programs.
        */
       agent_nice: z.int({ error: 'must be an integer from 0 to 19' }).min(0).max(19).default(10),
     })

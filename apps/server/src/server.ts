@@ -121,7 +121,11 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
       idleTtlMs: config.pty.idle_ttl_secs * 1000,
       eviction: config.pty.eviction,
     },
-    { maxSessions: config.pty.agent_max_sessions, nice: config.pty.agent_nice },
+    {
+      maxSessions: config.pty.agent_max_sessions,
+      nice: config.pty.agent_nice,
+      ...(sandbox.cpuGroup === undefined ? {} : { cgroup: sandbox.cpuGroup }),
+    },
   );
   const { token, generated } = resolveToken(stateDir, config.gateway.token);
   const consoleBuilt = existsSync(join(CONSOLE_DIR, 'index.html'));
@@ -331,7 +335,8 @@ function buildSandbox(
         ],
         secretEnv: keyVariable === undefined ? [] : [keyVariable],
       },
-      { mode: config.sandbox.mode, env },
+      // Where the commands share a CPU group, it weighs as one task of the agents' niceness.
+      { mode: config.sandbox.mode, env, nice: config.pty.agent_nice },
     );
   } catch (error) {
     if (!(error instanceof SandboxError)) throw error;

@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { PtyError } from './errors.js';
 import { endEscapees, prepareSpawner } from './internal/spawner.js';
 import { prepareWatchdog } from './internal/watchdog.js';
-import { PtySession, type ExitInfo, type PtySpawnOptions } from './pty-session.js';
+import { checkCgroup, PtySession, type ExitInfo, type PtySpawnOptions } from './pty-session.js';
 
 export type EvictionPolicy = 'evict-oldest' | 'reject';
 
@@ -25,6 +25,8 @@ export interface PtyManagerOptions {
   readonly killStepMs?: number;
   /** See PtySpawnOptions.nice: e.g. a pool of programs that must not slow this process down. */
   readonly nice?: number;
+  /** See PtySpawnOptions.cgroup: e.g. the CPU group of a pool of programs that must not slow this process down. */
+  readonly cgroup?: string;
   /**
    * How long an ended session stays in `get`/`require`/`listEnded` with its exit info and
    * scrollback (default 60 s; 0: forgotten at once), so a client that comes back sees the tail.
@@ -57,7 +59,7 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
   readonly #closing = new Map<string, PtySession>();
   /** Ended, in order of their end, each with the timer that forgets it. */
   readonly #ended = new Map<string, { session: PtySession; timer: NodeJS.Timeout }>();
-  readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs' | 'nice'>;
+  readonly #defaults: Pick<PtySpawnOptions, 'scrollbackBytes' | 'killStepMs' | 'nice' | 'cgroup'>;
   readonly #sweeper: NodeJS.Timeout;
   #shutDown = false;
   /** Starts under way (see start()), oldest first: each holds a slot until evicted. */
@@ -81,10 +83,12 @@ export class PtyManager extends EventEmitter<PtyManagerEvents> {
       !(Number.isInteger(options.nice) && options.nice >= 0 && options.nice <= 19)
     )
       throw new RangeError('nice must be an integer from 0 to 19');
+    checkCgroup(options.cgroup);
     this.#defaults = {
       scrollbackBytes: options.scrollbackBytes,
       killStepMs: options.killStepMs,
       nice: options.nice,
+      cgroup: options.cgroup,
     };
     const interval =
       options.sweepIntervalMs ?? Math.min(30_000, Math.max(10, Math.floor(this.idleTtlMs / 10)));

@@ -84,6 +84,13 @@ export interface PtySpawnOptions {
    * busy program does not take the CPU this process's event loop needs. Linux (elsewhere ignored).
    */
   readonly nice?: number | undefined;
+  /**
+   * A cgroup directory (absolute) the program joins as the very first thing after its fork, by
+   * writing to the directory's `cgroup.procs`, e.g. a CPU group weighted below this process's: what
+   * runs before the program could join one itself then weighs no more than it. If it cannot join,
+   * it runs all the same. Linux (elsewhere ignored).
+   */
+  readonly cgroup?: string | undefined;
 }
 
 export type DataListener = (chunk: Buffer, offset: number) => void;
@@ -172,9 +179,15 @@ function checkNice(nice: number | undefined): void {
     throw new RangeError(`nice must be an integer from 0 to 19, got ${nice}`);
 }
 
+export function checkCgroup(cgroup: string | undefined): void {
+  if (cgroup !== undefined && !(cgroup.startsWith('/') && !cgroup.includes('\0')))
+    throw new RangeError(`cgroup must be an absolute path, got ${JSON.stringify(cgroup)}`);
+}
+
 function planSpawn(options: PtySpawnOptions): SpawnPlan {
   checkSize(options.cols, options.rows);
   checkNice(options.nice);
+  checkCgroup(options.cgroup);
   const command = options.command ?? defaultShell();
   const cwd = options.cwd ?? process.cwd();
   const env =
@@ -182,8 +195,8 @@ function planSpawn(options: PtySpawnOptions): SpawnPlan {
       ? { TERM: 'xterm-256color', ...options.env }
       : { ...process.env, TERM: 'xterm-256color', ...options.env };
   checkSpawnable(command, cwd, env);
-  const { cols, rows, nice = 0 } = options;
-  return { command, args: [...(options.args ?? [])], cwd, env, cols, rows, nice };
+  const { cols, rows, nice = 0, cgroup } = options;
+  return { command, args: [...(options.args ?? [])], cwd, env, cols, rows, nice, cgroup };
 }
 
 /** Linux: without forking this process (see internal/spawner.ts); undefined: node-pty must. */
@@ -195,7 +208,13 @@ function spawnWithNodePty(plan: SpawnPlan): nodePty.IPty {
   return nodePty.spawn(
     wrapper ?? plan.command,
     wrapper
-      ? [...(plan.nice ? ['--nice', String(plan.nice)] : []), '--exec', plan.command, ...plan.args]
+      ? [
+          ...(plan.cgroup ? ['--cgroup', plan.cgroup] : []),
+          ...(plan.nice ? ['--nice', String(plan.nice)] : []),
+          '--exec',
+          plan.command,
+          ...plan.args,
+        ]
       : [...plan.args],
     {
       name: plan.env['TERM'] ?? 'xterm-256color', // node-pty sets TERM to it

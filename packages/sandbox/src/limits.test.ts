@@ -288,6 +288,29 @@ describe.skipIf(cpuGroup === undefined)('the CPU group of the confined commands,
       .toBe(true);
     await Promise.all(started.map(({ ended }) => ended));
   });
+
+  it('weighs as one task of the niceness asked for, and is named to spawners that join it first', async () => {
+    const box = createSandbox({ network: 'off' }, { mode: 'required', nice: 10 });
+    expect(box.cpuGroup).toMatch(/-cpu10$/);
+    // A nice-10 task's weight: a tenth of a nice-0 one's (1024), the server's.
+    expect(readFileSync(join(box.cpuGroup!, 'cpu.shares'), 'utf8').trim()).toBe('110');
+    expect(createSandbox({ network: 'off' }, { mode: 'required' }).cpuGroup).toBe(cpuGroup);
+    expect(readFileSync(join(cpuGroup!, 'cpu.shares'), 'utf8').trim()).toBe('1024');
+    const wrapped = box.wrap({ file: '/bin/sh', args: ['-c', 'sleep 5'], cwd: root, env: process.env });
+    const child = spawn(wrapped.file, wrapped.args, { cwd: root, env: wrapped.env, stdio: 'ignore' });
+    const ended = new Promise((settled) => child.on('close', settled)).then(() => wrapped.release());
+    const members = (): string[] => readFileSync(join(box.cpuGroup!, 'cgroup.procs'), 'utf8').split('\n');
+    await expect
+      .poll(() => members().includes(String(child.pid)), { timeout: 30_000, interval: 20 })
+      .toBe(true);
+    await ended;
+  });
+});
+
+it('refuses a niceness for the commands that nice(1) would not take', () => {
+  expect(() => createSandbox({ network: 'off' }, { mode: 'required', nice: 20 })).toThrow(
+    /nice must be an integer from 0 to 19, got 20/,
+  );
 });
 
 const hasUnshare = spawnSync('unshare', ['--version']).status === 0;

@@ -109,6 +109,13 @@ export interface ConfiguredSandbox extends Sandbox {
   /** The limits each command gets, and how the task count is bounded (or why it is not). */
   readonly limits: LimitsReport;
   /**
+   * The CPU group every confined command joins before bwrap starts (root, cgroup v1's `cpu`;
+   * weighted by `nice`), if there is one: a spawner that can put a command in a cgroup as soon as
+   * it is forked (a pty's `cgroup`) should, so that what runs before the command's wrapper joins
+   * it (a session of its own, an autogroup as heavy as this process) weighs no more than the rest.
+   */
+  readonly cpuGroup?: string;
+  /**
    * For a series of commands in `cwd` (an agent's run): the empty stand-ins its commands make for
    * absent protected paths stay from one command to the next, instead of being made and removed
    * for each (removing a directory blocks for milliseconds on some filesystems), until the returned
@@ -153,6 +160,12 @@ export interface CreateSandboxOptions extends ProbeOptions {
   readonly mode: SandboxMode;
   /** Where `~` and the protected home paths resolve; default: the user's home. */
   readonly home?: string;
+  /**
+   * The confined commands' CPU priority against this process, as a niceness (0 to 19; default 0):
+   * where they share a CPU group (root, cgroup v1's `cpu`: see `cpuGroup`), the group weighs as one
+   * task of this niceness. Elsewhere give the commands this niceness where they are spawned.
+   */
+  readonly nice?: number;
 }
 
 const SANDBOX_EXEC = '/usr/bin/sandbox-exec';
@@ -385,7 +398,9 @@ function limitsOf(
 /** Builds the sandbox for a policy; throws SandboxError for a bad policy or, in `required` mode, no backend. */
 export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptions): ConfiguredSandbox {
   const resolved = resolvePolicy(policy, options.home ?? homedir());
-  const { mode } = options;
+  const { mode, nice = 0 } = options;
+  if (!(Number.isInteger(nice) && nice >= 0 && nice <= 19))
+    throw new SandboxError('limit_invalid', `nice must be an integer from 0 to 19, got ${nice}`);
   if (mode === 'off') return unconfined(mode, resolved, 'sandbox mode is off');
   let probe = probeSandbox(options);
   // With the network off, no Unix sockets either: the host's (Docker, the session bus) are on the
@@ -413,9 +428,11 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
       // As root RLIMIT_NPROC binds nothing (the pids cgroup counts): the other limits are set by the
       // wrapper's `ulimit` builtins, bwrap and the command inheriting them, with no prlimit process.
       const wrapperLimits = backend === 'bubblewrap' && process.getuid?.() === 0;
+      const cpuGroup = backend === 'bubblewrap' ? commandsCpuGroup(nice) : undefined;
       return {
         backend,
         mode,
+        ...(cpuGroup === undefined ? {} : { cpuGroup }),
         deniedPaths: deniedByPath(resolved),
         readOnlyPaths: [...resolved.readOnly, ...resolved.readOnlyFolders],
         protectedPaths: (cwd) => protectedPaths(cwd, resolved),
@@ -468,7 +485,7 @@ export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptio
                 filterFile: filter(),
                 cgroup,
                 processes: resolved.limits.processes,
-                cpuGroup: commandsCpuGroup(),
+                cpuGroup,
                 ...(wrapperLimits || prlimit !== undefined ? { limits: resolved.limits } : {}),
                 setsLimits: wrapperLimits,
               },

@@ -6,14 +6,18 @@
 // before it goes; the watchdog ends the terminals' sessions too. Built by the package's `build` script.
 //
 // Requests come on the request FIFO: "<length>\n", then <length> bytes of NUL-terminated fields:
-// id, terminal path, cwd, nice, file, argc, argv[argc], envc, env[envc]. Each is answered on the reply
-// FIFO, in order: "<id> <pid> <start time>\n" once the program runs (it is then a session leader
+// id, terminal path, cwd, nice, cgroup, file, argc, argv[argc], envc, env[envc]. Each is answered on
+// the reply FIFO, as its program gets there (not in the order asked; a program's answer always comes
+// before its exit is reported): "<id> <pid> <start time>\n" once the program runs (it is then a session leader
 // with the terminal as its controlling tty, as after forkpty; the start time is 0 if it could not be
 // read), or "<id> E <why>\n". Exits are reported on stdout: "<pid> c <code> <left>\n" or
 // "<pid> s <signal> <left>\n"; for a program it ran, <left> says whether anything of its session is
 // still below this helper when it was reaped: 0 none (so the server need not look), 1 some, ? unknown.
 // `nice` (0 to 19) is added to the program's niceness before it runs (as nice(1) -n): a program
 // started at a lower CPU priority than the server leaves the server's event loop the CPU it needs.
+// `cgroup` (or empty): a cgroup directory the child joins first, before anything else it does (a CPU
+// group of lower weight than the server's): with the kernel's autogroups, the session of its own it
+// starts would otherwise weigh as much as the server until the program joins such a group itself.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +117,18 @@ static int lower_priority(long increment) {
   return nice((int)(increment > 19 ? 19 : increment)) == -1 && errno != 0 ? -1 : 0;
 }
 
+/* Joins the cgroup `dir` (writing 0 to its cgroup.procs: this process), if it can; best effort. */
+static void join_cgroup(const char *dir) {
+  if (dir == NULL || dir[0] == '\0') return;
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= (int)sizeof path) return;
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  while (write(fd, "0", 1) < 0 && errno == EINTR) {
+  }
+  close(fd);
+}
+
 static void run(char *tty, char *cwd, long niceness, char *file, char **argv, char **env, int error_pipe) {
   // Undo what the helper set up for itself: ignored signals would be inherited across exec.
   sigset_t none;
@@ -176,14 +192,85 @@ static char **take(char **cursor, const char *end, long count) {
   return fields;
 }
 
-static void spawn_program(char *request, size_t length, int reply) {
+/*
+ * Spawns whose program has neither exec'd nor failed yet: each is answered once its error pipe says
+ * which (closed by the exec, or carrying the reason), not waited for in turn, so that a program
+ * slow to reach its exec (a low CPU weight on a busy machine: see `cgroup`) holds up no other spawn.
+ */
+struct pending {
+  char id[24];
+  pid_t pid;
+  int pipe;
+};
+static struct pending *pendings;
+static size_t pending_count, pending_capacity;
+static int reply = -1;
+
+static void send_answer(char *answer, int length) {
+  for (char *at = answer; at < answer + length - 1; at++)
+    if (*at == '\n') *at = ' ';
+  write_all(reply, answer, length < 0 ? 0 : (size_t)length);
+}
+
+/*
+ * Answers the pending spawn `at` (its pipe is readable, or its program was reaped: `reaped`) and
+ * forgets it; whether its program ran. One that failed is reaped here, so no exit is reported for it.
+ */
+static int settle_pending(size_t at, int reaped) {
+  struct pending spawn = pendings[at];
+  pendings[at] = pendings[--pending_count];
+  char why[512] = "";
+  ssize_t read_length;
+  while ((read_length = read(spawn.pipe, why, sizeof why - 1)) < 0 && errno == EINTR) {
+  }
+  close(spawn.pipe);
+  char answer[600];
+  int answer_length;
+  if (read_length > 0) {
+    why[read_length] = '\0';
+    if (!reaped)
+      while (waitpid(spawn.pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+    answer_length = snprintf(answer, sizeof answer, "%s E %s\n", spawn.id, why);
+  } else {
+    // With its start time (its pid's identity: not reaped yet, it cannot be reused), so that the
+    // server need not read /proc for it; 0 when already reaped.
+    char pid_text[24], state;
+    int parent, group, session;
+    unsigned long long started = 0;
+    snprintf(pid_text, sizeof pid_text, "%d", (int)spawn.pid);
+    if (reaped || !read_proc_stat_start(pid_text, &state, &parent, &group, &session, &started)) started = 0;
+    answer_length = snprintf(answer, sizeof answer, "%s %d %llu\n", spawn.id, (int)spawn.pid, started);
+    add_leader(spawn.pid);
+  }
+  send_answer(answer, answer_length);
+  return read_length <= 0;
+}
+
+static int add_pending(const char *id, pid_t pid, int pipe) {
+  if (pending_count == pending_capacity) {
+    size_t capacity = pending_capacity ? 2 * pending_capacity : 64;
+    struct pending *grown = realloc(pendings, capacity * sizeof *pendings);
+    if (grown == NULL) return -1;
+    pendings = grown;
+    pending_capacity = capacity;
+  }
+  struct pending *spawn = &pendings[pending_count++];
+  snprintf(spawn->id, sizeof spawn->id, "%s", id);
+  spawn->pid = pid;
+  spawn->pipe = pipe;
+  return 0;
+}
+
+static void spawn_program(char *request, size_t length) {
   char *cursor = request, *end = request + length;
-  char **head = length > 0 && end[-1] == '\0' ? take(&cursor, end, 6) : NULL; // id tty cwd nice file argc
-  char **argv = head ? take(&cursor, end, strtol(head[5], NULL, 10)) : NULL;
+  // id tty cwd nice cgroup file argc
+  char **head = length > 0 && end[-1] == '\0' ? take(&cursor, end, 7) : NULL;
+  char **argv = head ? take(&cursor, end, strtol(head[6], NULL, 10)) : NULL;
   char **count = argv ? take(&cursor, end, 1) : NULL;
   char **env = count ? take(&cursor, end, strtol(count[0], NULL, 10)) : NULL;
   char answer[600];
-  int answer_length;
+  int answer_length = 0;
   int error_pipe[2];
   if (env == NULL || argv[0] == NULL) {
     answer_length = snprintf(answer, sizeof answer, "%s E malformed request\n", head ? head[0] : "0");
@@ -193,39 +280,35 @@ static void spawn_program(char *request, size_t length, int reply) {
     pid_t pid = fork();
     if (pid == 0) {
       close(error_pipe[0]);
-      run(head[1], head[2], strtol(head[3], NULL, 10), head[4], argv, env, error_pipe[1]);
+      join_cgroup(head[4]);
+      run(head[1], head[2], strtol(head[3], NULL, 10), head[5], argv, env, error_pipe[1]);
     }
     int fork_error = errno;
     close(error_pipe[1]);
-    // The pipe closes on exec (success) or carries the reason (failure).
-    char why[512] = "";
-    ssize_t read_length = 0;
-    if (pid > 0)
+    // The pipe closes on exec (success) or carries the reason (failure): answered then.
+    if (pid < 0) {
+      close(error_pipe[0]);
+      answer_length = snprintf(answer, sizeof answer, "%s E fork: %s\n", head[0], strerror(fork_error));
+    } else if (add_pending(head[0], pid, error_pipe[0]) < 0) {
+      // Out of memory for the list: waited for here, as one.
+      answer_length = 0;
+      char why[512] = "";
+      ssize_t read_length;
       while ((read_length = read(error_pipe[0], why, sizeof why - 1)) < 0 && errno == EINTR) {
       }
-    close(error_pipe[0]);
-    if (pid < 0) {
-      answer_length = snprintf(answer, sizeof answer, "%s E fork: %s\n", head[0], strerror(fork_error));
-    } else if (read_length > 0) {
-      why[read_length] = '\0';
-      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-      } // reaped here, so no exit is reported for it
-      answer_length = snprintf(answer, sizeof answer, "%s E %s\n", head[0], why);
-    } else {
-      // With its start time (its pid's identity: not reaped yet, it cannot be reused), so that the
-      // server need not read /proc for it.
-      char pid_text[24], state;
-      int parent, group, session;
-      unsigned long long started = 0;
-      snprintf(pid_text, sizeof pid_text, "%d", (int)pid);
-      if (!read_proc_stat_start(pid_text, &state, &parent, &group, &session, &started)) started = 0;
-      answer_length = snprintf(answer, sizeof answer, "%s %d %llu\n", head[0], (int)pid, started);
-      add_leader(pid);
+      close(error_pipe[0]);
+      if (read_length > 0) {
+        why[read_length] = '\0';
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        answer_length = snprintf(answer, sizeof answer, "%s E %s\n", head[0], why);
+      } else {
+        answer_length = snprintf(answer, sizeof answer, "%s %d 0\n", head[0], (int)pid);
+        add_leader(pid);
+      }
     }
   }
-  for (char *at = answer; at < answer + answer_length - 1; at++)
-    if (*at == '\n') *at = ' ';
-  write_all(reply, answer, answer_length < 0 ? 0 : (size_t)answer_length);
+  if (answer_length != 0) send_answer(answer, answer_length);
   free(head);
   free(argv);
   free(count);
@@ -261,6 +344,10 @@ static void report_exits(void) {
   }
   int status;
   for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+    // Not answered yet: answered first (its exit is reported after its answer), unless it never ran.
+    size_t at = 0;
+    while (at < pending_count && pendings[at].pid != pid) at++;
+    if (at < pending_count && !settle_pending(at, 1)) continue;
     char line[64];
     char left = take_leader(pid) ? left_in_session(pid) : '?';
     int length = WIFSIGNALED(status)
@@ -359,8 +446,13 @@ static void end_descendants(void) {
 }
 
 int main(int argc, char **argv) {
-  // node-pty's path (see spawner.ts nodePtyWrapper): `[--nice N] --exec FILE ARG…` runs FILE, in
-  // place, with nothing inherited past descriptor 2 (and N added to its niceness).
+  // node-pty's path (see spawner.ts nodePtyWrapper): `[--cgroup DIR] [--nice N] --exec FILE ARG…`
+  // runs FILE, in place, with nothing inherited past descriptor 2 (in DIR, N added to its niceness).
+  if (argc >= 5 && strcmp(argv[1], "--cgroup") == 0) {
+    join_cgroup(argv[2]);
+    argv += 2;
+    argc -= 2;
+  }
   if (argc >= 5 && strcmp(argv[1], "--nice") == 0) {
     if (lower_priority(strtol(argv[2], NULL, 10)) < 0) {
       fprintf(stderr, "nice: %s\r\n", strerror(errno));
@@ -387,7 +479,7 @@ int main(int argc, char **argv) {
   for (size_t at = 0; at < sizeof ignored / sizeof ignored[0]; at++) signal(ignored[at], SIG_IGN);
   // Read-write, so that no open waits for the server's end.
   int request = open(argv[1], O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  int reply = open(argv[2], O_RDWR | O_CLOEXEC);
+  reply = open(argv[2], O_RDWR | O_CLOEXEC);
   if (request < 0 || reply < 0 || flagged_pipe(child_signal, O_NONBLOCK) < 0) {
     perror("aleph-pty-spawner");
     return 1;
@@ -404,11 +496,32 @@ int main(int argc, char **argv) {
 
   size_t capacity = 1 << 16, used = 0;
   char *buffer = malloc(capacity);
-  struct pollfd watched[3] = {{STDIN_FILENO, POLLIN, 0}, {request, POLLIN, 0}, {child_signal[0], POLLIN, 0}};
+  struct pollfd *watched = NULL;
+  size_t watched_capacity = 0;
   for (;;) {
-    if (poll(watched, 3, -1) < 0) {
+    if (watched_capacity < 3 + pending_count) {
+      struct pollfd *grown = realloc(watched, (3 + pending_capacity) * sizeof *watched);
+      if (grown == NULL) return 1;
+      watched = grown;
+      watched_capacity = 3 + pending_capacity;
+    }
+    watched[0] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
+    watched[1] = (struct pollfd){request, POLLIN, 0};
+    watched[2] = (struct pollfd){child_signal[0], POLLIN, 0};
+    size_t polled = pending_count;
+    for (size_t at = 0; at < polled; at++) watched[3 + at] = (struct pollfd){pendings[at].pipe, POLLIN, 0};
+    if (poll(watched, (nfds_t)(3 + polled), -1) < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    // Answers first (a program's exit is reported after its answer), by pipe: the list may move.
+    for (size_t at = 0; at < polled; at++) {
+      if (!watched[3 + at].revents) continue;
+      for (size_t found = 0; found < pending_count; found++)
+        if (pendings[found].pipe == watched[3 + at].fd) {
+          settle_pending(found, 0);
+          break;
+        }
     }
     if (watched[2].revents) report_exits();
     if (watched[0].revents) {
@@ -431,7 +544,7 @@ int main(int argc, char **argv) {
         capacity = header + body;
       }
       if (used < header + body) break;
-      spawn_program(buffer + header, body, reply);
+      spawn_program(buffer + header, body);
       used -= header + body;
       memmove(buffer, buffer + header + body, used);
     }

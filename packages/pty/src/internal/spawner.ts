@@ -277,7 +277,7 @@ function encodeRequest(
   id: number,
   tty: string,
   cwd: string,
-  nice: number,
+  priority: { nice: number; cgroup: string },
   argv: readonly string[],
   env: string[],
 ): Buffer {
@@ -285,7 +285,8 @@ function encodeRequest(
     String(id),
     tty,
     cwd,
-    String(nice),
+    String(priority.nice),
+    priority.cgroup,
     argv[0] ?? '',
     String(argv.length),
     ...argv,
@@ -495,6 +496,8 @@ export interface HelperSpawnOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Added to the program's niceness before it runs (0: none): see PtySpawnOptions.nice. */
   readonly nice?: number | undefined;
+  /** A cgroup the program joins first: see PtySpawnOptions.cgroup. */
+  readonly cgroup?: string | undefined;
 }
 
 /**
@@ -526,7 +529,8 @@ function prepareRequest(
     .filter((entry): entry is [string, string] => entry[1] !== undefined)
     .map(([name, value]) => `${name}=${value}`);
   const id = (started.lastId += 1);
-  const request = encodeRequest(id, term.pty, options.cwd, options.nice ?? 0, [file, ...args], env);
+  const priority = { nice: options.nice ?? 0, cgroup: options.cgroup ?? '' };
+  const request = encodeRequest(id, term.pty, options.cwd, priority, [file, ...args], env);
   return { started, term, id, request };
 }
 

@@ -7,9 +7,10 @@
 // by the wrapper's `ulimit` builtins instead (bubblewrapCommand): no prlimit process.
 //
 // As root with cgroup v1's `cpu` controller, every confined command of this process also runs in one
-// CPU group of its own (weighted as one process group): with the kernel's autogroups, each command
-// (a session of its own) would weigh as much as the process that starts them, so 50 commands at once
-// left that process (its event loop) a fiftieth of the CPU.
+// CPU group of its own, weighted as one task of the niceness asked for (`nice`, 10: a tenth of a
+// nice-0 task's): with the kernel's autogroups, each command (a session of its own) would weigh as
+// much as the process that starts them, so 50 commands at once left that process (its event loop) a
+// fiftieth of the CPU; at the weight of one nice-0 task together, still half of it.
 import {
   existsSync,
   mkdirSync,
@@ -144,7 +145,7 @@ function pidNamespace(): string {
 
 /** A cgroup of a dead process of this PID namespace (never another namespace's, nor this process's). */
 function orphaned(name: string): boolean {
-  const [, namespace, pid] = /^aleph-sandbox-(\d+)-(\d+)-(?:\d+|cpu)$/.exec(name) ?? [];
+  const [, namespace, pid] = /^aleph-sandbox-(\d+)-(\d+)-(?:\d+|cpu\d*)$/.exec(name) ?? [];
   if (pid === undefined || `${namespace}-${pid}` === OWNER || namespace !== OWNER.split('-')[0]) return false;
   return !alive(Number(pid));
 }
@@ -231,15 +232,20 @@ function removeCommandCgroups(): void {
   for (const dir of made) removeCgroup(dir);
 }
 
-/** This process's CPU group for its commands: made at the first call, removed at exit; undefined when none can be. */
-let cpuGroup: string | null | undefined;
+/** The scheduler's weight of a task of each niceness, 0 to 19 (the kernel's sched_prio_to_weight). */
+const NICE_WEIGHTS = [
+  1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+];
 
-export function commandsCpuGroup(root: string = CGROUP_ROOT): string | undefined {
-  if (cpuGroup === undefined) cpuGroup = makeCpuGroup(root) ?? null;
-  return cpuGroup ?? undefined;
+/** This process's CPU groups for its commands, one per niceness: made at the first call, removed at exit; undefined when none can be. */
+const cpuGroups = new Map<number, string | null>();
+
+export function commandsCpuGroup(nice = 0, root: string = CGROUP_ROOT): string | undefined {
+  if (!cpuGroups.has(nice)) cpuGroups.set(nice, makeCpuGroup(root, nice) ?? null);
+  return cpuGroups.get(nice) ?? undefined;
 }
 
-function makeCpuGroup(root: string): string | undefined {
+function makeCpuGroup(root: string, nice: number): string | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const lines = ownCgroupLines();
   if (lines === undefined) return undefined;
@@ -248,11 +254,11 @@ function makeCpuGroup(root: string): string | undefined {
   // Mounted under its controllers' names (`cpu,cpuacct`), usually with a `cpu` link to it.
   const mount = [v1[1] ?? '', 'cpu'].find((name) => existsSync(join(root, name))) ?? 'cpu';
   const parent = join(root, mount, v1[2] ?? '');
-  const dir = join(parent, `aleph-sandbox-${OWNER}-cpu`);
+  const dir = join(parent, `aleph-sandbox-${OWNER}-cpu${nice === 0 ? '' : nice}`);
   try {
     for (const name of readdirSync(parent)) if (orphaned(name)) removeCgroup(join(parent, name));
     if (!existsSync(dir)) mkdirSync(dir); // one of a process that had this pid before: taken over
-    writeFileSync(join(dir, 'cpu.shares'), '1024');
+    writeFileSync(join(dir, 'cpu.shares'), String(NICE_WEIGHTS[nice] ?? 1024));
   } catch {
     removeCgroup(dir);
     return undefined;
