@@ -196,6 +196,17 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     expect(notices.join('\n')).toMatch(/bad-schema: tool broken left out: invalid inputSchema\.type/);
   });
 
+  it('tools whose names meet once made safe: the first is kept, each other left out and said', async () => {
+    const { hub, notices } = await start(hostile('same-names'));
+    expect(hub.tools.map((tool) => [tool.name, tool.tool])).toEqual([
+      ['mcp__same-names__ping', 'ping'],
+      ['mcp__same-names__a_b', 'a.b'],
+    ]);
+    const said = notices.join('\n');
+    expect(said).toContain('tool "a_b" left out: its name mcp__same-names__a_b is taken by "a.b"');
+    expect(said).toContain('tool "a b" left out: its name mcp__same-names__a_b is taken by "a.b"');
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

@@ -142,6 +142,7 @@ export class McpConnection {
 
   async #listTools(client: Client): Promise<McpTool[]> {
     const tools: McpTool[] = [];
+    const byName = new Map<string, McpTool>();
     let cursor: string | undefined;
     for (let page = 0; page < MAX_PAGES; page += 1) {
       const list = await client.request(
@@ -151,7 +152,17 @@ export class McpConnection {
       );
       for (const raw of list.tools) {
         const tool = this.#tool(raw);
-        if (tool !== undefined) tools.push(tool);
+        if (tool === undefined) continue;
+        // Names that differ only in characters outside [A-Za-z0-9_-] meet as one: the first is kept.
+        const first = byName.get(tool.name);
+        if (first !== undefined) {
+          this.#notice(
+            `tool ${JSON.stringify(tool.tool)} left out: its name ${tool.name} is taken by ${JSON.stringify(first.tool)}`,
+          );
+          continue;
+        }
+        byName.set(tool.name, tool);
+        tools.push(tool);
       }
       cursor = list.nextCursor;
       if (cursor === undefined) break;
