@@ -125,22 +125,30 @@ describe('aleph run prints words', () => {
   });
 });
 
+/** Unicode's bidi controls: embeddings, overrides, isolates and marks. */
+const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
 describe('neutralize: nothing printed can drive the terminal', () => {
-  it('no C0 control but newline and tab, no DEL, no C1 survives; printable text is unchanged', () => {
+  it('no C0 control but newline and tab, no DEL, no C1, no bidi control survives; printable text is unchanged', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary' }), (text) => {
         expect(neutralize(text)).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
         expect(neutralizeLine(text)).not.toMatch(/[\x00-\x1f\x7f-\x9f]/);
+        expect(neutralize(text)).not.toMatch(BIDI);
       }),
     );
     fc.assert(
       fc.property(fc.string({ unit: 'grapheme' }), (text) => {
-        fc.pre(!/[\x00-\x1f\x7f-\x9f]/.test(text));
+        fc.pre(!/[\x00-\x1f\x7f-\x9f]/.test(text) && !BIDI.test(text));
         expect(neutralize(text)).toBe(text);
       }),
     );
     expect(neutralize('a\x1b]52;c;SGk=\x07b\x9b2J\x7f\r\n\t')).toBe('a^[]52;c;SGk=^Gb\\x9b2J^?^M\n\t');
     expect(neutralizeLine('tool\nforged\tline')).toBe('tool^Jforged^Iline');
+    // Bidi controls: text after them would be shown reordered by a terminal that does bidi.
+    expect(neutralize('✓ shell \u202eexit code 0\u202c \u2066x\u2069 \u200f')).toBe(
+      '✓ shell \\u202eexit code 0\\u202c \\u2066x\\u2069 \\u200f',
+    );
   });
 });
 

@@ -19,15 +19,17 @@ export interface HookWarning {
 
 /**
  * Text from the model, a tool, a hook or the server, with its control characters made visible
- * (`^[`, `^M`, `\x9b`): an OSC 52 clipboard write, a title change, a screen clear or a forged line
- * never reaches the user's terminal. Newlines and tabs stay. Everything `aleph` prints goes through it.
+ * (`^[`, `^M`, `\x9b`), and so are bidi controls (`\u202e`): an OSC 52 clipboard write, a title
+ * change, a screen clear, a forged line or text shown reordered never reaches the user's terminal. Newlines and tabs stay. Everything `aleph` prints goes through it.
  */
 export const neutralize = (text: string): string =>
   // eslint-disable-next-line no-control-regex
-  text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (char) => {
+  text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (char) => {
     const code = char.charCodeAt(0);
     if (code === 0x7f) return '^?';
-    return code < 0x20 ? `^${String.fromCharCode(code + 0x40)}` : `\\x${code.toString(16)}`;
+    if (code < 0x20) return `^${String.fromCharCode(code + 0x40)}`;
+    // Bidi controls (a terminal that does bidi would show what follows reordered) as \uXXXX.
+    return code <= 0x9f ? `\\x${code.toString(16)}` : `\\u${code.toString(16).padStart(4, '0')}`;
   });
 
 /** The same for text that must stay on one line (the live status line): newlines and tabs shown too. */
