@@ -125,9 +125,22 @@ export function describeTotals(totals: RunTotals): string {
   return parts.join(' · ');
 }
 
+/**
+ * The model's text with its control characters shown, not hidden: C0 and DEL as their Unicode
+ * pictures (ESC as ␛), C1 as �; tab and line ends kept. What a reply hides cannot then be copied
+ * from the page unseen.
+ */
+export function shownText(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x20 ? String.fromCharCode(0x2400 + code) : code === 0x7f ? '\u2421' : '\ufffd';
+  });
+}
+
 /** Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. */
 export function renderMarkdown(text: string): DocumentFragment {
-  const html = marked.parse(text, { async: false, gfm: true, breaks: true });
+  const html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
   const fragment = DOMPurify.sanitize(html, {
     RETURN_DOM_FRAGMENT: true,
     FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
@@ -271,7 +284,7 @@ export class RunView {
       this.#streaming = h('li', { class: 'assistant streaming', 'aria-busy': 'true' });
       this.element.append(this.#streaming);
     }
-    this.#streaming.textContent = (this.#stream.cut ? '…' : '') + this.#stream.text;
+    this.#streaming.textContent = (this.#stream.cut ? '…' : '') + shownText(this.#stream.text);
   }
 
   /** The run's totals from agent.done: the end line says them. */

@@ -50,6 +50,16 @@ export function openableUrl(text: string): string | undefined {
   }
 }
 
+/**
+ * Pasted text as the program gets it: tab and line ends kept, every other control character
+ * (C0, DEL, C1) dropped. A paste cannot then end bracketed paste early (ESC[201~) nor type control
+ * keys, so text copied from a page or a model's reply runs only when the user presses Enter.
+ */
+export function pastedText(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g, '');
+}
+
 export function describeExit(exit: ExitInfo): string {
   const how =
     exit.signal !== null ? `signal ${exit.signal}` : exit.exitCode !== null ? `code ${exit.exitCode}` : '';
@@ -202,7 +212,20 @@ export class TerminalTab {
       },
       true,
     );
-    this.terminal.textarea?.addEventListener('paste', () => this.#used(), true);
+    // A paste is text: its control characters are dropped before xterm.js brackets it, so
+    // what it holds (an ESC[201~ ending the bracket, ^U, a CR) cannot act as typed keys.
+    screen.addEventListener(
+      'paste',
+      (event) => {
+        this.#used();
+        const text = event.clipboardData?.getData('text/plain');
+        if (text === undefined) return;
+        event.preventDefault();
+        event.stopImmediatePropagation();
+        this.terminal.paste(pastedText(text));
+      },
+      true,
+    );
     this.terminal.onData((text) => {
       if (text.replace(TERMINAL_ANSWERS, '') !== '') this.#send(text);
       else if (this.#answering()) this.#answer(text);

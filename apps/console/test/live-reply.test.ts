@@ -1,6 +1,7 @@
 // A reply the model is still writing, in real Chromium against the real server and a model that
 // streams on cue: a page that opens, or reloads, mid-reply shows it from its first word (the server
-// keeps the text so far), then follows it, each word once; the kept reply replaces it at the end.
+// keeps the text so far), then follows it, each word once; the kept reply replaces it at the end,
+// its control characters shown.
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,7 +38,14 @@ describe.skipIf(!available)('a reply being written, seen from a page that opens 
   const first = gate();
   const second = gate();
   const reply: Reply = {
-    pieces: [...words('alpha', 20), first.wait, ...words('beta', 10), second.wait, 'VERDICT: PASS'],
+    pieces: [
+      ...words('alpha', 20),
+      first.wait,
+      ...words('beta', 10),
+      second.wait,
+      'ls -la\x1b[201~\x15touch x\n',
+      'VERDICT: PASS',
+    ],
   };
 
   beforeAll(async () => {
@@ -84,7 +92,11 @@ describe.skipIf(!available)('a reply being written, seen from a page that opens 
     for (const viewer of [page, other]) {
       await viewer.locator('.timeline .end', { hasText: 'finished' }).waitFor({ timeout: 60_000 });
       expect(await viewer.locator('.timeline .streaming').count()).toBe(0);
-      expect(await viewer.locator('.timeline .assistant').innerText()).toContain('beta-10');
+      const kept = await viewer.locator('.timeline .assistant').innerText();
+      expect(kept).toContain('beta-10');
+      // Control characters the model wrote are shown, not hidden in text one copy away from a terminal.
+      expect(kept).toContain('ls -la␛[201~␕touch x');
+      expect(kept).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
     }
   });
 });

@@ -2,8 +2,12 @@
 // the active tab and the titles kept over a reload; the title following the program (OSC 0/2);
 // a prompt before leaving; the page's Alt keys given to the program per tab; http(s) links that
 // open (and a `javascript:` one that does not); a favicon; a repeat count of 2^31 that does not
-// block the page; a smaller second viewer not garbled.
+// block the page; a smaller second viewer not garbled; a paste that stays text, control characters
+// dropped (it cannot end bracketed paste and run itself).
 import type { Browser, Page } from 'playwright-core';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chromiumAvailable,
@@ -209,5 +213,34 @@ describe.skipIf(!available)('a terminal tab as a terminal user expects', () => {
       await other.close();
     }
     await expect.poll(() => expiry.innerText()).toMatch(/^no viewer: ends in /);
+  });
+  it('pastes text as text: control characters are dropped, so a paste cannot end bracketed paste and run itself', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'aleph-paste-'));
+    const context = await browser.newContext({ permissions: ['clipboard-read', 'clipboard-write'] });
+    try {
+      const paster = await openConsole(context, server.consoleUrl);
+      const paste = async (text: string) => {
+        await paster.evaluate((t) => navigator.clipboard.writeText(t), text);
+        await paster.keyboard.press('Control+Shift+KeyV'); // the browser's own paste, as a user's
+      };
+      await paster.getByRole('button', { name: 'New terminal' }).first().click();
+      await paster.locator('.term-tab:not([hidden]) .xterm').waitFor();
+      await waitForPrompt(paster);
+      // What a page or a model's reply can hide in copied text: the end of the paste bracket, ^U, a CR.
+      const file = join(dir, 'ran');
+      await paste(`echo pasted-one\x1b[201~\x15touch ${file}\r`);
+      await paster.keyboard.press('Enter');
+      await expect.poll(() => terminalLines(paster)).toContain(`pasted-one[201~touch ${file}`);
+      expect(existsSync(file)).toBe(false);
+      // Every other control character is dropped too (tab and line ends kept): C0, DEL, C1.
+      await runCommand(paster, 'cat -A');
+      await paste('a\x01b\x1bc\x7fd\u009be\tf');
+      await paster.keyboard.press('Enter');
+      await expect.poll(() => terminalLines(paster)).toContain('abcde^If$');
+      await paster.keyboard.press('Control+KeyD');
+    } finally {
+      await context.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
