@@ -18,7 +18,7 @@ import {
 } from '@aleph/pty';
 
 /** Added to the niceness of the agents' commands unless told otherwise (`[pty] agent_nice`). */
-export const AGENT_NICE = 10;
+export const AGENT_NICE = 5;
 
 export class ServerPtys extends PtyManager {
   /** The agents' pool: spawn through `spawnWhenFree`, which waits for a free slot. */

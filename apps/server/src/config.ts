@@ -47,7 +47,7 @@ export const configSchema = z.strictObject({
        * weighs as one task of this niceness: together they then get a tenth of a busy nice-0
        * program's share at 10, also against the machine's other programs.
        */
-      agent_nice: z.int({ error: 'must be an integer from 0 to 19' }).min(0).max(19).default(10),
+      agent_nice: z.int({ error: 'must be an integer from 0 to 19' }).min(0).max(19).default(5),
     })
     .prefault({}),
   // `sandbox = true` confines a hook like the model's commands; unconfined by default (it is the user's).
