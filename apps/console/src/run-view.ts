@@ -69,6 +69,29 @@ export interface ReplySoFar {
   chars?: number;
 }
 
+/**
+ * The reply `stream` is (its text up to its `seq`) with `piece` after it. The first piece after a
+ * seed that skips seqs may be pieces merged for a slow reader (with the last one's seq only), some
+ * of them in the seed already: what it begins with that the seed ends with is not added twice.
+ */
+function followedBy(stream: { text: string; seq: number; seeded: boolean }, piece: ReplyDelta): string {
+  if (piece.kind === 'replace') return piece.text;
+  if (!stream.seeded || piece.seq === stream.seq + 1) return stream.text + piece.text;
+  return stream.text + piece.text.slice(overlap(stream.text, piece.text));
+}
+
+/** The length of the longest end of `text` that `next` begins with (a prefix function: linear). */
+function overlap(text: string, next: string): number {
+  const joined = `${next}\u0000${text.slice(-next.length)}`;
+  const longest = new Int32Array(joined.length);
+  for (let index = 1; index < joined.length; index += 1) {
+    let length = longest[index - 1]!;
+    while (length > 0 && joined[index] !== joined[length]) length = longest[length - 1]!;
+    longest[index] = joined[index] === joined[length] ? length + 1 : length;
+  }
+  return Math.min(longest[joined.length - 1]!, next.length);
+}
+
 /** Text longer than this (characters or lines) is folded behind "Show more". */
 const FOLD_CHARS = 1200;
 const FOLD_LINES = 16;
@@ -263,8 +286,11 @@ export class RunView {
   #turns = 0;
   #end: HTMLElement | undefined;
   #streaming: HTMLElement | undefined;
-  /** The reply being written: its run and turn, the text up to `seq`, and whether its start is cut. */
-  #stream = { runId: '', turn: -1, seq: -1, text: '', cut: false };
+  /**
+   * The reply being written: its run and turn, the text up to `seq`, whether its start is cut, and
+   * whether that text is a seed's (agent.list), no piece after it yet.
+   */
+  #stream = { runId: '', turn: -1, seq: -1, text: '', cut: false, seeded: false };
   /** The stream's pieces as they came: a page that began to listen mid-reply puts them after a seed. */
   #pieces: ReplyDelta[] = [];
 
@@ -295,8 +321,9 @@ export class RunView {
     this.#streamOf(runId, delta.turn);
     this.#pieces.push(delta);
     if (delta.seq <= this.#stream.seq) return; // in the text so far already
+    this.#stream.text = followedBy(this.#stream, delta);
     this.#stream.seq = delta.seq;
-    this.#stream.text = delta.kind === 'replace' ? delta.text : this.#stream.text + delta.text;
+    this.#stream.seeded = false;
     this.#showStream();
   }
 
@@ -306,20 +333,22 @@ export class RunView {
    */
   seed(runId: string, reply: ReplySoFar): void {
     this.#streamOf(runId, reply.turn);
-    let { text, seq } = reply;
+    const cut = (reply.chars ?? 0) > reply.text.length;
+    const stream = { ...this.#stream, seq: reply.seq, text: reply.text, cut, seeded: true };
     for (const piece of this.#pieces)
-      if (piece.seq > reply.seq) {
-        text = piece.kind === 'replace' ? piece.text : text + piece.text;
-        seq = Math.max(seq, piece.seq);
+      if (piece.seq > stream.seq) {
+        stream.text = followedBy(stream, piece);
+        stream.seq = piece.seq;
+        stream.seeded = false;
       }
-    this.#stream = { ...this.#stream, seq, text, cut: (reply.chars ?? 0) > reply.text.length };
+    this.#stream = stream;
     this.#showStream();
   }
 
   /** The stream of that run's turn: a new one starts empty. */
   #streamOf(runId: string, turn: number): void {
     if (this.#stream.runId === runId && this.#stream.turn === turn) return;
-    this.#stream = { runId, turn, seq: -1, text: '', cut: false };
+    this.#stream = { runId, turn, seq: -1, text: '', cut: false, seeded: false };
     this.#pieces = [];
   }
 
