@@ -263,11 +263,26 @@ export class AgentPanel {
     if (run.runId === this.#selected) this.#timeline.replaceChildren(view.element);
   }
 
+  /** One event of a session's log whole (one the history sent cut): its JSON slice after slice. */
+  async #readEvent(sessionId: string, seq: number): Promise<LogEvent> {
+    let json = '';
+    for (let from: number | undefined = 0; from !== undefined;) {
+      const slice: { json: string; next?: number } = await this.#connection.request('agent.historyEvent', {
+        sessionId,
+        seq,
+        from,
+      });
+      json += slice.json;
+      from = slice.next !== undefined && slice.next > from ? slice.next : undefined;
+    }
+    return JSON.parse(json) as LogEvent;
+  }
+
   /** The run's timeline view (a follow-up shares its session's). */
   #viewOf(run: Run): RunView {
     let view = this.#views.get(run.sessionId);
     if (view === undefined) {
-      view = new RunView();
+      view = new RunView((seq) => this.#readEvent(run.sessionId, seq));
       this.#views.set(run.sessionId, view);
     }
     return view;

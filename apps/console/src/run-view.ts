@@ -3,6 +3,8 @@
 // the user opened or closed stays as they left it while the run goes on. Text from the model is
 // markdown, rendered by `marked` and sanitised by DOMPurify (no script, no handler, no remote
 // image: the page's CSP stays as strict); long text is folded behind "Show more"; edits are diffs.
+// An event the server sent cut (`cut`: too long to send whole) says so where it was cut, and
+// "Show all" reads it whole (agent.historyEvent) and draws it again in place.
 import { diffLines } from 'diff';
 import DOMPurify from 'dompurify';
 import { marked } from 'marked';
@@ -17,7 +19,9 @@ export type TerminateReason =
   | { kind: 'halted'; by: string; reason: string }
   | { kind: 'consecutive_failures'; count: number; lastError?: string }
   | { kind: 'error'; error: { kind: string; message?: string; elapsedMs?: number } };
-export type LogEvent = { seq: number; at?: number } & (
+/** Where the server cut a value of an event (its JSON pointer) and its whole length. */
+export type Cut = { pointer: string; chars: number } | { pointer: string; items: number };
+export type LogEvent = { seq: number; at?: number; cut?: Cut[] } & (
   | { type: 'user'; content: string }
   | { type: 'feedback'; content: string }
   | {
@@ -63,6 +67,29 @@ export interface ReplySoFar {
   seq: number;
   text: string;
   chars?: number;
+}
+
+/**
+ * The reply `stream` is (its text up to its `seq`) with `piece` after it. The first piece after a
+ * seed that skips seqs may be pieces merged for a slow reader (with the last one's seq only), some
+ * of them in the seed already: what it begins with that the seed ends with is not added twice.
+ */
+function followedBy(stream: { text: string; seq: number; seeded: boolean }, piece: ReplyDelta): string {
+  if (piece.kind === 'replace') return piece.text;
+  if (!stream.seeded || piece.seq === stream.seq + 1) return stream.text + piece.text;
+  return stream.text + piece.text.slice(overlap(stream.text, piece.text));
+}
+
+/** The length of the longest end of `text` that `next` begins with (a prefix function: linear). */
+function overlap(text: string, next: string): number {
+  const joined = `${next}\u0000${text.slice(-next.length)}`;
+  const longest = new Int32Array(joined.length);
+  for (let index = 1; index < joined.length; index += 1) {
+    let length = longest[index - 1]!;
+    while (length > 0 && joined[index] !== joined[length]) length = longest[length - 1]!;
+    longest[index] = joined[index] === joined[length] ? length + 1 : length;
+  }
+  return Math.min(longest[joined.length - 1]!, next.length);
 }
 
 /** Text longer than this (characters or lines) is folded behind "Show more". */
@@ -169,6 +196,28 @@ export function foldable(content: HTMLElement, text: string): HTMLElement {
   return h('div', { class: 'fold' }, content, button);
 }
 
+/** The value at a JSON pointer (RFC 6901) in `root`; undefined where there is none. */
+function valueAt(root: unknown, pointer: string): unknown {
+  let value = root;
+  for (const part of pointer.split('/').slice(1)) {
+    const key = part.replaceAll('~1', '/').replaceAll('~0', '~');
+    value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+  }
+  return value;
+}
+
+/** `… 1,234,567 more characters not shown`: what the server's cuts left out of `event`. */
+export function describeCuts(event: LogEvent, cuts: readonly Cut[]): string {
+  const parts = cuts.map((cut) => {
+    const value = valueAt(event, cut.pointer);
+    if ('chars' in cut)
+      return `${(cut.chars - (typeof value === 'string' ? value.length : 0)).toLocaleString('en')} more characters`;
+    const have = typeof value === 'object' && value !== null ? Object.keys(value).length : 0;
+    return `${(cut.items - have).toLocaleString('en')} more items`;
+  });
+  return `… ${parts.join(', ')} not shown`;
+}
+
 /** A tool call's arguments, as people read them: the command, the path, an edit as a diff. */
 function describeArgs(name: string, args: unknown): { summary: string; body: HTMLElement } {
   const record = (typeof args === 'object' && args !== null ? args : {}) as Record<string, unknown>;
@@ -205,15 +254,29 @@ function describeArgs(name: string, args: unknown): { summary: string; body: HTM
   return { summary, body: foldable(h('pre', { class: 'args' }, json), json) };
 }
 
+/** The text of a user, feedback or assistant event ('' for another). */
+const textOf = (event: LogEvent): string => ('content' in event ? event.content : '');
+
 interface CallItem {
   readonly item: HTMLElement;
   readonly mark: HTMLElement;
   readonly details: HTMLElement;
+  readonly what: HTMLElement;
+  body: HTMLElement;
   settled: boolean;
 }
 
+/** A cut event's calls' cuts: those under `/toolCalls/N`. */
+const CALL_CUT = /^\/toolCalls\/(\d+)(?:\/|$)/;
+
 export class RunView {
   readonly element = h('ol', { class: 'timeline', 'aria-label': 'Run timeline' });
+  /** Reads a logged event whole (agent.historyEvent), for "Show all" on one the server sent cut. */
+  readonly #readWhole: (seq: number) => Promise<LogEvent>;
+  /** Each cut event's parts drawn, by seq: each draws itself again from the whole event. */
+  readonly #cutParts = new Map<number, ((whole: LogEvent) => void)[]>();
+  /** The whole events being read, by seq: one read however many of their parts ask. */
+  readonly #reading = new Map<number, Promise<void>>();
   /** The newest log sequence drawn: a refetch draws only what comes after. */
   #seen = -1;
   readonly #calls = new Map<string, CallItem>();
@@ -223,10 +286,17 @@ export class RunView {
   #turns = 0;
   #end: HTMLElement | undefined;
   #streaming: HTMLElement | undefined;
-  /** The reply being written: its run and turn, the text up to `seq`, and whether its start is cut. */
-  #stream = { runId: '', turn: -1, seq: -1, text: '', cut: false };
+  /**
+   * The reply being written: its run and turn, the text up to `seq`, whether its start is cut, and
+   * whether that text is a seed's (agent.list), no piece after it yet.
+   */
+  #stream = { runId: '', turn: -1, seq: -1, text: '', cut: false, seeded: false };
   /** The stream's pieces as they came: a page that began to listen mid-reply puts them after a seed. */
   #pieces: ReplyDelta[] = [];
+
+  constructor(readWhole: (seq: number) => Promise<LogEvent> = () => Promise.reject(new Error('no log'))) {
+    this.#readWhole = readWhole;
+  }
 
   /** The newest log sequence drawn (-1 before any). */
   get seen(): number {
@@ -251,8 +321,9 @@ export class RunView {
     this.#streamOf(runId, delta.turn);
     this.#pieces.push(delta);
     if (delta.seq <= this.#stream.seq) return; // in the text so far already
+    this.#stream.text = followedBy(this.#stream, delta);
     this.#stream.seq = delta.seq;
-    this.#stream.text = delta.kind === 'replace' ? delta.text : this.#stream.text + delta.text;
+    this.#stream.seeded = false;
     this.#showStream();
   }
 
@@ -262,20 +333,22 @@ export class RunView {
    */
   seed(runId: string, reply: ReplySoFar): void {
     this.#streamOf(runId, reply.turn);
-    let { text, seq } = reply;
+    const cut = (reply.chars ?? 0) > reply.text.length;
+    const stream = { ...this.#stream, seq: reply.seq, text: reply.text, cut, seeded: true };
     for (const piece of this.#pieces)
-      if (piece.seq > reply.seq) {
-        text = piece.kind === 'replace' ? piece.text : text + piece.text;
-        seq = Math.max(seq, piece.seq);
+      if (piece.seq > stream.seq) {
+        stream.text = followedBy(stream, piece);
+        stream.seq = piece.seq;
+        stream.seeded = false;
       }
-    this.#stream = { ...this.#stream, seq, text, cut: (reply.chars ?? 0) > reply.text.length };
+    this.#stream = stream;
     this.#showStream();
   }
 
   /** The stream of that run's turn: a new one starts empty. */
   #streamOf(runId: string, turn: number): void {
     if (this.#stream.runId === runId && this.#stream.turn === turn) return;
-    this.#stream = { runId, turn, seq: -1, text: '', cut: false };
+    this.#stream = { runId, turn, seq: -1, text: '', cut: false, seeded: false };
     this.#pieces = [];
   }
 
@@ -305,12 +378,12 @@ export class RunView {
   #draw(event: LogEvent): void {
     switch (event.type) {
       case 'user':
-        this.#append(
+        this.#drawItem(event, (whole) =>
           h(
             'li',
             { class: 'user' },
             h('b', {}, 'Prompt '),
-            foldable(h('div', { class: 'text' }, event.content), event.content),
+            foldable(h('div', { class: 'text' }, textOf(whole)), textOf(whole)),
           ),
         );
         return;
@@ -318,31 +391,58 @@ export class RunView {
         if (event.content === this.#lastFeedback) return; // the veto above said it already
         if (event.content.startsWith(HARNESS_PROVIDER_FAILED)) return; // the turn's line says the provider failed, and why
         const harness = event.content.startsWith('[harness] ');
-        this.#append(
+        this.#drawItem(event, (whole) =>
           h(
             'li',
             { class: harness ? 'feedback harness' : 'feedback' },
             h('b', {}, harness ? 'Note to the model ' : 'Feedback to the model '),
-            foldable(h('pre', {}, event.content.replace(/^\[harness\] /, '')), event.content),
+            foldable(h('pre', {}, textOf(whole).replace(/^\[harness\] /, '')), textOf(whole)),
           ),
         );
         return;
       }
-      case 'assistant':
-        // The reply kept: its stream gives way (not a later turn's, when the log is read behind it).
-        if (event.content.includes(this.#stream.text)) {
+      case 'assistant': {
+        // The reply kept: its stream gives way (not a later turn's, when the log is read behind it);
+        // a reply the server cut is the stream's beginning.
+        const cut = event.cut ?? [];
+        const contentCut = cut.some((each) => each.pointer === '/content');
+        if (
+          event.content.includes(this.#stream.text) ||
+          (contentCut && this.#stream.text.startsWith(event.content))
+        ) {
           this.#streaming?.remove();
           this.#streaming = undefined;
           this.#stream.text = '';
         }
         if (event.usage !== undefined) this.#tokens += event.usage.inputTokens + event.usage.outputTokens;
-        if (event.content.trim() !== '') {
-          const text = h('div', { class: 'markdown' });
-          text.append(renderMarkdown(event.content));
-          this.#append(h('li', { class: 'assistant' }, foldable(text, event.content)));
+        const textCuts = cut.filter((each) => !CALL_CUT.test(each.pointer));
+        if (event.content.trim() !== '' || textCuts.length > 0) {
+          const reply = (whole: LogEvent): HTMLElement => {
+            const content = textOf(whole);
+            const text = h('div', { class: 'markdown' });
+            text.append(renderMarkdown(content));
+            return h('li', { class: 'assistant' }, foldable(text, content));
+          };
+          this.#drawItem(event, reply, textCuts);
         }
-        for (const call of event.toolCalls) this.#drawCall(call);
+        event.toolCalls.forEach((call, index) => {
+          const callCuts = cut.filter((each) => CALL_CUT.exec(each.pointer)?.[1] === String(index));
+          this.#drawCall(call);
+          if (callCuts.length === 0) return;
+          const item = this.#calls.get(call.id)!;
+          const note = this.#cutNote(event, callCuts);
+          item.body.after(note);
+          this.#onWhole(event.seq, (whole) => {
+            const args = whole.type === 'assistant' ? whole.toolCalls[index]?.args : undefined;
+            const { summary, body } = describeArgs(call.name, args);
+            item.what.textContent = brief(summary, 120);
+            item.body.replaceWith(body);
+            item.body = body;
+            note.remove();
+          });
+        });
         return;
+      }
       case 'tool_result':
         this.#settle(event);
         return;
@@ -413,25 +513,74 @@ export class RunView {
     }
   }
 
+  /**
+   * An item drawn from its event by `draw`; one the server cut says so, and draws itself again
+   * from the whole event when it is read (its `cuts`: those said in this item).
+   */
+  #drawItem(event: LogEvent, draw: (whole: LogEvent) => HTMLElement, cuts = event.cut ?? []): void {
+    let item = draw(event);
+    this.#append(item);
+    if (cuts.length === 0) return;
+    item.append(this.#cutNote(event, cuts));
+    this.#onWhole(event.seq, (whole) => {
+      const again = draw(whole);
+      item.replaceWith(again);
+      item = again;
+    });
+  }
+
+  #onWhole(seq: number, redraw: (whole: LogEvent) => void): void {
+    this.#cutParts.set(seq, [...(this.#cutParts.get(seq) ?? []), redraw]);
+  }
+
+  /** `… 1,234 more characters not shown [Show all]`, where the server cut the event. */
+  #cutNote(event: LogEvent, cuts: readonly Cut[]): HTMLElement {
+    const said = h('span', {}, describeCuts(event, cuts));
+    const button = h('button', { type: 'button', class: 'show-all' }, 'Show all');
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      button.textContent = 'Loading…';
+      void this.#showAll(event.seq).catch((error: unknown) => {
+        said.textContent = `${describeCuts(event, cuts)}; could not read it whole: ${error instanceof Error ? error.message : String(error)}`;
+        button.disabled = false;
+        button.textContent = 'Show all';
+      });
+    });
+    return h('p', { class: 'cut' }, said, ' ', button);
+  }
+
+  /** Reads the event whole and draws each of its parts again from it, in place. */
+  #showAll(seq: number): Promise<void> {
+    let reading = this.#reading.get(seq);
+    if (reading === undefined) {
+      reading = this.#readWhole(seq).then(
+        (whole) => {
+          for (const redraw of this.#cutParts.get(seq) ?? []) redraw(whole);
+          this.#cutParts.delete(seq);
+          this.#reading.delete(seq);
+        },
+        (error: unknown) => {
+          this.#reading.delete(seq);
+          throw error;
+        },
+      );
+      this.#reading.set(seq, reading);
+    }
+    return reading;
+  }
+
   #drawCall(call: { id: string; name: string; args: unknown }): void {
     const { summary, body } = describeArgs(call.name, call.args);
     const mark = h('span', { class: 'mark', 'aria-label': 'running' }, '…');
+    const what = h('span', { class: 'what' }, brief(summary, 120));
     const details = h(
       'details',
       {},
-      h(
-        'summary',
-        {},
-        mark,
-        ' ',
-        h('span', { class: 'name' }, call.name),
-        ' ',
-        h('span', { class: 'what' }, brief(summary, 120)),
-      ),
+      h('summary', {}, mark, ' ', h('span', { class: 'name' }, call.name), ' ', what),
       body,
     );
     const item = h('li', { class: 'tool pending', 'data-call': call.id }, details);
-    this.#calls.set(call.id, { item, mark, details, settled: false });
+    this.#calls.set(call.id, { item, mark, details, what, body, settled: false });
     this.#append(item);
   }
 
@@ -444,6 +593,17 @@ export class RunView {
     call.item.className = `tool ${result.isError ? 'failed' : 'ok'}`;
     call.mark.textContent = result.isError ? '✗' : '✓';
     call.mark.setAttribute('aria-label', result.isError ? 'failed' : 'done');
-    call.details.append(foldable(h('pre', { class: 'result' }, result.output), result.output));
+    let shown = foldable(h('pre', { class: 'result' }, result.output), result.output);
+    call.details.append(shown);
+    if (result.cut === undefined || result.cut.length === 0) return;
+    const note = this.#cutNote(result, result.cut);
+    call.details.append(note);
+    this.#onWhole(result.seq, (whole) => {
+      const output = whole.type === 'tool_result' ? whole.output : '';
+      const again = foldable(h('pre', { class: 'result' }, output), output);
+      shown.replaceWith(again);
+      shown = again;
+      note.remove();
+    });
   }
 }

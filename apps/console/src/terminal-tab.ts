@@ -486,12 +486,14 @@ export class TerminalTab {
   failed(error: unknown, what = 'Cannot show this session'): void {
     if (this.#exit !== undefined) return;
     if (this.#starting && this.#queuedBytes > 0) void this.terminal.write('\x07'); // typed, not sent
+    if (this.#sessionId === undefined) this.#label = 'not started'; // a new tab whose shell never was
     this.#starting = false;
     this.#queued = [];
     this.#queuedBytes = 0;
     this.#notice.textContent = `${what}: ${error instanceof Error ? error.message : String(error)}`;
     this.#notice.hidden = false;
     this.terminal.options.disableStdin = true;
+    this.onChange();
   }
 
   /** Fits the terminal to its box (once per frame); the resize goes to the pty. */

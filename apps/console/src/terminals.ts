@@ -2,7 +2,8 @@
 // has (refreshed live), and reattach after a reload. The page subscribes to pty.* for its open tabs
 // only, so it never holds back (by not acking) a session nobody here is looking at. A tab is a
 // viewer: closing it detaches (as Ctrl-] in `aleph attach`) and the program runs on; ending a
-// session is its own action (End, in the Sessions list, after a confirm).
+// session is its own action (End, in the Sessions list, after a confirm). Only a new tab closed
+// before its shell started ends that shell: nobody ever saw it.
 import { brief, h } from './dom.js';
 import { RpcError, type GatewayConnection, type MethodResult, type PtyExitEvent } from './gateway-client.js';
 import { describeExit, TerminalTab, type ExitInfo } from './terminal-tab.js';
@@ -178,14 +179,22 @@ export class Terminals {
       tab.failed(error, 'Cannot start a terminal');
       return tab;
     }
+    if (await this.#endIfClosed(tab, sessionId)) return tab;
     await this.refresh(); // its command line, for its label (`bash`)
     const info = this.#listed.find((session) => session.sessionId === sessionId);
-    // Closed meanwhile: detached as any closed tab, its session listed in Sessions.
-    if (!this.#tabs.includes(tab)) return tab;
+    if (await this.#endIfClosed(tab, sessionId)) return tab;
     tab.start(sessionId, brief(this.labelOf(sessionId, info?.command ?? 'shell'), 40));
     if (this.#active === tab) sessionStorage.setItem(ACTIVE_TAB_KEY, sessionId);
     await this.#follow(tab, info);
     return tab;
+  }
+
+  /** A new tab closed before its shell started: nobody saw that shell, so it ends (not runs on). */
+  async #endIfClosed(tab: TerminalTab, sessionId: string): Promise<boolean> {
+    if (this.#tabs.includes(tab)) return false;
+    await this.#connection.call('pty.close', { sessionId }).catch(() => {});
+    void this.refresh();
+    return true;
   }
 
   /** Opens a tab on a session (or shows the one already open). */
@@ -278,7 +287,8 @@ export class Terminals {
 
   /**
    * Closes the tab: this page stops following the session, which runs on (listed in Sessions,
-   * open it again from there). It never ends the session — see `end`.
+   * open it again from there). It never ends a session shown — see `end`; a new tab closed while
+   * its shell is starting ends that shell once it exists (see spawn).
    */
   async close(tab: TerminalTab | undefined): Promise<void> {
     if (tab === undefined || !this.#tabs.includes(tab)) return;

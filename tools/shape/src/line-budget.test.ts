@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 3021, files: 12 },
   server: { lines: 6313, files: 29 },
   mcp: { lines: 1134, files: 8 },
-  console: { lines: 3060, files: 10 },
+  console: { lines: 3258, files: 10 },
   cluster: { lines: 3221, files: 13 },
 };
 
