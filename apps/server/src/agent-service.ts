@@ -51,6 +51,7 @@ import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import { keptFrom, type ConfinedWrites } from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
+import { RunEventGate, type LeaseView } from './run-event-gate.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
 import { startRunMcp, type RunMcp } from './mcp-tools.js';
 import { boundedJson, type Cut, jsonBytes, prefixWithin } from './bounded-json.js';
@@ -253,6 +254,8 @@ const NO_PROVIDER =
 export class AgentService {
   readonly #options: AgentServiceOptions;
   readonly #runs = new Map<string, RunRecord>();
+  /** Cluster runs' event gates (by run id): a run's events leave this node only while it holds the run. */
+  readonly #gates = new Map<string, RunEventGate>();
   readonly #goals = new Map<string, Goal>();
   /**
    * The sandbox for hooks and gates, which never throws: a command it refuses (a denied cwd) runs as
@@ -418,9 +421,16 @@ export class AgentService {
     );
   }
 
-  /** Publishes an agent.* event, cut to about EVENT_BYTES whatever the model wrote into it. */
+  /**
+   * Publishes an agent.* event, cut to about EVENT_BYTES whatever the model wrote into it; a
+   * cluster run's through its gate (sent while this node holds the run).
+   */
   #publish(topic: string, data: object): void {
-    this.#options.gateway.publish(topic, boundedJson(data, EVENT_BYTES));
+    const go = (): void => this.#options.gateway.publish(topic, boundedJson(data, EVENT_BYTES));
+    const { runId } = data as { runId?: unknown };
+    const gate = typeof runId === 'string' ? this.#gates.get(runId) : undefined;
+    if (gate === undefined) go();
+    else gate.send(go);
   }
 
   /**
@@ -571,6 +581,7 @@ export class AgentService {
         resume,
         lease: lease.signal,
         node: lease.node,
+        view: lease,
       });
       await this.#runs.get(started.runId)?.done;
     });
@@ -596,17 +607,11 @@ export class AgentService {
       }));
   }
 
-  /** Whether this node still holds the run (true when NATS cannot say: the lease was never seen lost). */
-  async #holds(runId: string, node: string): Promise<boolean> {
-    const holder = await this.#options.queue?.holder(runId).catch(() => ({ node }));
-    return holder?.node === node;
-  }
-
   #launch(
     request: RunRequest,
     runId: string,
     sessionId: string,
-    cluster: { resume: boolean; lease: AbortSignal; node: string } | undefined = undefined,
+    cluster: { resume: boolean; lease: AbortSignal; node: string; view: LeaseView } | undefined = undefined,
   ): { runId: string; sessionId: string; sandbox: SandboxLabel } {
     const { config, logger } = this.#options;
     const { cwd } = request;
@@ -615,7 +620,7 @@ export class AgentService {
     if (provider === undefined) throw new GatewayError('no_provider', NO_PROVIDER);
     const controller = new AbortController();
     // A lost lease (another node holds the run now) or a cancel from another node ends it here at
-    // once, and nothing more of it is published from this node.
+    // once; what the run says after a lost lease waits in its gate, dropped unless the log took it.
     cluster?.lease.addEventListener(
       'abort',
       () => {
@@ -639,13 +644,16 @@ export class AgentService {
     );
     const protection = this.#protection.with(projectProtection(realCwd, bySandbox));
     const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
-    const lost = (): boolean =>
-      cluster !== undefined &&
-      cluster.lease.aborted &&
-      (cluster.lease.reason as { code?: string })?.code === 'fenced';
-    const publish = (topic: string, data: object): void => {
-      if (!lost()) this.#publish(topic, { runId, sessionId, ...data });
-    };
+    // A cluster run's events go through its gate: while the lease is uncertain (this node was
+    // stopped or cut off past its TTL) they wait for a renewal, or for the run's end to say
+    // whether the log took them.
+    const gate = cluster === undefined ? undefined : new RunEventGate(cluster.view);
+    if (gate === undefined) this.#gates.delete(runId);
+    else this.#gates.set(runId, gate);
+    const publish = (topic: string, data: object): void =>
+      this.#publish(topic, { runId, sessionId, ...data });
+    /** Another node wrote the run's log (it took the run over): this node's end is not the run's. */
+    const lostHere = (): boolean => cluster !== undefined && this.#options.queue?.fenced(sessionId) === true;
     const model = params.model ?? config.agent.model;
     const sandbox = sandboxLabel(this.#options.sandbox);
     const record: RunRecord = {
@@ -742,8 +750,10 @@ export class AgentService {
         })
         .then(async (result) => {
           record.result = result;
-          if (cluster !== undefined && !(await this.#holds(runId, cluster.node))) {
-            // Another node took the run over (this one was stopped past its lease): its end is theirs.
+          // The log is the judge: its end stored, this node held the run to it (whatever the lease
+          // says since, NATS having been away); refused, another node holds it and says its end.
+          gate?.settle(!lostHere());
+          if (cluster !== undefined && lostHere()) {
             logger.warn({ runId, sessionId, node: cluster.node }, 'run lost to another node');
             this.#runs.delete(runId); // agent.list reads it from the cluster's log now
             return result;
@@ -791,6 +801,7 @@ export class AgentService {
             finalText: '',
           };
           record.result = result;
+          gate?.settle(!lostHere());
           publish('agent.done', {
             terminateReason: result.terminateReason,
             iterations: 0,
@@ -1041,8 +1052,10 @@ export class AgentService {
   /** Keeps agent.list bounded: the oldest finished runs go first (their logs stay on disk). */
   #pruneFinished(): void {
     const finished = [...this.#runs.values()].filter((run) => run.result !== undefined);
-    for (const run of finished.slice(0, Math.max(0, finished.length - MAX_FINISHED_RUNS)))
+    for (const run of finished.slice(0, Math.max(0, finished.length - MAX_FINISHED_RUNS))) {
       this.#runs.delete(run.runId);
+      this.#gates.delete(run.runId);
+    }
   }
 
   /** Cancels every run and waits for them to end. */

@@ -90,6 +90,7 @@ export function clusterLater(
     cancel: (runId) => joined?.queue.cancel(runId),
     holder: async (runId) => (joined === undefined ? undefined : joined.queue.holder(runId)),
     relinquish: (sessionId) => joined?.queue.relinquish(sessionId),
+    fenced: (sessionId) => joined?.queue.fenced(sessionId) ?? false,
     claim: async (sessionId) => {
       if (joined === undefined) throw unavailable();
       return joined.queue.claim(sessionId);

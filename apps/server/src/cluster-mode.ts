@@ -40,13 +40,23 @@ export interface ClusterRunQueue {
   serve(
     handler: (
       ticket: { runId: string; sessionId: string; request: unknown },
-      lease: { signal: AbortSignal; redelivered: boolean; node: string },
+      lease: {
+        signal: AbortSignal;
+        redelivered: boolean;
+        node: string;
+        /** Renewed within the TTL: no other node can hold the run now. */
+        readonly current: boolean;
+        /** True once the hold is confirmed (at once while current), false once the run moved. */
+        held(): Promise<boolean>;
+      },
     ) => Promise<void>,
   ): void;
   cancel(runId: string): void;
   holder(runId: string): Promise<{ node: string } | undefined>;
   /** This node lost the run's lease: its session log takes nothing more from here. */
   relinquish(sessionId: string): void;
+  /** The run's log refused this node's append (another node wrote it), or would (`relinquish`). */
+  fenced(sessionId: string): boolean;
   /**
    * A take-over's claim on the run's log, before the run reads it to plan from: the node that lost
    * the run appends nothing after it. `ended`: that node ended the run meanwhile.
@@ -136,6 +146,7 @@ export async function startClusterMode(
         cancel: (runId) => queue.cancel(runId),
         holder: (runId) => queue.holder(runId),
         relinquish: (sessionId) => sessions.relinquish(sessionId),
+        fenced: (sessionId) => sessions.fenced(sessionId),
         claim: async (sessionId) => (await sessions.claim(sessionId)).kind,
         close: () => queue.close(),
       },

@@ -51,6 +51,21 @@ const tenSteps: Brain = (conversation) => {
   return { call: { name: 'shell', args: { command: `sleep 0.2; echo step-${done + 1}` } } };
 };
 
+/** Three steps, the first a command of 8 s, then a stop (any tool result counts as a step). */
+const slowSteps: Brain = (conversation) => {
+  const done = conversation.filter((turn) => turn.role === 'tool').length;
+  if (done >= 3) return { text: `ran ${done} steps\nVERDICT: PASS` };
+  return {
+    call: { name: 'shell', args: { command: `${done === 0 ? 'sleep 8; ' : ''}echo slow-${done + 1}` } },
+  };
+};
+const SLOW = 'three slow steps';
+/** `slowSteps` for the run of that prompt, `tenSteps` for the others. */
+const brain: Brain = (conversation, request) =>
+  conversation.some((turn) => turn.role === 'user' && turn.text.includes(SLOW))
+    ? slowSteps(conversation, request)
+    : tenSteps(conversation, request);
+
 /** Processes whose working folder is in `folder` (a run's commands), as `pid command`. */
 function processesIn(folder: string): string[] {
   const found: string[] = [];
@@ -83,14 +98,14 @@ describe.skipIf(binary === undefined)(
     const clients: GatewayClient[] = [];
     const clusters = new Set<string>();
 
-    const config = (node: string, name: string): string => {
+    const config = (node: string, name: string, leaseTtlSecs = 2): string => {
       clusters.add(name); // its streams are checked and removed after the test
       return `${clusterNodeConfig({
         token: TOKEN,
         natsUrl: nats.url,
         name,
         node,
-        leaseTtlSecs: 2,
+        leaseTtlSecs,
         agent: `[agent]\nprovider = "openai-compatible"\nmodel = "fake-coder"\nbase_url = "${llm.baseUrl}"\napi_key_env = "ALEPH_E2E_PROVIDER_KEY"\nmax_iterations = 30\n`,
       })}max_runs = 2\n`;
     };
@@ -103,9 +118,16 @@ describe.skipIf(binary === undefined)(
         }
       ).cluster;
 
-    const startNodes = async (name: string, more = ''): Promise<ServerProcess[]> => {
+    const startNodes = async (
+      name: string,
+      more = '',
+      count = 3,
+      leaseTtlSecs = 2,
+    ): Promise<ServerProcess[]> => {
       const started = await Promise.all(
-        ['a', 'b', 'c'].map((node) => startServerProcess(config(node, name) + more, providerKey)),
+        ['a', 'b', 'c']
+          .slice(0, count)
+          .map((node) => startServerProcess(config(node, name, leaseTtlSecs) + more, providerKey)),
       );
       servers.push(...started);
       return started;
@@ -118,7 +140,7 @@ describe.skipIf(binary === undefined)(
 
     beforeAll(async () => {
       nats = await startNatsServer();
-      llm = await startFakeLlm(tenSteps);
+      llm = await startFakeLlm(brain);
       work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-cluster-e2e-')));
     });
     afterEach(async () => {
@@ -573,6 +595,110 @@ describe.skipIf(binary === undefined)(
       } finally {
         await queue.close();
         await probe.close();
+      }
+    });
+
+    /** A client of each node, subscribed to agent.*, with the events each received in order. */
+    const watchEach = async (
+      nodes: readonly ServerProcess[],
+    ): Promise<{ topic: string; params: Record<string, unknown> }[][]> =>
+      await Promise.all(
+        nodes.map(async (node) => {
+          const watcher = await client(node);
+          await watcher.subscribe(['agent.*']);
+          const seen: { topic: string; params: Record<string, unknown> }[] = [];
+          watcher.onEvent((topic, params) => seen.push({ topic, params: params as Record<string, unknown> }));
+          return seen;
+        }),
+      );
+    const ofRun = (
+      seen: readonly { topic: string; params: Record<string, unknown> }[],
+      runId: string,
+      topic: string,
+    ): Record<string, unknown>[] =>
+      seen
+        .filter((event) => event.topic === topic && event.params['runId'] === runId)
+        .map((event) => event.params);
+
+    it('a node stopped past its lease during a command publishes nothing of that run once it continues: one agent.done, no stale agent.tool', async () => {
+      const nodes = await startNodes('e2e6', '', 2);
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'e2e6',
+        node: 'probe',
+        leaseTtlSecs: 2,
+      });
+      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
+      let stopped: ServerProcess | undefined;
+      try {
+        const seen = await watchEach(nodes);
+        const { runId } = await (
+          await client(nodes[0] as ServerProcess)
+        ).request<{ runId: string }>('agent.run', { prompt: SLOW, cwd: work });
+        // Its first command is under way on the node holding the run: that node stops, and stays
+        // stopped until another node has finished the run (and its command has ended meanwhile).
+        await expect
+          .poll(() => (seen[0] ?? []).some((event) => event.topic === 'agent.act'), { timeout: 60_000 })
+          .toBe(true);
+        const holder = (await queue.holder(runId))?.node ?? '';
+        const victim = nodes[['a', 'b'].indexOf(holder)] as ServerProcess;
+        const other = seen[['a', 'b'].indexOf(holder) === 0 ? 1 : 0] ?? [];
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        stopped = victim;
+        victim.child.kill('SIGSTOP');
+        await expect.poll(() => ofRun(other, runId, 'agent.done'), { timeout: 90_000 }).toHaveLength(1);
+        // Its command ended meanwhile: the stopped node finds its result when it continues.
+        await expect.poll(() => processesIn(work), { timeout: 30_000 }).toEqual([]);
+        victim.child.kill('SIGCONT');
+        stopped = undefined;
+        await new Promise((resolve) => setTimeout(resolve, 5_000)); // the old node had time to say something
+        const history = await (
+          await client(nodes[0] as ServerProcess)
+        ).request<{ events: { type: string }[] }>('agent.history', { sessionId: runId });
+        expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
+        for (const events of seen) {
+          // One end, the model's stop, and nothing of the run after it.
+          const done = ofRun(events, runId, 'agent.done');
+          expect(done.map((params) => (params['terminateReason'] as { kind: string }).kind)).toEqual([
+            'model_stop',
+          ]);
+          const last = events.findLastIndex((event) => event.params['runId'] === runId);
+          expect(events[last]?.topic).toBe('agent.done');
+        }
+      } finally {
+        stopped?.child.kill('SIGCONT');
+        await queue.close();
+        await probe.close();
+      }
+    });
+
+    it('tells every client the end of a run whose nats-server was killed during a command and came back past the lease, once', async () => {
+      const nodes = await startNodes('e2e7', '', 2, 6); // lease_ttl_secs = 6
+      const seen = await watchEach(nodes);
+      const { runId } = await (
+        await client(nodes[0] as ServerProcess)
+      ).request<{ runId: string }>('agent.run', { prompt: SLOW, cwd: work });
+      await expect
+        .poll(() => (seen[0] ?? []).some((event) => event.topic === 'agent.act'), { timeout: 60_000 })
+        .toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      // A crash during the command, down past the lease TTL: the run goes on where it was, or
+      // another node takes it over; either way its end reaches every client, once.
+      await nats.restart(8_000, 'SIGKILL');
+      for (const events of seen)
+        await expect.poll(() => ofRun(events, runId, 'agent.done'), { timeout: 90_000 }).toHaveLength(1);
+      await new Promise((resolve) => setTimeout(resolve, 3_000)); // anything late had time to land
+      const history = await (
+        await client(nodes[0] as ServerProcess)
+      ).request<{ events: { type: string; output?: string }[] }>('agent.history', { sessionId: runId });
+      expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
+      for (const events of seen) {
+        const done = ofRun(events, runId, 'agent.done');
+        expect(done.map((params) => (params['terminateReason'] as { kind: string }).kind)).toEqual([
+          'model_stop',
+        ]);
+        const last = events.findLastIndex((event) => event.params['runId'] === runId);
+        expect(events[last]?.topic).toBe('agent.done');
       }
     });
 

@@ -26,6 +26,16 @@ export interface RunLease {
   /** The ticket was delivered before (its run may have a log to resume from). */
   readonly redelivered: boolean;
   readonly node: string;
+  /**
+   * This node's last take or renewal of the lease was sent within the lease TTL: no other node can
+   * hold the run now (its entry cannot have expired yet).
+   */
+  readonly current: boolean;
+  /**
+   * Resolves true once this node's hold is confirmed (at once while `current`, else by the next
+   * renewal), false once the run is known to have moved to another node. Pending while NATS is away.
+   */
+  held(): Promise<boolean>;
 }
 
 export type RunHandler = (ticket: RunTicket, lease: RunLease) => Promise<void>;
@@ -221,7 +231,10 @@ export class JetStreamRunQueue {
     const current = { message: delivered };
     const message = (): JsMsg => current.message;
     const holder = JSON.stringify({ node, since: Date.now() } satisfies RunHolder);
+    const ttl = this.#connection.options.leaseTtlMs;
     let revision: number;
+    /** When the last take or renewal that succeeded was sent (its entry expires a TTL after it at the earliest). */
+    let confirmedAt = Date.now();
     try {
       revision = await this.#leases.create(ticket.runId, holder);
     } catch {
@@ -232,39 +245,66 @@ export class JetStreamRunQueue {
     const controller = new AbortController();
     this.#running.set(ticket.runId, controller);
     this.#deliveries.set(ticket.runId, current);
-    // Fenced only on proof: the lease is someone else's. A renewal that fails for any other reason
-    // (NATS away, a reply lost, an entry expired during an outage) is tried again at the next beat.
+    // Told of the next renewal that succeeds (true) or of the fence (false).
+    const waiting: ((held: boolean) => void)[] = [];
+    const confirmed = (sent: number): void => {
+      confirmedAt = sent;
+      for (const resolve of waiting.splice(0)) resolve(true);
+    };
+    const fence = (why: string): void => {
+      controller.abort(
+        new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node} (${why})`),
+      );
+      for (const resolve of waiting.splice(0)) resolve(false);
+    };
+    const fenced = (): boolean =>
+      controller.signal.reason instanceof ClusterError && controller.signal.reason.code === 'fenced';
+    // Fenced only on proof: the lease is someone else's, or another node held it and let it go. A
+    // renewal that fails for any other reason (NATS away, a reply lost, an entry expired during an
+    // outage) is tried again at the next beat.
     const renewOnce = async (): Promise<void> => {
+      const sent = Date.now();
       try {
         revision = await this.#leases.update(ticket.runId, holder, revision);
         message().working();
+        confirmed(sent);
         return;
       } catch {
         // not by this revision: read what the lease is now
       }
       const entry = await this.#leases.get(ticket.runId);
-      if (entry === null || entry.operation !== 'PUT') {
-        // Expired during an outage while nobody took it: this node still holds the run.
+      if (entry !== null && entry.operation !== 'PUT') {
+        // Deleted: only a holder deletes its lease, at its run's end or as it hands the run back.
+        fence('another node held it and let it go');
+        return;
+      }
+      if (entry === null) {
+        // Gone: expired during an outage while nobody took it, or taken, finished and forgotten
+        // since (the run's queue message then is acknowledged, hence gone).
+        if (!(await this.#queued(message().seq))) {
+          fence('another node finished it');
+          return;
+        }
         revision = await this.#leases.create(ticket.runId, holder);
       } else if (entry.string() === holder) {
         revision = entry.revision; // our own renewal, whose answer was lost
       } else {
-        const other = entry.json<RunHolder>().node;
-        controller.abort(
-          new ClusterError('fenced', `run ${ticket.runId} is no longer held by ${node} (held by ${other})`),
-        );
+        fence(`held by ${entry.json<RunHolder>().node}`);
         return;
       }
       message().working();
+      confirmed(sent);
     };
     let renewing = false;
+    // Renewed until the handler returns, a cancelled run too (its end is still this node's to log).
     const renew = async (): Promise<void> => {
-      if (renewing || controller.signal.aborted) return;
+      if (renewing || fenced()) return;
       renewing = true;
       // NATS unreachable, or another node created the lease meanwhile: the next beat reads it again.
       await renewOnce().catch(() => undefined);
       renewing = false;
     };
+    const isCurrent = (): boolean => !fenced() && Date.now() - confirmedAt < ttl;
     const beat = setInterval(
       () => void renew(),
       Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 3)),
@@ -276,12 +316,23 @@ export class JetStreamRunQueue {
         signal: controller.signal,
         redelivered: delivered.info.deliveryCount > 1,
         node,
+        get current() {
+          return isCurrent();
+        },
+        held: async () => {
+          if (fenced()) return false;
+          if (isCurrent()) return true;
+          const answer = new Promise<boolean>((resolve) => waiting.push(resolve));
+          void renew(); // now, not a beat later
+          return await answer;
+        },
       });
     } catch {
       /* the handler records its own failures in the run's log */
     } finally {
       clearInterval(beat);
       unwatch();
+      for (const resolve of waiting.splice(0)) resolve(false); // (the handler waits for none of them)
       this.#running.delete(ticket.runId);
       this.#deliveries.delete(ticket.runId);
       const reason: unknown = controller.signal.reason;
@@ -294,6 +345,12 @@ export class JetStreamRunQueue {
       }
       this.#wake?.();
     }
+  }
+
+  /** Whether the run's queue message (stream sequence `seq`) is still in the queue: no node acknowledged it. */
+  async #queued(seq: number): Promise<boolean> {
+    const { jsm, names } = this.#connection;
+    return (await jsm.streams.getMessage(names.runsStream, { seq })) !== null;
   }
 
   async close(): Promise<void> {

@@ -106,6 +106,8 @@ export class JetStreamSessionStore implements SessionStore {
   readonly #subject: (sessionId: string) => string;
   readonly #options: JetStreamSessionStoreOptions;
   readonly #tails = new Map<string, Tail>();
+  /** Sessions whose log refused this store's append (another node wrote it): kept past the run's `end`. */
+  readonly #refused = new Set<string>();
   /** Names this store's writes, so a retried write is a duplicate of its own and never of another node's. */
   readonly #writer = randomUUID();
 
@@ -132,7 +134,7 @@ export class JetStreamSessionStore implements SessionStore {
 
   create(): Promise<string> {
     const id = randomUUID();
-    this.#tails.set(id, newTail(0, 0));
+    this.#setTail(id, newTail(0, 0));
     return Promise.resolve(id);
   }
 
@@ -149,8 +151,10 @@ export class JetStreamSessionStore implements SessionStore {
   async append(sessionId: string, body: SessionEventBody): Promise<SessionEvent> {
     const tail = await this.#tail(sessionId);
     this.#throwFailure(tail);
-    if (tail.relinquished === true)
+    if (tail.relinquished === true) {
+      this.#refused.add(sessionId);
       throw new ClusterError('fenced', `session ${sessionId} is held by another node now; this node lost it`);
+    }
     const claimed = tail.claimed;
     tail.claimed = undefined;
     if (claimed !== undefined && body.type === 'resumed') return claimed; // the claim said it
@@ -210,6 +214,7 @@ export class JetStreamSessionStore implements SessionStore {
           const failed = [...batch, ...tail.queue.splice(0)];
           tail.next = tail.count;
           const fenced = error instanceof ClusterError && error.code === 'fenced';
+          if (fenced) this.#refused.add(sessionId);
           if (fenced || failed.some((pending) => pending.queued))
             tail.failure = error instanceof Error ? error : new Error(String(error));
           for (const pending of failed) pending.reject(error);
@@ -268,7 +273,7 @@ export class JetStreamSessionStore implements SessionStore {
             expect: { lastSubjectSequence: last },
           }),
         );
-        this.#tails.set(sessionId, { ...newTail(ack.seq, event.seq + 1), claimed: event });
+        this.#setTail(sessionId, { ...newTail(ack.seq, event.seq + 1), claimed: event });
         return { kind: 'claimed', load: { ...load, events: [...load.events, event] } };
       } catch (error) {
         const refused = error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE;
@@ -309,6 +314,20 @@ export class JetStreamSessionStore implements SessionStore {
     const { load, last } = await this.#read(sessionId);
     if (!this.#tails.has(sessionId)) this.#tails.set(sessionId, newTail(last, load.events.length));
     return load;
+  }
+
+  /** A tail of a session made or claimed here: nothing refused yet (a read's tail keeps what was). */
+  #setTail(sessionId: string, tail: Tail): void {
+    this.#tails.set(sessionId, tail);
+    this.#refused.delete(sessionId);
+  }
+
+  /**
+   * Whether the session's log refused an append of this store since its tail was taken (another
+   * node wrote to it: it took the run over), or would refuse one (`relinquish`); known after `end`.
+   */
+  fenced(sessionId: string): boolean {
+    return this.#refused.has(sessionId) || this.#tails.get(sessionId)?.relinquished === true;
   }
 
   async #read(sessionId: string): Promise<{ load: SessionLoad; last: number }> {

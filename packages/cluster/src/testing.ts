@@ -12,8 +12,11 @@ export interface NatsServer {
   readonly storeDir: string;
   /** SIGKILL (crash) or SIGTERM, then wait until the process is gone. */
   stop(signal?: NodeJS.Signals): Promise<void>;
-  /** Stops it, waits `downMs` (default 0), and starts it again with the same store and port. */
-  restart(downMs?: number): Promise<void>;
+  /**
+   * Stops it (`signal`, default SIGTERM; SIGKILL: a crash), waits `downMs` (default 0), and starts
+   * it again with the same store and port.
+   */
+  restart(downMs?: number, signal?: NodeJS.Signals): Promise<void>;
   /** Removes the store too. */
   dispose(): Promise<void>;
 }
@@ -90,8 +93,8 @@ export async function startNatsServer(
     port,
     storeDir,
     stop,
-    restart: async (downMs = 0) => {
-      await stop();
+    restart: async (downMs = 0, signal: NodeJS.Signals = 'SIGTERM') => {
+      await stop(signal);
       if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
       await start();
     },
