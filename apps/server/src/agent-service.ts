@@ -571,11 +571,13 @@ export class AgentService {
       const last = load.events.at(-1);
       if (last?.type === 'terminate') return; // it ended before its node could say so
       const resume = load.events.some((event) => event.type === 'user');
-      if (resume) {
+      if (resume || lease.redelivered) {
         // Claimed before the run reads its log to plan from: the node that lost it (stopped, then
-        // continued) may still append a step until then, and a plan made without it repeats it.
+        // continued) may still append a step until then, and a plan made without it repeats it. A
+        // run taken again before anything was logged is claimed too: the node that took it first
+        // and stopped before its first append then appends nothing, instead of fencing this one.
         if ((await queue.claim(ticket.sessionId)) === 'ended') return;
-        logger.warn({ runId: ticket.runId, node: lease.node }, 'run taken over from a lost node');
+        if (resume) logger.warn({ runId: ticket.runId, node: lease.node }, 'run taken over from a lost node');
       }
       const started = this.#launch(request, ticket.runId, ticket.sessionId, {
         resume,

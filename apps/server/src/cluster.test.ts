@@ -702,6 +702,80 @@ describe.skipIf(binary === undefined)(
       }
     });
 
+    it('finishes, once, a run whose node stopped past its lease after taking it and before logging anything, then continued', async () => {
+      const nodes = await startNodes('e2e8', '', 2);
+      const probe = await connectCluster({
+        servers: [nats.url],
+        name: 'e2e8',
+        node: 'probe',
+        leaseTtlSecs: 2,
+      });
+      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
+      // The first node to start the run waits a moment in its SessionStart hook (before the run's
+      // first append); it is stopped there. The node that takes the run over waits in its own
+      // hook until the stopped node has continued and tried its first append.
+      const cwd = join(work, 'stopped-before-append');
+      mkdirSync(join(cwd, '.claude'), { recursive: true });
+      const hook =
+        'echo start >> "$CLAUDE_PROJECT_DIR/.starts"; ' +
+        'if mkdir "$CLAUDE_PROJECT_DIR/.first" 2>/dev/null; then sleep 3; ' +
+        'else while [ ! -e "$CLAUDE_PROJECT_DIR/.release" ]; do sleep 0.1; done; fi';
+      writeFileSync(
+        join(cwd, '.claude', 'settings.json'),
+        JSON.stringify({ hooks: { SessionStart: [{ hooks: [{ type: 'command', command: hook }] }] } }),
+      );
+      let stopped: ServerProcess | undefined;
+      try {
+        const seen = await watchEach(nodes);
+        const { runId } = await (
+          await client(nodes[0] as ServerProcess)
+        ).request<{ runId: string }>('agent.run', { prompt: 'ten steps', cwd });
+        await expect.poll(() => existsSync(join(cwd, '.first')), { timeout: 60_000 }).toBe(true);
+        const holder = (await queue.holder(runId))?.node ?? '';
+        const victim = nodes[['a', 'b'].indexOf(holder)] as ServerProcess;
+        stopped = victim;
+        victim.child.kill('SIGSTOP');
+        await expect
+          .poll(async () => (await queue.holder(runId))?.node, { timeout: 30_000 })
+          .toBe(holder === 'a' ? 'b' : 'a');
+        await expect
+          .poll(() => readFileSync(join(cwd, '.starts'), 'utf8').trim().split('\n').length, {
+            timeout: 30_000,
+          })
+          .toBe(2);
+        victim.child.kill('SIGCONT');
+        stopped = undefined;
+        await new Promise((resolve) => setTimeout(resolve, 3_000)); // its first append was tried
+        writeFileSync(join(cwd, '.release'), '');
+        for (const events of seen)
+          await expect.poll(() => ofRun(events, runId, 'agent.done'), { timeout: 60_000 }).toHaveLength(1);
+        await new Promise((resolve) => setTimeout(resolve, 3_000)); // anything late had time to land
+        for (const events of seen)
+          expect(
+            ofRun(events, runId, 'agent.done').map(
+              (params) => (params['terminateReason'] as { kind: string }).kind,
+            ),
+          ).toEqual(['model_stop']);
+        const history = await (
+          await client(nodes[0] as ServerProcess)
+        ).request<{ events: { type: string; content?: string; output?: string }[] }>('agent.history', {
+          sessionId: runId,
+        });
+        expect(history.events.filter((event) => event.type === 'user')).toEqual([
+          expect.objectContaining({ content: 'ten steps' }),
+        ]);
+        expect(stepsInLog(history.events)).toEqual(
+          Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`),
+        );
+        expect(history.events.filter((event) => event.type === 'terminate')).toHaveLength(1);
+      } finally {
+        stopped?.child.kill('SIGCONT');
+        writeFileSync(join(cwd, '.release'), '');
+        await queue.close();
+        await probe.close();
+      }
+    });
+
     it('loses no persisted event when nats-server restarts mid-run, and the run completes', async () => {
       const nodes = await startNodes('e2e4');
       const viewer = await client(nodes[0] as ServerProcess);
