@@ -2,6 +2,19 @@
 import type { McpServerConfig } from './config.js';
 import type { McpToolOutput } from './tool-result.js';
 
+// What one run's tool definitions may add to every model request (each is sent with every turn).
+// A tool over a limit is left out and said; the others are kept.
+/** Tools one server may list (invalid ones count): the largest servers in use list about a hundred. */
+export const MAX_TOOLS_PER_SERVER = 256;
+/** Tools of all servers together, kept in configuration order (`[[mcp_servers]]` first). */
+export const MAX_TOOLS = 512;
+/** Characters of one tool's description: a fifth of the 25,000 tokens Claude Code lets an MCP result take. */
+export const MAX_DESCRIPTION_CHARS = 20_000;
+/** Characters of one tool's `inputSchema` as JSON: the 25,000 tokens Claude Code lets an MCP result take. */
+export const MAX_SCHEMA_CHARS = 100_000;
+/** Characters of all tools' definitions together (name, description, schema): about 250,000 tokens. */
+export const MAX_TOOLS_CHARS = 1_000_000;
+
 /**
  * Runs a command confined by a policy (the shape of @aleph/sandbox's `wrap`). `release`, when
  * given, is called once the server's process is gone, however it ended (or when it never started):
@@ -55,6 +68,8 @@ export interface McpTool {
    * (`readOnlyHint: false`) or is destructive, else `other`.
    */
   readonly kind: 'evidence' | 'mutation' | 'other';
+  /** What its definition adds to every model request, in characters: name, description, schema. */
+  readonly definitionChars: number;
   /** The longest a call may take: a restart's start, then the call's own timeout. */
   readonly timeoutMs: number;
   call(args: unknown, signal: AbortSignal): Promise<McpToolOutput>;

@@ -22,5 +22,12 @@ export {
   type McpServerStatus,
   type McpTool,
 } from './mcp-hub.js';
+export {
+  MAX_DESCRIPTION_CHARS,
+  MAX_SCHEMA_CHARS,
+  MAX_TOOLS,
+  MAX_TOOLS_CHARS,
+  MAX_TOOLS_PER_SERVER,
+} from './hub-types.js';
 // From a module with no SDK types: the SDK's declarations need the DOM lib (`HeadersInit`).
 export { capText, MAX_MESSAGE_BYTES, RESULT_CAP, toolOutput, type McpToolOutput } from './tool-result.js';

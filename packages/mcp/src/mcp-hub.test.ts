@@ -15,6 +15,7 @@ import { join, resolve, sep } from 'node:path';
 import { createSandbox } from '@aleph/sandbox';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseMcpJson, type McpServerConfig } from './config.js';
+import { MAX_TOOLS, MAX_TOOLS_CHARS, MAX_TOOLS_PER_SERVER } from './hub-types.js';
 import { McpHub } from './mcp-hub.js';
 
 const PACKAGE = resolve(import.meta.dirname, '..');
@@ -205,6 +206,64 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     const said = notices.join('\n');
     expect(said).toContain('tool "a_b" left out: its name mcp__same-names__a_b is taken by "a.b"');
     expect(said).toContain('tool "a b" left out: its name mcp__same-names__a_b is taken by "a.b"');
+  });
+
+  it('a description or a schema over its limit: that tool is left out and said, the others kept', async () => {
+    const { hub, notices } = await start(hostile('big-definitions'));
+    expect(hub.tools.map((tool) => tool.name)).toEqual(['mcp__big-definitions__ping']);
+    const said = notices.join('\n');
+    expect(said).toContain(
+      'big-definitions: tool "wordy" left out: its description is 20,001 characters, over the limit of 20,000',
+    );
+    expect(said).toMatch(
+      /big-definitions: tool "schematic" left out: its inputSchema is 100,\d{3} characters of JSON, over the limit of 100,000/,
+    );
+  });
+
+  const many = (name: string, ...args: number[]) => ({
+    [name]: { command: process.execPath, args: [HOSTILE, 'many', ...args.map(String)] },
+  });
+  const definitions = (hub: McpHub) =>
+    JSON.stringify(
+      hub.tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
+    ).length;
+
+  it('100 tools with 100 KB descriptions add nothing to each request: each is left out and said', async () => {
+    const { hub, notices } = await start(servers({ mcpServers: many('docs', 100, 100_000) }));
+    expect(hub.tools).toEqual([]);
+    expect(notices.filter((notice) => /over the limit of 20,000$/.test(notice))).toHaveLength(100);
+    expect(notices[0]).toBe(
+      'docs: tool "t0" left out: its description is 100,000 characters, over the limit of 20,000',
+    );
+  });
+
+  it('20,000 tools over 20 pages: the first 256 kept, the rest said once', async () => {
+    const { hub, notices } = await start(servers({ mcpServers: many('lots', 20_000, 1_000, 1_000) }));
+    expect(hub.tools).toHaveLength(MAX_TOOLS_PER_SERVER);
+    expect(hub.tools.at(-1)?.tool).toBe('t255');
+    expect(notices).toEqual([
+      'lots: tool "t256" and any after it left out: more than 256 tools listed, the limit for one server',
+    ]);
+  });
+
+  it("one server's definitions past 1,000,000 characters: the tools that fit kept, the first left out named", async () => {
+    const { hub, notices } = await start(servers({ mcpServers: many('wordy', 100, 19_000) }));
+    expect(hub.tools).toHaveLength(52);
+    expect(definitions(hub)).toBeLessThan(MAX_TOOLS_CHARS + 10_000);
+    expect(notices).toEqual([
+      'wordy: tool "t52" and any after it left out: over the limit of 1,000,000 characters of tool definitions',
+    ]);
+  });
+
+  it('all servers together: 512 tools, in configuration order; the first server past it says what it left out', async () => {
+    const { hub, notices } = await start(
+      servers({ mcpServers: { ...many('a', 256, 10), ...many('b', 200, 10), ...many('c', 100, 10) } }),
+    );
+    expect(hub.tools).toHaveLength(MAX_TOOLS);
+    expect(hub.statuses.map((status) => status.tools.length)).toEqual([256, 200, 56]);
+    expect(notices).toEqual([
+      'c: tool "t56" and the 43 after it left out: over the limit of 512 tools of all servers together',
+    ]);
   });
 
   it('a 50 MB result is capped, the cut said', async () => {

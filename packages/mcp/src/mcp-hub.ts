@@ -5,7 +5,13 @@
 // is marked failed and its tools answer with an error saying so. No failure ever ends the run.
 // Invariant: close() resolves only after every server's process group was ended.
 import type { McpServerConfig } from './config.js';
-import type { McpHubOptions, McpServerStatus, McpTool } from './hub-types.js';
+import {
+  MAX_TOOLS,
+  MAX_TOOLS_CHARS,
+  type McpHubOptions,
+  type McpServerStatus,
+  type McpTool,
+} from './hub-types.js';
 import type { McpConnection } from './internal/connection.js';
 
 export type { McpCommandWrapper, McpHubOptions, McpServerStatus, McpTool } from './hub-types.js';
@@ -23,6 +29,15 @@ export class McpHub implements AsyncDisposable {
     const { McpConnection } = await import('./internal/connection.js');
     const connections = servers.map((server) => new McpConnection(server, options));
     await Promise.all(connections.map((connection) => connection.start()));
+    // All servers' tools within MAX_TOOLS and MAX_TOOLS_CHARS, in configuration order: a project
+    // `.mcp.json` (listed after `[[mcp_servers]]`) cannot crowd out the user's own servers.
+    let share = { tools: MAX_TOOLS, chars: MAX_TOOLS_CHARS };
+    for (const connection of connections) {
+      if (connection.failure !== undefined) continue;
+      connection.allot(share);
+      const chars = connection.tools.reduce((sum, tool) => sum + tool.definitionChars, 0);
+      share = { tools: share.tools - connection.tools.length, chars: share.chars - chars };
+    }
     return new McpHub(connections);
   }
 

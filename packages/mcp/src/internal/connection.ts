@@ -9,13 +9,25 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolResultSchema, ErrorCode, McpError, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { McpServerConfig } from '../config.js';
-import type { McpHubOptions, McpTool } from '../hub-types.js';
+import {
+  MAX_DESCRIPTION_CHARS,
+  MAX_SCHEMA_CHARS,
+  MAX_TOOLS,
+  MAX_TOOLS_CHARS,
+  MAX_TOOLS_PER_SERVER,
+  type McpHubOptions,
+  type McpTool,
+} from '../hub-types.js';
 import { toolOutput, type McpToolOutput } from '../tool-result.js';
 import { StdioTransport } from './stdio-transport.js';
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const listSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 const MAX_PAGES = 100;
+const count = (n: number): string => n.toLocaleString('en-US');
+
+/** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
+type Share = { readonly tools: number; readonly chars: number };
 
 const errorText = (error: unknown): string => {
   const message = error instanceof Error ? error.message : String(error);
@@ -51,6 +63,7 @@ export class McpConnection {
   #closed = false;
   tools: McpTool[] = [];
   #garbageReported = 0;
+  #share: Share | undefined;
 
   constructor(config: McpServerConfig, options: McpHubOptions) {
     this.config = config;
@@ -120,7 +133,8 @@ export class McpConnection {
     };
     try {
       await within(config.startTimeoutMs, client.connect(transport, { timeout: config.startTimeoutMs }));
-      this.tools = await within(config.startTimeoutMs, this.#listTools(client));
+      const listed = await within(config.startTimeoutMs, this.#listTools(client));
+      this.tools = this.#share === undefined ? listed : this.#within(listed, this.#share);
       this.#live = live;
     } catch (error) {
       await client.close().catch(() => undefined);
@@ -140,10 +154,51 @@ export class McpConnection {
     return tail ? ` (stderr: ${tail.slice(0, 300)})` : '';
   }
 
+  /**
+   * Keeps the tools the hub gives this server room for (all servers' limits, in configuration
+   * order), now and after a restart; the first one left out is named.
+   */
+  allot(share: Share): void {
+    this.#share = share;
+    this.tools = this.#within(this.tools, share);
+  }
+
+  #within(tools: McpTool[], share: Share): McpTool[] {
+    let chars = 0;
+    for (const [index, tool] of tools.entries()) {
+      chars += tool.definitionChars;
+      const over =
+        index >= share.tools
+          ? `over the limit of ${MAX_TOOLS} tools of all servers together`
+          : chars > share.chars
+            ? `over the limit of ${count(MAX_TOOLS_CHARS)} characters of all servers' tool definitions together`
+            : undefined;
+      if (over === undefined) continue;
+      this.#notice(
+        `tool ${JSON.stringify(tool.tool)} and the ${tools.length - index - 1} after it left out: ${over}`,
+      );
+      return tools.slice(0, index);
+    }
+    return tools;
+  }
+
+  /**
+   * The server's tools, page by page; what it can make this process hold is bounded: past
+   * MAX_TOOLS_PER_SERVER listed (invalid ones too) or MAX_TOOLS_CHARS kept, no more is read.
+   */
   async #listTools(client: Client): Promise<McpTool[]> {
     const tools: McpTool[] = [];
     const byName = new Map<string, McpTool>();
     let cursor: string | undefined;
+    let listed = 0;
+    let chars = 0;
+    const stop = (raw: unknown, why: string): McpTool[] => {
+      const named = (raw as { name?: unknown } | null)?.name;
+      this.#notice(
+        `tool ${typeof named === 'string' ? JSON.stringify(named) : '(unnamed)'} and any after it left out: ${why}`,
+      );
+      return tools;
+    };
     for (let page = 0; page < MAX_PAGES; page += 1) {
       const list = await client.request(
         { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
@@ -151,6 +206,8 @@ export class McpConnection {
         { timeout: this.config.startTimeoutMs },
       );
       for (const raw of list.tools) {
+        if ((listed += 1) > MAX_TOOLS_PER_SERVER)
+          return stop(raw, `more than ${MAX_TOOLS_PER_SERVER} tools listed, the limit for one server`);
         const tool = this.#tool(raw);
         if (tool === undefined) continue;
         // Names that differ only in characters outside [A-Za-z0-9_-] meet as one: the first is kept.
@@ -161,6 +218,8 @@ export class McpConnection {
           );
           continue;
         }
+        if ((chars += tool.definitionChars) > MAX_TOOLS_CHARS)
+          return stop(raw, `over the limit of ${count(MAX_TOOLS_CHARS)} characters of tool definitions`);
         byName.set(tool.name, tool);
         tools.push(tool);
       }
@@ -187,12 +246,26 @@ export class McpConnection {
       return undefined;
     }
     const { config } = this;
+    // Sent with every model request: one over a limit is left out, not cut (a cut schema is wrong).
+    const description = tool.description ?? tool.title ?? `${tool.name} (MCP server ${config.name})`;
+    const schemaChars = JSON.stringify(tool.inputSchema).length;
+    const over =
+      description.length > MAX_DESCRIPTION_CHARS
+        ? `its description is ${count(description.length)} characters, over the limit of ${count(MAX_DESCRIPTION_CHARS)}`
+        : schemaChars > MAX_SCHEMA_CHARS
+          ? `its inputSchema is ${count(schemaChars)} characters of JSON, over the limit of ${count(MAX_SCHEMA_CHARS)}`
+          : undefined;
+    if (over !== undefined) {
+      this.#notice(`tool ${JSON.stringify(tool.name)} left out: ${over}`);
+      return undefined;
+    }
     return {
       name,
       server: config.name,
       tool: tool.name,
-      description: tool.description ?? tool.title ?? `${tool.name} (MCP server ${config.name})`,
+      description,
       inputSchema: tool.inputSchema,
+      definitionChars: name.length + description.length + schemaChars,
       readOnly: tool.annotations?.readOnlyHint === true,
       kind:
         tool.annotations?.readOnlyHint === true
