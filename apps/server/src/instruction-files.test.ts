@@ -14,6 +14,8 @@ import { CLI, runToExit, startServerProcess } from '../test/server-process.js';
 import {
   INSTRUCTION_FILE_CAP,
   INSTRUCTION_TOTAL_CAP,
+  MAX_INSTRUCTION_FILES,
+  MAX_INSTRUCTION_WARNINGS,
   importsOf,
   loadInstructionFiles,
 } from './instruction-files.js';
@@ -237,7 +239,49 @@ describe('loadInstructionFiles', () => {
     ]);
     expect(loaded.text).not.toContain('LEFT-OUT');
     expect(loaded.warnings.at(-1)).toBe(
-      `a/CLAUDE.md not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+      `a/CLAUDE.md and any instruction file after it not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
+    );
+    expect(loaded.text.length).toBeLessThanOrEqual(INSTRUCTION_TOTAL_CAP);
+  });
+
+  it("each file's heading counts in the total: 90 imports of 1,150 characters stay within it, the last one cut", () => {
+    const imports = Array.from({ length: 90 }, (_, index) => `@docs/part-${index}.md`);
+    const parts = Object.fromEntries(imports.map((line) => [line.slice(1), `${'z'.repeat(1_149)}\n`]));
+    const root = repo('headings', { 'CLAUDE.md': imports.join('\n'), ...parts });
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: home });
+    expect(loaded.text.length).toBeLessThanOrEqual(INSTRUCTION_TOTAL_CAP);
+    expect(loaded.files.length).toBeLessThan(91);
+    expect(loaded.files.at(-1)).toMatchObject({ cut: true });
+    expect(loaded.text).toMatch(
+      /\[Cut here: only its first \d+ characters of 1150 bytes were sent \(cap: 100000 characters for all instruction files\)\.\]$/,
+    );
+  });
+
+  it('20,000 imports of one-character files: at most 100 files loaded, where it stopped said once', () => {
+    const imports = Array.from({ length: 20_000 }, (_, index) => `@e${index}.md`);
+    const root = repo('many-imports', { 'CLAUDE.md': `hello\n${imports.join('\n')}` });
+    for (const line of imports.slice(0, 200)) writeFileSync(join(root, line.slice(1)), 'x');
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: home });
+    expect(loaded.files).toHaveLength(MAX_INSTRUCTION_FILES);
+    expect(loaded.files.at(-1)).toEqual({ path: 'e98.md', bytes: 1, importedBy: 'CLAUDE.md' });
+    expect(loaded.warnings).toEqual([
+      'CLAUDE.md cut: only its first 40000 characters of 208895 bytes were sent (cap: 40000 characters per file)',
+      `CLAUDE.md: @e99.md and any instruction file after it not loaded: at most ${MAX_INSTRUCTION_FILES} instruction files are loaded`,
+    ]);
+    expect(loaded.text.length).toBeLessThanOrEqual(INSTRUCTION_TOTAL_CAP);
+  });
+
+  it('2,000 missing imports: the first warnings listed, the rest counted', () => {
+    const imports = Array.from({ length: 2_000 }, (_, index) => `@gone${index}.md`);
+    const root = repo('missing-imports', { 'CLAUDE.md': imports.join('\n') });
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: home });
+    expect(loaded.warnings).toHaveLength(MAX_INSTRUCTION_WARNINGS + 1);
+    expect(loaded.warnings[0]).toBe('CLAUDE.md: @gone0.md not found; skipped');
+    expect(loaded.warnings.at(-1)).toBe(
+      `${2_000 - MAX_INSTRUCTION_WARNINGS} more warning(s) about instruction files not listed`,
     );
   });
 });

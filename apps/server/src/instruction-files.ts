@@ -15,8 +15,14 @@ import { deniedBy, type DeniedEntry } from './workdir-files.js';
 
 /** Characters of one file the model gets; the rest is cut (and the cut said). */
 export const INSTRUCTION_FILE_CAP = 40_000;
-/** Characters of all the files together. */
+/** Characters of the whole section: the files, each one's heading and cut note, the preamble. */
 export const INSTRUCTION_TOTAL_CAP = 100_000;
+/** Files loaded; past it, loading stops (said once, naming the file it stopped at). */
+export const MAX_INSTRUCTION_FILES = 100;
+/** Warnings listed; the rest are counted in one more. */
+export const MAX_INSTRUCTION_WARNINGS = 20;
+
+const PREAMBLE = `# Instruction files\n\nThe user's and the project's instructions (AGENTS.md, CLAUDE.md), in this order: the user's own first, then the project's from its root down to the working folder. Follow them; where two differ, the later (more specific) one wins.\n\n`;
 /** How many `@path` hops are followed from a file found by its name (Claude Code: 5). */
 export const MAX_IMPORT_DEPTH = 5;
 
@@ -151,9 +157,18 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
   })();
   const files: LoadedInstructionFile[] = [];
   const warnings: string[] = [];
+  let unsaid = 0;
+  const warn = (warning: string): void => {
+    if (warnings.length < MAX_INSTRUCTION_WARNINGS) warnings.push(warning);
+    else unsaid += 1;
+  };
   const sections: string[] = [];
   const loaded = new Set<string>();
-  let total = 0;
+  let total = PREAMBLE.length;
+  let stoppedAt: string | undefined;
+  const stop = (said: string, why: string): void => {
+    stoppedAt = `${said} and any instruction file after it not loaded: ${why}`;
+  };
   const shown = (path: string): string =>
     inside(root, path)
       ? relative(root, path) || '.'
@@ -163,6 +178,7 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
 
   /** Loads `path` and what it imports; `chain` holds the real paths importing it (for cycles). */
   const add = (path: string, chain: readonly string[], importedBy?: string): void => {
+    if (stoppedAt !== undefined) return;
     const name = shown(path);
     const said = importedBy === undefined ? name : `${importedBy}: @${name}`;
     const outside = `${said} is outside the project (${root}) and the user's Claude folder; skipped`;
@@ -172,10 +188,13 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
       !inside(realUserDir, path) &&
       !inside(userDir, path)
     ) {
-      warnings.push(outside);
+      warn(outside);
       return;
     }
-    const room = Math.min(INSTRUCTION_FILE_CAP, INSTRUCTION_TOTAL_CAP - total);
+    // Its heading and the blank line before it count in the total, as its text does.
+    const heading = `## ${name}${importedBy === undefined ? '' : ` (imported by ${importedBy})`}\n\n`;
+    const left = INSTRUCTION_TOTAL_CAP - total - heading.length - (sections.length === 0 ? 0 : 2);
+    const room = Math.min(INSTRUCTION_FILE_CAP, left);
     // Never blocks (a FIFO), never follows a link out of the project and the Claude folder, nor to a
     // denied path, and checks again what it opened (a folder on the way swapped for a link since).
     const read = readModelWritableFile(path, {
@@ -188,59 +207,56 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
       const warning = refusal(read, said, importedBy !== undefined, options.denied ?? []);
       // A file found by its name that is a link out of the project: the model may have made it.
       const linked = `${said} is a link outside the project (${root}) and the user's Claude folder; skipped`;
-      if (warning === 'outside') warnings.push(importedBy === undefined ? linked : outside);
-      else if (warning !== undefined) warnings.push(warning);
+      if (warning === 'outside') warn(importedBy === undefined ? linked : outside);
+      else if (warning !== undefined) warn(warning);
       return;
     }
     const { real } = read;
     if (chain.includes(real)) {
-      warnings.push(
-        `${said} is an import cycle (${[...chain, real].map(shown).join(' → ')}); not loaded again`,
-      );
+      warn(`${said} is an import cycle (${[...chain, real].map(shown).join(' → ')}); not loaded again`);
       return;
     }
     if (loaded.has(real)) return; // already in the prompt (found by name, or imported before)
     loaded.add(real);
-    if (room <= 0) {
-      warnings.push(
-        `${said} not loaded: the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`,
-      );
-      return;
-    }
+    const full = `the instruction files already fill ${INSTRUCTION_TOTAL_CAP} characters`;
+    if (files.length >= MAX_INSTRUCTION_FILES)
+      return stop(said, `at most ${MAX_INSTRUCTION_FILES} instruction files are loaded`);
+    if (room <= 0) return stop(said, full);
     const size = read.bytes;
     const head = { text: read.text, whole: read.whole };
     if (head.text.includes('\u0000')) {
-      warnings.push(`${said} is not text (it holds NUL bytes); skipped`);
+      warn(`${said} is not text (it holds NUL bytes); skipped`);
       return;
     }
     const cut = !head.whole || head.text.length > room;
-    const kept = cut ? head.text.slice(0, room) : head.text;
-    total += kept.length;
-    const cap =
-      room < INSTRUCTION_FILE_CAP
-        ? `${INSTRUCTION_TOTAL_CAP} characters for all instruction files`
-        : `${INSTRUCTION_FILE_CAP} characters per file`;
-    const cutSaid = `only its first ${kept.length} characters of ${size} bytes were sent (cap: ${cap})`;
-    if (cut) warnings.push(`${said} cut: ${cutSaid}`);
+    const cutSaid = (chars: number): string =>
+      `only its first ${chars} characters of ${size} bytes were sent (cap: ${
+        chars < INSTRUCTION_FILE_CAP
+          ? `${INSTRUCTION_TOTAL_CAP} characters for all instruction files`
+          : `${INSTRUCTION_FILE_CAP} characters per file`
+      })`;
+    const note = (chars: number): string => `\n\n[Cut here: ${cutSaid(chars)}.]`;
+    // A cut one's note counts too: the text gives it room (the figure in it only gets shorter).
+    const keep = cut ? Math.min(INSTRUCTION_FILE_CAP, left - note(room).length) : head.text.length;
+    if (keep <= 0) return stop(said, full);
+    const kept = head.text.slice(0, keep);
+    if (cut) warn(`${said} cut: ${cutSaid(kept.length)}`);
     files.push({
       path: name,
       bytes: size,
       ...(cut ? { cut } : {}),
       ...(importedBy === undefined ? {} : { importedBy }),
     });
-    const cutNote = cut ? `\n\n[Cut here: ${cutSaid}.]` : '';
-    sections.push(
-      `## ${name}${importedBy === undefined ? '' : ` (imported by ${importedBy})`}\n\n${kept.trim()}${cutNote}`,
-    );
+    const section = `${heading}${kept.trim()}${cut ? note(kept.length) : ''}`;
+    total += section.length + (sections.length === 0 ? 0 : 2);
+    sections.push(section);
     // Imports: in CLAUDE files and in what they import (AGENTS.md is read as it is, like other agents do).
     if (importedBy === undefined && !/^CLAUDE(\.local)?\.md$/.test(real.slice(real.lastIndexOf(sep) + 1)))
       return;
     for (const target of importsOf(kept)) {
       const resolved = target.startsWith('~/') ? join(home, target.slice(2)) : resolve(dirname(path), target);
       if (chain.length + 1 > MAX_IMPORT_DEPTH)
-        warnings.push(
-          `${name}: @${target} not followed: imports are followed at most ${MAX_IMPORT_DEPTH} deep`,
-        );
+        warn(`${name}: @${target} not followed: imports are followed at most ${MAX_IMPORT_DEPTH} deep`);
       else add(resolved, [...chain, real], name);
     }
   };
@@ -255,9 +271,8 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
     for (const file of ['AGENTS.md', 'CLAUDE.md', join('.claude', 'CLAUDE.md'), 'CLAUDE.local.md'])
       add(join(folder, file), []);
 
-  const text =
-    sections.length === 0
-      ? ''
-      : `# Instruction files\n\nThe user's and the project's instructions (AGENTS.md, CLAUDE.md), in this order: the user's own first, then the project's from its root down to the working folder. Follow them; where two differ, the later (more specific) one wins.\n\n${sections.join('\n\n')}`;
+  if (stoppedAt !== undefined) warnings.push(stoppedAt);
+  if (unsaid > 0) warnings.push(`${unsaid} more warning(s) about instruction files not listed`);
+  const text = sections.length === 0 ? '' : `${PREAMBLE}${sections.join('\n\n')}`;
   return { text, files, warnings };
 }
