@@ -18,8 +18,30 @@ export interface RunMcp {
   readonly tools: readonly AnyTool[];
   /** What `agent.run` answers and `aleph run` prints: each server's state and tools, or why not. */
   readonly servers: readonly McpServerStatus[];
-  /** Servers left out by their configuration (the file and key said). */
+  /** Servers left out by their configuration (the file and key said), and those whose tools are large. */
   readonly problems: readonly string[];
+}
+
+/**
+ * Characters of one server's tool definitions past which the run's setup names it and their size:
+ * about 10,000 tokens, a tenth of the default `max_context_tokens`, sent again with every request.
+ */
+export const MCP_TOOLS_NOTICE_CHARS = 40_000;
+
+/** The servers whose tools add more than MCP_TOOLS_NOTICE_CHARS to every request, each with the figure. */
+export function largeToolSets(tools: readonly McpTool[]): string[] {
+  const sizes = new Map<string, { tools: number; chars: number }>();
+  for (const tool of tools) {
+    const size = sizes.get(tool.server) ?? { tools: 0, chars: 0 };
+    sizes.set(tool.server, { tools: size.tools + 1, chars: size.chars + tool.definitionChars });
+  }
+  const count = (n: number): string => n.toLocaleString('en-US');
+  return [...sizes]
+    .filter(([, size]) => size.chars > MCP_TOOLS_NOTICE_CHARS)
+    .map(
+      ([server, size]) =>
+        `MCP server ${server}: its ${size.tools} tools add ${count(size.chars)} characters (about ${count(Math.ceil(size.chars / 4))} tokens) to every model request`,
+    );
 }
 
 /** An MCP tool as the harness runs it: its schema shown as the server sent it, validated by the server. */
@@ -104,6 +126,6 @@ export async function startRunMcp(options: {
     hub,
     tools: hub.tools.map(harnessTool),
     servers: hub.statuses,
-    problems: list.problems.map((problem) => problem.message),
+    problems: [...list.problems.map((problem) => problem.message), ...largeToolSets(hub.tools)],
   };
 }

@@ -145,6 +145,24 @@ it('a killed MCP server: the call is an error naming it, and the run goes on', a
   expect(toolMessages[1]).toContain('still-running');
 });
 
+it('a server listing 300 tools: 256 reach the model, the rest said, and the size its tools add to each request named', async () => {
+  const project = join(work, 'many-tools');
+  mkdirSync(project);
+  const brain: Brain = () => ({ text: 'Nothing to do.\nVERDICT: PASS' });
+  const result = await run(project, brain, 'say hello', ownServer('lots', [HOSTILE, 'many', '300', '1000']));
+  expect(result.code).toBe(0);
+  const tools = result.llm.requests[0]!.body.tools as { function: { name: string } }[];
+  expect(tools.filter((tool) => tool.function.name.startsWith('mcp__lots__'))).toHaveLength(256);
+  expect(JSON.stringify(tools).length).toBeLessThan(400_000);
+  expect(result.stdout).toContain('mcp: lots (stdio, 256 tools)');
+  expect(result.stdout).toContain(
+    '⚠ mcp lots: tool "t256" and any after it left out: more than 256 tools listed, the limit for one server',
+  );
+  expect(result.stdout).toMatch(
+    /⚠ mcp: MCP server lots: its 256 tools add 2\d\d,\d{3} characters \(about \d\d,\d{3} tokens\) to every model request/,
+  );
+});
+
 it('a bad [[mcp_servers]] entry is a configuration error naming the key', async () => {
   const { parseConfig, ConfigError } = await import('./config.js');
   expect(() => parseConfig('[[mcp_servers]]\nname = "x"\nargs = ["a"]\n')).toThrow(ConfigError);
