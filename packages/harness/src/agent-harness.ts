@@ -16,7 +16,7 @@ import {
   type VerifierVerdict,
 } from '@aleph/verification';
 import { act, type ActOutcome, type EvidenceCache } from './act.js';
-import { fitToBudget, History } from './context-budget.js';
+import { fitToBudget, History, historyBudget, toolSpecTokens } from './context-budget.js';
 import { HarnessError, type HarnessErrorInfo } from './errors.js';
 import { readReply, replyStream, ReplyError, StallError } from './think.js';
 import { ToolService } from './tool-service.js';
@@ -590,10 +590,14 @@ export class AgentHarness {
     return this.#finalize(turn, acted, reply);
   }
 
-  /** PREPARE: the history fitted to the context budget (the fit is logged), then the input guardrail. */
+  /**
+   * PREPARE: the history fitted to what the tool definitions leave of the context budget (the fit
+   * is logged), then the input guardrail.
+   */
   async #prepare(turn: Turn): Promise<readonly Message[]> {
     const { conversation } = turn.state;
-    const fitted = fitToBudget(conversation.messages, this.#deps.contextBudget, conversation.tokens);
+    const budget = historyBudget(this.#deps.contextBudget, toolSpecTokens(this.#tools.specs()));
+    const fitted = fitToBudget(conversation.messages, budget, conversation.tokens);
     if (fitted.mode !== 'none') {
       await this.#deps.beforeCompaction?.({
         sessionId: turn.sessionId,

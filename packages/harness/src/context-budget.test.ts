@@ -6,11 +6,14 @@ import {
   estimateTokens,
   fitToBudget,
   History,
+  historyBudget,
   messageChars,
+  toolSpecTokens,
   truncateToFit,
 } from './context-budget.js';
 import { AgentHarness, InMemorySessionStore, type Message, type Tool, type ToolCall } from './index.js';
 import { callTools, ScriptedProvider, stop } from './testing.js';
+import { ToolService } from './tool-service.js';
 
 const text = fc.string({ unit: 'grapheme', maxLength: 300 });
 const args = fc.option(fc.jsonValue({ maxDepth: 3 }), { nil: undefined });
@@ -190,7 +193,12 @@ describe('the running token estimate', () => {
         fc.integer({ min: 40, max: 4000 }),
         fc.nat(10),
         fc.boolean(),
-        async (turns, maxTokens, resumeAt, summarise) => {
+        async (turns, budget, resumeAt, summarise) => {
+          // The history's share: what the echo tool's definition leaves.
+          const maxTokens = historyBudget(
+            { maxTokens: budget },
+            toolSpecTokens(new ToolService([echo]).specs()),
+          )!.maxTokens;
           const store = new InMemorySessionStore();
           const script = (part: typeof turns) => [
             ...part.map((t) =>
@@ -206,7 +214,10 @@ describe('the running token estimate', () => {
               provider: new ScriptedProvider(script(part)),
               tools: [echo],
               sessions: store,
-              contextBudget: { maxTokens, ...(summarise ? { compactor: (ms) => `${ms.length} msgs` } : {}) },
+              contextBudget: {
+                maxTokens: budget,
+                ...(summarise ? { compactor: (ms) => `${ms.length} msgs` } : {}),
+              },
             });
           // A second run resumes the session: its history is folded from the log.
           const first = await harness(turns.slice(0, resumeAt)).run({ prompt: 'task' });
@@ -243,6 +254,45 @@ describe('the running token estimate', () => {
       ),
       { numRuns: 60 },
     );
+  });
+});
+
+describe('tool definitions count in the budget', () => {
+  const manual = 'Read the manual first. '.repeat(350); // 8,050 characters: about 2,000 tokens
+  const lookup: Tool<{ topic: string }> = {
+    name: 'lookup',
+    description: manual,
+    input: z.object({ topic: z.string() }),
+    claim: () => ({ kind: 'none' }),
+    execute: () => Promise.resolve({ output: 'o'.repeat(2_000) }),
+  };
+
+  it('a run whose tools take 2,000 of 3,000 tokens: the history is fitted to what they leave, each request within the budget', async () => {
+    const provider = new ScriptedProvider([
+      callTools([{ name: 'lookup', args: { topic: 'a' } }]),
+      callTools([{ name: 'lookup', args: { topic: 'b' } }]),
+      callTools([{ name: 'lookup', args: { topic: 'c' } }]),
+      stop(),
+    ]);
+    const store = new InMemorySessionStore();
+    const result = await new AgentHarness({
+      provider,
+      tools: [lookup],
+      sessions: store,
+      contextBudget: { maxTokens: 3_000 },
+    }).run({ prompt: 'task' });
+    expect(result.terminateReason).toEqual({ kind: 'model_stop' });
+    const { events } = await store.load(result.sessionId);
+    expect(events.some((event) => event.type === 'compaction')).toBe(true);
+    for (const request of provider.requests)
+      expect(estimateTokens(request.messages) + toolSpecTokens(request.tools)).toBeLessThanOrEqual(3_000);
+  });
+
+  it('tools larger than the budget leave the history a quarter of it, not nothing', () => {
+    expect(historyBudget({ maxTokens: 1_000 }, 300)?.maxTokens).toBe(700);
+    expect(historyBudget({ maxTokens: 1_000 }, 5_000)?.maxTokens).toBe(250);
+    expect(historyBudget({ maxTokens: 1_000 }, 0)?.maxTokens).toBe(1_000);
+    expect(historyBudget(undefined, 5_000)).toBeUndefined();
   });
 });
 

@@ -1,7 +1,8 @@
 // PREPARE's context budget: a turn never fails on context size. Over budget → compactToFit (stub
 // old tool outputs and large tool-call arguments, then summarise the oldest messages with a pluggable compactor); still over →
-// truncateToFit, a deterministic floor that always fits.
-import type { ContextBudgetOptions, Message, ToolCall } from './types.js';
+// truncateToFit, a deterministic floor that always fits. The tool definitions, sent with every
+// request, count in the budget: the history gets what they leave (at least a quarter of it).
+import type { ContextBudgetOptions, Message, ToolCall, ToolSpec } from './types.js';
 
 /** Tool calls' share of the estimate, per assistant message: over budget, every turn re-reads them all. */
 const callChars = new WeakMap<readonly ToolCall[], number>();
@@ -23,6 +24,31 @@ export function messageChars(message: Message): number {
 
 export function estimateTokens(messages: readonly Message[]): number {
   return Math.ceil(messages.reduce((chars, message) => chars + messageChars(message), 0) / 4);
+}
+
+const specTokens = new WeakMap<readonly ToolSpec[], number>();
+
+/** What the tool definitions add to every request, in estimated tokens (measured once per list). */
+export function toolSpecTokens(specs: readonly ToolSpec[]): number {
+  let tokens = specTokens.get(specs);
+  if (tokens === undefined) {
+    tokens = specs.length === 0 ? 0 : Math.ceil(JSON.stringify(specs).length / 4);
+    specTokens.set(specs, tokens);
+  }
+  return tokens;
+}
+
+/**
+ * The history's budget beside tool definitions of `toolTokens`: what they leave of `maxTokens`, but
+ * never under a quarter of it (the task and the newest results must still reach the model).
+ */
+export function historyBudget(
+  options: ContextBudgetOptions | undefined,
+  toolTokens: number,
+): ContextBudgetOptions | undefined {
+  if (options === undefined || toolTokens === 0) return options;
+  const maxTokens = Math.max(options.maxTokens - toolTokens, Math.ceil(options.maxTokens / 4));
+  return { ...options, maxTokens };
 }
 
 /** A run's history with its estimate kept as it grows: an append counts its message, `reset` all. */

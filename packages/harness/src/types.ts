@@ -368,7 +368,10 @@ export interface ToolHooks {
 }
 
 export interface ContextBudgetOptions {
-  /** Estimated tokens the messages may use. */
+  /**
+   * Estimated tokens a request may use: the tool definitions' share first, the messages the rest
+   * (never under a quarter).
+   */
   readonly maxTokens: number;
   /** Summarises the oldest messages when stubbing tool outputs is not enough. */
   readonly compactor?: (messages: readonly Message[]) => string;

@@ -15,7 +15,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3552, files: 18 },
   verification: { lines: 3013, files: 25 },
-  harness: { lines: 2957, files: 12 },
+  harness: { lines: 2990, files: 12 },
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 3021, files: 12 },
   server: { lines: 6401, files: 30 },
