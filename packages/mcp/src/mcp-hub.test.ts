@@ -228,10 +228,12 @@ describe('hostile servers are reported and skipped, never a hang', () => {
       hub.tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
     ).length;
 
-  it('100 tools with 100 KB descriptions add nothing to each request: each is left out and said', async () => {
+  it('100 tools with 100 KB descriptions add nothing to each request: left out, the first ten named, the rest counted', async () => {
     const { hub, notices } = await start(servers({ mcpServers: many('docs', 100, 100_000) }));
     expect(hub.tools).toEqual([]);
-    expect(notices.filter((notice) => /over the limit of 20,000$/.test(notice))).toHaveLength(100);
+    // The first ten named, the rest counted: a hostile server cannot flood the run with notices.
+    expect(notices.filter((notice) => /over the limit of 20,000$/.test(notice))).toHaveLength(10);
+    expect(notices.at(-1)).toBe('docs: 90 more tools left out, not named one by one');
     expect(notices[0]).toBe(
       'docs: tool "t0" left out: its description is 100,000 characters, over the limit of 20,000',
     );

@@ -24,6 +24,8 @@ import { StdioTransport } from './stdio-transport.js';
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const listSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
 const MAX_PAGES = 100;
+/** Tools left out that are named one by one in a listing; the rest are counted in one notice. */
+const NAMED_LEFT_OUT = 10;
 const count = (n: number): string => n.toLocaleString('en-US');
 
 /** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
@@ -64,6 +66,7 @@ export class McpConnection {
   tools: McpTool[] = [];
   #garbageReported = 0;
   #share: Share | undefined;
+  #leftOut = 0;
 
   constructor(config: McpServerConfig, options: McpHubOptions) {
     this.config = config;
@@ -81,6 +84,11 @@ export class McpConnection {
 
   #notice(message: string): void {
     this.#options.onNotice?.({ server: this.config.name, message });
+  }
+
+  /** A tool left out: named for the first few of a listing, then only counted (a server may list hundreds). */
+  #leftOutNotice(message: string): void {
+    if ((this.#leftOut += 1) <= NAMED_LEFT_OUT) this.#notice(message);
   }
 
   #transport(): Transport {
@@ -133,7 +141,10 @@ export class McpConnection {
     };
     try {
       await within(config.startTimeoutMs, client.connect(transport, { timeout: config.startTimeoutMs }));
+      this.#leftOut = 0;
       const listed = await within(config.startTimeoutMs, this.#listTools(client));
+      if (this.#leftOut > NAMED_LEFT_OUT)
+        this.#notice(`${this.#leftOut - NAMED_LEFT_OUT} more tools left out, not named one by one`);
       this.tools = this.#share === undefined ? listed : this.#within(listed, this.#share);
       this.#live = live;
     } catch (error) {
@@ -213,7 +224,7 @@ export class McpConnection {
         // Names that differ only in characters outside [A-Za-z0-9_-] meet as one: the first is kept.
         const first = byName.get(tool.name);
         if (first !== undefined) {
-          this.#notice(
+          this.#leftOutNotice(
             `tool ${JSON.stringify(tool.tool)} left out: its name ${tool.name} is taken by ${JSON.stringify(first.tool)}`,
           );
           continue;
@@ -234,7 +245,7 @@ export class McpConnection {
     const named = (raw as { name?: unknown } | null)?.name;
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      this.#notice(
+      this.#leftOutNotice(
         `tool ${typeof named === 'string' ? named : '(unnamed)'} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
       );
       return undefined;
@@ -242,7 +253,7 @@ export class McpConnection {
     const tool = parsed.data;
     const name = `mcp__${this.config.name}__${tool.name.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     if (!TOOL_NAME.test(name)) {
-      this.#notice(`tool ${tool.name} left out: ${name} is longer than 64 characters`);
+      this.#leftOutNotice(`tool ${tool.name} left out: ${name} is longer than 64 characters`);
       return undefined;
     }
     const { config } = this;
@@ -256,7 +267,7 @@ export class McpConnection {
           ? `its inputSchema is ${count(schemaChars)} characters of JSON, over the limit of ${count(MAX_SCHEMA_CHARS)}`
           : undefined;
     if (over !== undefined) {
-      this.#notice(`tool ${JSON.stringify(tool.name)} left out: ${over}`);
+      this.#leftOutNotice(`tool ${JSON.stringify(tool.name)} left out: ${over}`);
       return undefined;
     }
     return {
