@@ -16,6 +16,7 @@ import {
   INSTRUCTION_TOTAL_CAP,
   MAX_INSTRUCTION_FILES,
   MAX_INSTRUCTION_WARNINGS,
+  MAX_INSTRUCTION_WARNING_CHARS,
   importsOf,
   loadInstructionFiles,
 } from './instruction-files.js';
@@ -283,6 +284,18 @@ describe('loadInstructionFiles', () => {
     expect(loaded.warnings.at(-1)).toBe(
       `${2_000 - MAX_INSTRUCTION_WARNINGS} more warning(s) about instruction files not listed`,
     );
+  });
+
+  it('an import of a 38,000-character path: its warning keeps the beginning and the reason, the middle counted', () => {
+    const target = `${'Q/'.repeat(19_000)}x.md`;
+    const root = repo('long-import', { 'CLAUDE.md': `@${target}\n` });
+    const home = join(work, 'nohome');
+    const loaded = loadInstructionFiles({ cwd: root, home, userDir: home });
+    expect(loaded.warnings).toHaveLength(1);
+    const [warning] = loaded.warnings;
+    expect(warning!.length).toBeLessThanOrEqual(MAX_INSTRUCTION_WARNING_CHARS);
+    expect(warning).toMatch(/^CLAUDE\.md: @Q\/Q\/Q\//);
+    expect(warning).toMatch(/ … \(\d+ characters not shown\) … [Q/]+x\.md not found; skipped$/);
   });
 });
 

@@ -21,6 +21,16 @@ export const INSTRUCTION_TOTAL_CAP = 100_000;
 export const MAX_INSTRUCTION_FILES = 100;
 /** Warnings listed; the rest are counted in one more. */
 export const MAX_INSTRUCTION_WARNINGS = 20;
+/** Characters of one warning: past it, its middle (a long import path) is left out and counted. */
+export const MAX_INSTRUCTION_WARNING_CHARS = 1_000;
+
+/** A warning within MAX_INSTRUCTION_WARNING_CHARS: its beginning and its end (the reason), the middle counted. */
+function bounded(warning: string): string {
+  if (warning.length <= MAX_INSTRUCTION_WARNING_CHARS) return warning;
+  const head = 600;
+  const tail = 300;
+  return `${warning.slice(0, head)} … (${warning.length - head - tail} characters not shown) … ${warning.slice(-tail)}`;
+}
 
 const PREAMBLE = `# Instruction files\n\nThe user's and the project's instructions (AGENTS.md, CLAUDE.md), in this order: the user's own first, then the project's from its root down to the working folder. Follow them; where two differ, the later (more specific) one wins.\n\n`;
 /** How many `@path` hops are followed from a file found by its name (Claude Code: 5). */
@@ -159,7 +169,7 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
   const warnings: string[] = [];
   let unsaid = 0;
   const warn = (warning: string): void => {
-    if (warnings.length < MAX_INSTRUCTION_WARNINGS) warnings.push(warning);
+    if (warnings.length < MAX_INSTRUCTION_WARNINGS) warnings.push(bounded(warning));
     else unsaid += 1;
   };
   const sections: string[] = [];
@@ -271,7 +281,7 @@ export function loadInstructionFiles(options: InstructionFilesOptions): Instruct
     for (const file of ['AGENTS.md', 'CLAUDE.md', join('.claude', 'CLAUDE.md'), 'CLAUDE.local.md'])
       add(join(folder, file), []);
 
-  if (stoppedAt !== undefined) warnings.push(stoppedAt);
+  if (stoppedAt !== undefined) warnings.push(bounded(stoppedAt));
   if (unsaid > 0) warnings.push(`${unsaid} more warning(s) about instruction files not listed`);
   const text = sections.length === 0 ? '' : `${PREAMBLE}${sections.join('\n\n')}`;
   return { text, files, warnings };
