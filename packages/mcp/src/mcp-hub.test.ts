@@ -268,6 +268,30 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     ]);
   });
 
+  it('a schema nesting deeper than 100 levels: that tool is left out and said, the others kept', async () => {
+    const deep = (name: string, levels: number) => ({
+      [name]: { command: process.execPath, args: [HOSTILE, 'deep', String(levels)] },
+    });
+    const { hub, notices } = await start(
+      servers({ mcpServers: { ...deep('a', 100), ...deep('b', 101), ...deep('c', 5_000) } }),
+    );
+    expect(hub.statuses.map((status) => status.state)).toEqual(['ready', 'ready', 'ready']);
+    expect(hub.tools.map((tool) => tool.name)).toEqual([
+      'mcp__a__ping',
+      'mcp__a__deep',
+      'mcp__a__pong',
+      'mcp__b__ping',
+      'mcp__b__pong',
+      'mcp__c__ping',
+      'mcp__c__pong',
+    ]);
+    // The servers start at once: their notices come in any order.
+    expect(notices.toSorted()).toEqual([
+      'b: tool "deep" left out: its inputSchema nests deeper than 100 levels',
+      'c: tool "deep" left out: its inputSchema nests deeper than 100 levels',
+    ]);
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

@@ -12,6 +12,7 @@ import type { McpServerConfig } from '../config.js';
 import {
   MAX_DESCRIPTION_CHARS,
   MAX_SCHEMA_CHARS,
+  MAX_SCHEMA_DEPTH,
   MAX_TOOLS,
   MAX_TOOLS_CHARS,
   MAX_TOOLS_PER_SERVER,
@@ -35,6 +36,18 @@ const errorText = (error: unknown): string => {
   const message = error instanceof Error ? error.message : String(error);
   return message.replace(/^MCP error -?\d+: /, '');
 };
+
+/** Whether `value` nests deeper than `limit` levels of objects and arrays, walked without recursion. */
+function nestsDeeper(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
 
 class Deadline extends Error {}
 
@@ -219,7 +232,17 @@ export class McpConnection {
       for (const raw of list.tools) {
         if ((listed += 1) > MAX_TOOLS_PER_SERVER)
           return stop(raw, `more than ${MAX_TOOLS_PER_SERVER} tools listed, the limit for one server`);
-        const tool = this.#tool(raw);
+        let tool: McpTool | undefined;
+        try {
+          tool = this.#tool(raw);
+        } catch (error) {
+          // Whatever one tool's checks meet (a RangeError), only that tool is left out.
+          const named = (raw as { name?: unknown } | null)?.name;
+          this.#leftOutNotice(
+            `tool ${typeof named === 'string' ? JSON.stringify(named) : '(unnamed)'} left out: its definition could not be checked: ${errorText(error)}`,
+          );
+          continue;
+        }
         if (tool === undefined) continue;
         // Names that differ only in characters outside [A-Za-z0-9_-] meet as one: the first is kept.
         const first = byName.get(tool.name);
@@ -259,9 +282,12 @@ export class McpConnection {
     const { config } = this;
     // Sent with every model request: one over a limit is left out, not cut (a cut schema is wrong).
     const description = tool.description ?? tool.title ?? `${tool.name} (MCP server ${config.name})`;
-    const schemaChars = JSON.stringify(tool.inputSchema).length;
-    const over =
-      description.length > MAX_DESCRIPTION_CHARS
+    // Checked before JSON.stringify, which a schema nested some thousands deep overflows.
+    const deep = nestsDeeper(tool.inputSchema, MAX_SCHEMA_DEPTH);
+    const schemaChars = deep ? 0 : JSON.stringify(tool.inputSchema).length;
+    const over = deep
+      ? `its inputSchema nests deeper than ${MAX_SCHEMA_DEPTH} levels`
+      : description.length > MAX_DESCRIPTION_CHARS
         ? `its description is ${count(description.length)} characters, over the limit of ${count(MAX_DESCRIPTION_CHARS)}`
         : schemaChars > MAX_SCHEMA_CHARS
           ? `its inputSchema is ${count(schemaChars)} characters of JSON, over the limit of ${count(MAX_SCHEMA_CHARS)}`
