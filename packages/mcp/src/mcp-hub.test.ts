@@ -292,6 +292,23 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     ]);
   });
 
+  it('one tool a page: up to 256 tools; past them, or past 257 pages, what is left out is said', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: {
+          ...many('paged', 150, 10, 1),
+          ...many('over', 300, 10, 1),
+          endless: { command: process.execPath, args: [HOSTILE, 'endless'] },
+        },
+      }),
+    );
+    expect(hub.statuses.map((status) => status.tools.length)).toEqual([150, MAX_TOOLS_PER_SERVER, 1]);
+    expect(notices.toSorted()).toEqual([
+      'endless: more than 257 tools/list pages, the limit for one server: the 1 tool of the first 257 kept, any on later pages left out',
+      'over: tool "t256" and any after it left out: more than 256 tools listed, the limit for one server',
+    ]);
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

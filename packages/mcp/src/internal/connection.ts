@@ -24,7 +24,11 @@ import { StdioTransport } from './stdio-transport.js';
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const listSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
-const MAX_PAGES = 100;
+/**
+ * tools/list pages read from one server: one tool a page still reaches MAX_TOOLS_PER_SERVER and its
+ * notice; past them, a server paging without end is stopped, said.
+ */
+const MAX_PAGES = MAX_TOOLS_PER_SERVER + 1;
 /** Tools left out that are named one by one in a listing; the rest are counted in one notice. */
 const NAMED_LEFT_OUT = 10;
 const count = (n: number): string => n.toLocaleString('en-US');
@@ -208,7 +212,8 @@ export class McpConnection {
 
   /**
    * The server's tools, page by page; what it can make this process hold is bounded: past
-   * MAX_TOOLS_PER_SERVER listed (invalid ones too) or MAX_TOOLS_CHARS kept, no more is read.
+   * MAX_TOOLS_PER_SERVER listed (invalid ones too), MAX_TOOLS_CHARS kept or MAX_PAGES read, no
+   * more is read, said.
    */
   async #listTools(client: Client): Promise<McpTool[]> {
     const tools: McpTool[] = [];
@@ -223,7 +228,7 @@ export class McpConnection {
       );
       return tools;
     };
-    for (let page = 0; page < MAX_PAGES; page += 1) {
+    for (let page = 1; ; page += 1) {
       const list = await client.request(
         { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
         listSchema,
@@ -258,9 +263,15 @@ export class McpConnection {
         tools.push(tool);
       }
       cursor = list.nextCursor;
-      if (cursor === undefined) break;
+      if (cursor === undefined) return tools;
+      if (page === MAX_PAGES) {
+        const kept = tools.length === 1 ? '1 tool' : `${count(tools.length)} tools`;
+        this.#notice(
+          `more than ${MAX_PAGES} tools/list pages, the limit for one server: the ${kept} of the first ${MAX_PAGES} kept, any on later pages left out`,
+        );
+        return tools;
+      }
     }
-    return tools;
   }
 
   #tool(raw: unknown): McpTool | undefined {
