@@ -309,6 +309,34 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     ]);
   });
 
+  it('errors the client reports (messages it cannot place): the first 10 said in excerpts, then only counted, the whole run', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: { stray: { command: process.execPath, args: [HOSTILE, 'stray', '600', '10000'] } },
+      }),
+    );
+    expect(hub.tools.map((tool) => tool.name)).toEqual(['mcp__stray__ping']);
+    await waitFor(() => notices.length >= 12, notices);
+    expect(notices).toHaveLength(12);
+    for (const notice of notices.slice(0, 10)) {
+      expect(notice).toMatch(
+        /^stray: Received a (response for an unknown message ID|progress notification for an unknown token): \{/,
+      );
+      expect(notice.length).toBeLessThan(600);
+    }
+    // A response's whole text is cut (the SDK keeps no padding of a progress notification).
+    expect(
+      notices.filter((notice) => /^stray: Received a response.*… \(10,\d{3} characters\)$/.test(notice)),
+    ).not.toHaveLength(0);
+    expect(notices.slice(10)).toEqual([
+      'stray: more than 10 errors: the rest are counted, not reported one by one',
+      'stray: 100 errors so far, the first 10 reported',
+    ]);
+    expect(await call(hub, 'mcp__stray__ping')).toEqual({ output: 'pong', isError: false });
+    await waitFor(() => notices.length > 12, notices);
+    expect(notices.slice(12)).toEqual(['stray: 1,000 errors so far, the first 10 reported']);
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

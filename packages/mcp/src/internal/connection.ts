@@ -32,6 +32,17 @@ const MAX_PAGES = MAX_TOOLS_PER_SERVER + 1;
 /** Tools left out that are named one by one in a listing; the rest are counted in one notice. */
 const NAMED_LEFT_OUT = 10;
 const count = (n: number): string => n.toLocaleString('en-US');
+/**
+ * Errors the client reports for one server (a line that is not JSON-RPC, a response to no request)
+ * said one by one, each an excerpt of ERROR_EXCERPT characters, for the whole run; the rest are
+ * counted, the count said at 100, 1,000, 10,000 … (a server may send thousands).
+ */
+const REPORTED_ERRORS = 10;
+const ERROR_EXCERPT = 500;
+
+/** `text` whole when short, else its first `max` characters and its length. */
+const excerpt = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… (${count(text.length)} characters)`;
 
 /** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
 type Share = { readonly tools: number; readonly chars: number };
@@ -81,7 +92,7 @@ export class McpConnection {
   #failed: string | undefined;
   #closed = false;
   tools: McpTool[] = [];
-  #garbageReported = 0;
+  #errors = 0;
   #share: Share | undefined;
   #leftOut = 0;
 
@@ -106,6 +117,15 @@ export class McpConnection {
   /** A tool left out: named for the first few of a listing, then only counted (a server may list hundreds). */
   #leftOutNotice(message: string): void {
     if ((this.#leftOut += 1) <= NAMED_LEFT_OUT) this.#notice(message);
+  }
+
+  #error(message: string): void {
+    const n = (this.#errors += 1);
+    if (n <= REPORTED_ERRORS) this.#notice(excerpt(message, ERROR_EXCERPT));
+    else if (n === REPORTED_ERRORS + 1)
+      this.#notice(`more than ${REPORTED_ERRORS} errors: the rest are counted, not reported one by one`);
+    else if (/^10+$/.test(String(n)))
+      this.#notice(`${count(n)} errors so far, the first ${REPORTED_ERRORS} reported`);
   }
 
   #transport(): Transport {
@@ -147,8 +167,7 @@ export class McpConnection {
     const client = new Client({ name: 'aleph', version: '0.1.0' }, { capabilities: {} });
     const live: Live = { client, transport };
     client.onerror = (error) => {
-      if (/not JSON-RPC/.test(error.message) && this.#garbageReported++ >= 3) return;
-      if (this.#live === live || this.#live === undefined) this.#notice(errorText(error));
+      if (this.#live === live || this.#live === undefined) this.#error(errorText(error));
     };
     client.onclose = () => {
       if (this.#live === live && !this.#closed) {
