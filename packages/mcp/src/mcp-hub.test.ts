@@ -337,6 +337,26 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     expect(notices.slice(12)).toEqual(['stray: 1,000 errors so far, the first 10 reported']);
   });
 
+  it('names of a million characters: each notice says an excerpt and the length, a few KB at most', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: { long: { command: process.execPath, args: [HOSTILE, 'long-names', '1000000'] } },
+      }),
+    );
+    expect(hub.tools).toHaveLength(254);
+    expect(notices).toHaveLength(3);
+    expect(notices[0]).toBe(
+      `long: tool ${'L'.repeat(100)}… (1,000,000 characters) left out: mcp__long__${'L'.repeat(89)}… (1,000,011 characters) is longer than 64 characters`,
+    );
+    expect(notices[1]).toMatch(
+      /^long: tool I{100}… \(1,000,000 characters\) left out: invalid inputSchema\.type/,
+    );
+    expect(notices[2]).toBe(
+      `long: tool "${'M'.repeat(100)}"… (1,000,000 characters) and any after it left out: more than 256 tools listed, the limit for one server`,
+    );
+    for (const notice of notices) expect(notice.length).toBeLessThan(2_100);
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

@@ -43,6 +43,18 @@ const ERROR_EXCERPT = 500;
 /** `text` whole when short, else its first `max` characters and its length. */
 const excerpt = (text: string, max: number): string =>
   text.length <= max ? text : `${text.slice(0, max)}… (${count(text.length)} characters)`;
+/** Characters of any one notice (and of a failure's reason): a server's names and errors are cut. */
+const MAX_NOTICE_CHARS = 2_000;
+/** Characters of a name said in a notice; past them its length is said. */
+const NAME_EXCERPT = 100;
+
+const nameOf = (raw: unknown): unknown => (raw as { name?: unknown } | null)?.name;
+/** A name (anything a server sent as one) as a notice says it: quoted, or not, and cut. */
+const said = (name: unknown, quote = true): string => {
+  if (typeof name !== 'string') return '(unnamed)';
+  const shown = quote ? JSON.stringify(name.slice(0, NAME_EXCERPT)) : name.slice(0, NAME_EXCERPT);
+  return name.length <= NAME_EXCERPT ? shown : `${shown}… (${count(name.length)} characters)`;
+};
 
 /** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
 type Share = { readonly tools: number; readonly chars: number };
@@ -111,7 +123,7 @@ export class McpConnection {
   }
 
   #notice(message: string): void {
-    this.#options.onNotice?.({ server: this.config.name, message });
+    this.#options.onNotice?.({ server: this.config.name, message: excerpt(message, MAX_NOTICE_CHARS) });
   }
 
   /** A tool left out: named for the first few of a listing, then only counted (a server may list hundreds). */
@@ -221,9 +233,7 @@ export class McpConnection {
             ? `over the limit of ${count(MAX_TOOLS_CHARS)} characters of all servers' tool definitions together`
             : undefined;
       if (over === undefined) continue;
-      this.#notice(
-        `tool ${JSON.stringify(tool.tool)} and the ${tools.length - index - 1} after it left out: ${over}`,
-      );
+      this.#notice(`tool ${said(tool.tool)} and the ${tools.length - index - 1} after it left out: ${over}`);
       return tools.slice(0, index);
     }
     return tools;
@@ -241,10 +251,7 @@ export class McpConnection {
     let listed = 0;
     let chars = 0;
     const stop = (raw: unknown, why: string): McpTool[] => {
-      const named = (raw as { name?: unknown } | null)?.name;
-      this.#notice(
-        `tool ${typeof named === 'string' ? JSON.stringify(named) : '(unnamed)'} and any after it left out: ${why}`,
-      );
+      this.#notice(`tool ${said(nameOf(raw))} and any after it left out: ${why}`);
       return tools;
     };
     for (let page = 1; ; page += 1) {
@@ -261,9 +268,8 @@ export class McpConnection {
           tool = this.#tool(raw);
         } catch (error) {
           // Whatever one tool's checks meet (a RangeError), only that tool is left out.
-          const named = (raw as { name?: unknown } | null)?.name;
           this.#leftOutNotice(
-            `tool ${typeof named === 'string' ? JSON.stringify(named) : '(unnamed)'} left out: its definition could not be checked: ${errorText(error)}`,
+            `tool ${said(nameOf(raw))} left out: its definition could not be checked: ${errorText(error)}`,
           );
           continue;
         }
@@ -272,7 +278,7 @@ export class McpConnection {
         const first = byName.get(tool.name);
         if (first !== undefined) {
           this.#leftOutNotice(
-            `tool ${JSON.stringify(tool.tool)} left out: its name ${tool.name} is taken by ${JSON.stringify(first.tool)}`,
+            `tool ${said(tool.tool)} left out: its name ${tool.name} is taken by ${said(first.tool)}`,
           );
           continue;
         }
@@ -295,18 +301,19 @@ export class McpConnection {
 
   #tool(raw: unknown): McpTool | undefined {
     const parsed = ToolSchema.safeParse(raw);
-    const named = (raw as { name?: unknown } | null)?.name;
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       this.#leftOutNotice(
-        `tool ${typeof named === 'string' ? named : '(unnamed)'} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
+        `tool ${said(nameOf(raw), false)} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
       );
       return undefined;
     }
     const tool = parsed.data;
     const name = `mcp__${this.config.name}__${tool.name.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     if (!TOOL_NAME.test(name)) {
-      this.#leftOutNotice(`tool ${tool.name} left out: ${name} is longer than 64 characters`);
+      this.#leftOutNotice(
+        `tool ${said(tool.name, false)} left out: ${said(name, false)} is longer than 64 characters`,
+      );
       return undefined;
     }
     const { config } = this;
@@ -323,7 +330,7 @@ export class McpConnection {
           ? `its inputSchema is ${count(schemaChars)} characters of JSON, over the limit of ${count(MAX_SCHEMA_CHARS)}`
           : undefined;
     if (over !== undefined) {
-      this.#leftOutNotice(`tool ${JSON.stringify(tool.name)} left out: ${over}`);
+      this.#leftOutNotice(`tool ${said(tool.name)} left out: ${over}`);
       return undefined;
     }
     return {
@@ -346,8 +353,8 @@ export class McpConnection {
   }
 
   #fail(reason: string): void {
-    this.#failed = reason;
-    this.#notice(reason);
+    this.#failed = excerpt(reason, MAX_NOTICE_CHARS);
+    this.#notice(this.#failed);
   }
 
   /** A crash or a hang: the first one restarts the server, the second marks it failed. */
