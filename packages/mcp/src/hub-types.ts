@@ -12,6 +12,11 @@ export const MAX_TOOLS = 512;
 export const MAX_DESCRIPTION_CHARS = 20_000;
 /** Characters of one tool's `inputSchema` as JSON: the 25,000 tokens Claude Code lets an MCP result take. */
 export const MAX_SCHEMA_CHARS = 100_000;
+/**
+ * Levels of objects and arrays one tool's `inputSchema` may nest, as many as Aleph's server lets a
+ * model's tool-call arguments nest: what sends, logs and checks a schema walks it recursively.
+ */
+export const MAX_SCHEMA_DEPTH = 100;
 /** Characters of all tools' definitions together (name, description, schema): about 250,000 tokens. */
 export const MAX_TOOLS_CHARS = 1_000_000;
 

@@ -268,6 +268,95 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     ]);
   });
 
+  it('a schema nesting deeper than 100 levels: that tool is left out and said, the others kept', async () => {
+    const deep = (name: string, levels: number) => ({
+      [name]: { command: process.execPath, args: [HOSTILE, 'deep', String(levels)] },
+    });
+    const { hub, notices } = await start(
+      servers({ mcpServers: { ...deep('a', 100), ...deep('b', 101), ...deep('c', 5_000) } }),
+    );
+    expect(hub.statuses.map((status) => status.state)).toEqual(['ready', 'ready', 'ready']);
+    expect(hub.tools.map((tool) => tool.name)).toEqual([
+      'mcp__a__ping',
+      'mcp__a__deep',
+      'mcp__a__pong',
+      'mcp__b__ping',
+      'mcp__b__pong',
+      'mcp__c__ping',
+      'mcp__c__pong',
+    ]);
+    // The servers start at once: their notices come in any order.
+    expect(notices.toSorted()).toEqual([
+      'b: tool "deep" left out: its inputSchema nests deeper than 100 levels',
+      'c: tool "deep" left out: its inputSchema nests deeper than 100 levels',
+    ]);
+  });
+
+  it('one tool a page: up to 256 tools; past them, or past 257 pages, what is left out is said', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: {
+          ...many('paged', 150, 10, 1),
+          ...many('over', 300, 10, 1),
+          endless: { command: process.execPath, args: [HOSTILE, 'endless'] },
+        },
+      }),
+    );
+    expect(hub.statuses.map((status) => status.tools.length)).toEqual([150, MAX_TOOLS_PER_SERVER, 1]);
+    expect(notices.toSorted()).toEqual([
+      'endless: more than 257 tools/list pages, the limit for one server: the 1 tool of the first 257 kept, any on later pages left out',
+      'over: tool "t256" and any after it left out: more than 256 tools listed, the limit for one server',
+    ]);
+  });
+
+  it('errors the client reports (messages it cannot place): the first 10 said in excerpts, then only counted, the whole run', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: { stray: { command: process.execPath, args: [HOSTILE, 'stray', '600', '10000'] } },
+      }),
+    );
+    expect(hub.tools.map((tool) => tool.name)).toEqual(['mcp__stray__ping']);
+    await waitFor(() => notices.length >= 12, notices);
+    expect(notices).toHaveLength(12);
+    for (const notice of notices.slice(0, 10)) {
+      expect(notice).toMatch(
+        /^stray: Received a (response for an unknown message ID|progress notification for an unknown token): \{/,
+      );
+      expect(notice.length).toBeLessThan(600);
+    }
+    // A response's whole text is cut (the SDK keeps no padding of a progress notification).
+    expect(
+      notices.filter((notice) => /^stray: Received a response.*… \(10,\d{3} characters\)$/.test(notice)),
+    ).not.toHaveLength(0);
+    expect(notices.slice(10)).toEqual([
+      'stray: more than 10 errors: the rest are counted, not reported one by one',
+      'stray: 100 errors so far, the first 10 reported',
+    ]);
+    expect(await call(hub, 'mcp__stray__ping')).toEqual({ output: 'pong', isError: false });
+    await waitFor(() => notices.length > 12, notices);
+    expect(notices.slice(12)).toEqual(['stray: 1,000 errors so far, the first 10 reported']);
+  });
+
+  it('names of a million characters: each notice says an excerpt and the length, a few KB at most', async () => {
+    const { hub, notices } = await start(
+      servers({
+        mcpServers: { long: { command: process.execPath, args: [HOSTILE, 'long-names', '1000000'] } },
+      }),
+    );
+    expect(hub.tools).toHaveLength(254);
+    expect(notices).toHaveLength(3);
+    expect(notices[0]).toBe(
+      `long: tool ${'L'.repeat(100)}… (1,000,000 characters) left out: mcp__long__${'L'.repeat(89)}… (1,000,011 characters) is longer than 64 characters`,
+    );
+    expect(notices[1]).toMatch(
+      /^long: tool I{100}… \(1,000,000 characters\) left out: invalid inputSchema\.type/,
+    );
+    expect(notices[2]).toBe(
+      `long: tool "${'M'.repeat(100)}"… (1,000,000 characters) and any after it left out: more than 256 tools listed, the limit for one server`,
+    );
+    for (const notice of notices) expect(notice.length).toBeLessThan(2_100);
+  });
+
   it('a 50 MB result is capped, the cut said', async () => {
     const { hub } = await start(hostile('huge'));
     const result = await call(hub, 'mcp__huge__ping');

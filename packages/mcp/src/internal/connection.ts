@@ -12,6 +12,7 @@ import type { McpServerConfig } from '../config.js';
 import {
   MAX_DESCRIPTION_CHARS,
   MAX_SCHEMA_CHARS,
+  MAX_SCHEMA_DEPTH,
   MAX_TOOLS,
   MAX_TOOLS_CHARS,
   MAX_TOOLS_PER_SERVER,
@@ -23,10 +24,37 @@ import { StdioTransport } from './stdio-transport.js';
 
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 const listSchema = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
-const MAX_PAGES = 100;
+/**
+ * tools/list pages read from one server: one tool a page still reaches MAX_TOOLS_PER_SERVER and its
+ * notice; past them, a server paging without end is stopped, said.
+ */
+const MAX_PAGES = MAX_TOOLS_PER_SERVER + 1;
 /** Tools left out that are named one by one in a listing; the rest are counted in one notice. */
 const NAMED_LEFT_OUT = 10;
 const count = (n: number): string => n.toLocaleString('en-US');
+/**
+ * Errors the client reports for one server (a line that is not JSON-RPC, a response to no request)
+ * said one by one, each an excerpt of ERROR_EXCERPT characters, for the whole run; the rest are
+ * counted, the count said at 100, 1,000, 10,000 … (a server may send thousands).
+ */
+const REPORTED_ERRORS = 10;
+const ERROR_EXCERPT = 500;
+
+/** `text` whole when short, else its first `max` characters and its length. */
+const excerpt = (text: string, max: number): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… (${count(text.length)} characters)`;
+/** Characters of any one notice (and of a failure's reason): a server's names and errors are cut. */
+const MAX_NOTICE_CHARS = 2_000;
+/** Characters of a name said in a notice; past them its length is said. */
+const NAME_EXCERPT = 100;
+
+const nameOf = (raw: unknown): unknown => (raw as { name?: unknown } | null)?.name;
+/** A name (anything a server sent as one) as a notice says it: quoted, or not, and cut. */
+const said = (name: unknown, quote = true): string => {
+  if (typeof name !== 'string') return '(unnamed)';
+  const shown = quote ? JSON.stringify(name.slice(0, NAME_EXCERPT)) : name.slice(0, NAME_EXCERPT);
+  return name.length <= NAME_EXCERPT ? shown : `${shown}… (${count(name.length)} characters)`;
+};
 
 /** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
 type Share = { readonly tools: number; readonly chars: number };
@@ -35,6 +63,18 @@ const errorText = (error: unknown): string => {
   const message = error instanceof Error ? error.message : String(error);
   return message.replace(/^MCP error -?\d+: /, '');
 };
+
+/** Whether `value` nests deeper than `limit` levels of objects and arrays, walked without recursion. */
+function nestsDeeper(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
 
 class Deadline extends Error {}
 
@@ -64,7 +104,7 @@ export class McpConnection {
   #failed: string | undefined;
   #closed = false;
   tools: McpTool[] = [];
-  #garbageReported = 0;
+  #errors = 0;
   #share: Share | undefined;
   #leftOut = 0;
 
@@ -83,12 +123,21 @@ export class McpConnection {
   }
 
   #notice(message: string): void {
-    this.#options.onNotice?.({ server: this.config.name, message });
+    this.#options.onNotice?.({ server: this.config.name, message: excerpt(message, MAX_NOTICE_CHARS) });
   }
 
   /** A tool left out: named for the first few of a listing, then only counted (a server may list hundreds). */
   #leftOutNotice(message: string): void {
     if ((this.#leftOut += 1) <= NAMED_LEFT_OUT) this.#notice(message);
+  }
+
+  #error(message: string): void {
+    const n = (this.#errors += 1);
+    if (n <= REPORTED_ERRORS) this.#notice(excerpt(message, ERROR_EXCERPT));
+    else if (n === REPORTED_ERRORS + 1)
+      this.#notice(`more than ${REPORTED_ERRORS} errors: the rest are counted, not reported one by one`);
+    else if (/^10+$/.test(String(n)))
+      this.#notice(`${count(n)} errors so far, the first ${REPORTED_ERRORS} reported`);
   }
 
   #transport(): Transport {
@@ -130,8 +179,7 @@ export class McpConnection {
     const client = new Client({ name: 'aleph', version: '0.1.0' }, { capabilities: {} });
     const live: Live = { client, transport };
     client.onerror = (error) => {
-      if (/not JSON-RPC/.test(error.message) && this.#garbageReported++ >= 3) return;
-      if (this.#live === live || this.#live === undefined) this.#notice(errorText(error));
+      if (this.#live === live || this.#live === undefined) this.#error(errorText(error));
     };
     client.onclose = () => {
       if (this.#live === live && !this.#closed) {
@@ -185,9 +233,7 @@ export class McpConnection {
             ? `over the limit of ${count(MAX_TOOLS_CHARS)} characters of all servers' tool definitions together`
             : undefined;
       if (over === undefined) continue;
-      this.#notice(
-        `tool ${JSON.stringify(tool.tool)} and the ${tools.length - index - 1} after it left out: ${over}`,
-      );
+      this.#notice(`tool ${said(tool.tool)} and the ${tools.length - index - 1} after it left out: ${over}`);
       return tools.slice(0, index);
     }
     return tools;
@@ -195,7 +241,8 @@ export class McpConnection {
 
   /**
    * The server's tools, page by page; what it can make this process hold is bounded: past
-   * MAX_TOOLS_PER_SERVER listed (invalid ones too) or MAX_TOOLS_CHARS kept, no more is read.
+   * MAX_TOOLS_PER_SERVER listed (invalid ones too), MAX_TOOLS_CHARS kept or MAX_PAGES read, no
+   * more is read, said.
    */
   async #listTools(client: Client): Promise<McpTool[]> {
     const tools: McpTool[] = [];
@@ -204,13 +251,10 @@ export class McpConnection {
     let listed = 0;
     let chars = 0;
     const stop = (raw: unknown, why: string): McpTool[] => {
-      const named = (raw as { name?: unknown } | null)?.name;
-      this.#notice(
-        `tool ${typeof named === 'string' ? JSON.stringify(named) : '(unnamed)'} and any after it left out: ${why}`,
-      );
+      this.#notice(`tool ${said(nameOf(raw))} and any after it left out: ${why}`);
       return tools;
     };
-    for (let page = 0; page < MAX_PAGES; page += 1) {
+    for (let page = 1; ; page += 1) {
       const list = await client.request(
         { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
         listSchema,
@@ -219,13 +263,22 @@ export class McpConnection {
       for (const raw of list.tools) {
         if ((listed += 1) > MAX_TOOLS_PER_SERVER)
           return stop(raw, `more than ${MAX_TOOLS_PER_SERVER} tools listed, the limit for one server`);
-        const tool = this.#tool(raw);
+        let tool: McpTool | undefined;
+        try {
+          tool = this.#tool(raw);
+        } catch (error) {
+          // Whatever one tool's checks meet (a RangeError), only that tool is left out.
+          this.#leftOutNotice(
+            `tool ${said(nameOf(raw))} left out: its definition could not be checked: ${errorText(error)}`,
+          );
+          continue;
+        }
         if (tool === undefined) continue;
         // Names that differ only in characters outside [A-Za-z0-9_-] meet as one: the first is kept.
         const first = byName.get(tool.name);
         if (first !== undefined) {
           this.#leftOutNotice(
-            `tool ${JSON.stringify(tool.tool)} left out: its name ${tool.name} is taken by ${JSON.stringify(first.tool)}`,
+            `tool ${said(tool.tool)} left out: its name ${tool.name} is taken by ${said(first.tool)}`,
           );
           continue;
         }
@@ -235,39 +288,49 @@ export class McpConnection {
         tools.push(tool);
       }
       cursor = list.nextCursor;
-      if (cursor === undefined) break;
+      if (cursor === undefined) return tools;
+      if (page === MAX_PAGES) {
+        const kept = tools.length === 1 ? '1 tool' : `${count(tools.length)} tools`;
+        this.#notice(
+          `more than ${MAX_PAGES} tools/list pages, the limit for one server: the ${kept} of the first ${MAX_PAGES} kept, any on later pages left out`,
+        );
+        return tools;
+      }
     }
-    return tools;
   }
 
   #tool(raw: unknown): McpTool | undefined {
     const parsed = ToolSchema.safeParse(raw);
-    const named = (raw as { name?: unknown } | null)?.name;
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       this.#leftOutNotice(
-        `tool ${typeof named === 'string' ? named : '(unnamed)'} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
+        `tool ${said(nameOf(raw), false)} left out: invalid ${issue?.path.join('.') || 'definition'}: ${issue?.message ?? ''}`,
       );
       return undefined;
     }
     const tool = parsed.data;
     const name = `mcp__${this.config.name}__${tool.name.replace(/[^A-Za-z0-9_-]/g, '_')}`;
     if (!TOOL_NAME.test(name)) {
-      this.#leftOutNotice(`tool ${tool.name} left out: ${name} is longer than 64 characters`);
+      this.#leftOutNotice(
+        `tool ${said(tool.name, false)} left out: ${said(name, false)} is longer than 64 characters`,
+      );
       return undefined;
     }
     const { config } = this;
     // Sent with every model request: one over a limit is left out, not cut (a cut schema is wrong).
     const description = tool.description ?? tool.title ?? `${tool.name} (MCP server ${config.name})`;
-    const schemaChars = JSON.stringify(tool.inputSchema).length;
-    const over =
-      description.length > MAX_DESCRIPTION_CHARS
+    // Checked before JSON.stringify, which a schema nested some thousands deep overflows.
+    const deep = nestsDeeper(tool.inputSchema, MAX_SCHEMA_DEPTH);
+    const schemaChars = deep ? 0 : JSON.stringify(tool.inputSchema).length;
+    const over = deep
+      ? `its inputSchema nests deeper than ${MAX_SCHEMA_DEPTH} levels`
+      : description.length > MAX_DESCRIPTION_CHARS
         ? `its description is ${count(description.length)} characters, over the limit of ${count(MAX_DESCRIPTION_CHARS)}`
         : schemaChars > MAX_SCHEMA_CHARS
           ? `its inputSchema is ${count(schemaChars)} characters of JSON, over the limit of ${count(MAX_SCHEMA_CHARS)}`
           : undefined;
     if (over !== undefined) {
-      this.#leftOutNotice(`tool ${JSON.stringify(tool.name)} left out: ${over}`);
+      this.#leftOutNotice(`tool ${said(tool.name)} left out: ${over}`);
       return undefined;
     }
     return {
@@ -290,8 +353,8 @@ export class McpConnection {
   }
 
   #fail(reason: string): void {
-    this.#failed = reason;
-    this.#notice(reason);
+    this.#failed = excerpt(reason, MAX_NOTICE_CHARS);
+    this.#notice(this.#failed);
   }
 
   /** A crash or a hang: the first one restarts the server, the second marks it failed. */
