@@ -262,7 +262,7 @@ describe("the file tools refuse the sandbox's denied paths inside the working di
 });
 
 describe('the file tools refuse what the sandbox keeps read-only', () => {
-  it('.claude, .git/hooks, .git/config, .git/commondir and the listed files; the rest of .git works', async () => {
+  it('.claude, HEAD, .git/hooks, .git/config, .git/commondir and the listed files; the rest of .git works', async () => {
     const project = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-readonly-')));
     try {
       mkdirSync(join(project, '.git', 'hooks'), { recursive: true });
@@ -285,6 +285,7 @@ describe('the file tools refuse what the sandbox keeps read-only', () => {
       };
       for (const path of [
         '.claude/settings.json',
+        'HEAD',
         '.git/hooks/pre-commit',
         '.git/config',
         '.git/commondir',

@@ -157,6 +157,9 @@ export const PROTECTED_ROOT_PATHS = [
  */
 export const PROTECTED_PROJECT_PATHS = [
   '.claude',
+  // With `.git` broken, git takes the cwd for its git dir when it holds a valid HEAD (and objects/,
+  // refs/, a config of the model's): kept read-only, an empty folder when absent.
+  'HEAD',
   '.git/hooks',
   '.git/config',
   '.git/commondir',

@@ -387,6 +387,28 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expectIntact(p);
   });
 
+  it('a broken .git cannot make the cwd a git dir: HEAD is kept, so the config written beside objects/ and refs/ is never read', async () => {
+    const p = project();
+    // What git takes for a git dir when .git is not one: a valid HEAD, objects/ and refs/, a config.
+    const ran = await attack(
+      p,
+      [
+        'echo garbage > .git/HEAD',
+        'git init -q --bare /tmp/bare && cp -r /tmp/bare/objects /tmp/bare/refs .',
+        `printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = %s\\n\\tfsmonitor = "${EVIL}"\\n' "$PWD" > config`,
+        "printf 'ref: refs/heads/main\\n' > HEAD",
+        'echo done',
+      ].join('; '),
+    );
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/HEAD: Is a directory|HEAD: Read-only file system/);
+    expect(existsSync(join(p.dir, 'HEAD'))).toBe(false); // the stand-in gone with the command
+    // The user's git, in the folder the run left: no git dir there, nothing of the model's run.
+    const status = git(p.dir, 'status', '--short');
+    expect(status.stderr).toMatch(/not a git repository/);
+    expect(existsSync(PWNED)).toBe(false);
+  });
+
   it('git redirects (commondir, config.worktree, a worktree or module git dir) cannot be written, and git works inside', async () => {
     const p = project();
     const wrapped = p.box.wrap({
@@ -485,7 +507,7 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     const end = box.keep(dir);
     const first = box.wrap({ file: 'true', args: [], cwd: dir, env: {} });
     first.release();
-    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git']); // kept: empty stand-ins
+    expect(readdirSync(dir).sort()).toEqual(['.claude', '.git', 'HEAD']); // kept: empty stand-ins
     const second = box.wrap({
       file: '/bin/sh',
       args: ['-c', 'echo ref > .git/HEAD; ls -A .git; echo done'],

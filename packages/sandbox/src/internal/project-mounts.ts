@@ -235,7 +235,7 @@ function outerGitConfigs(home: string | undefined): string[] {
 
 /**
  * The project's protected paths under `cwd`: Claude Code's `.claude`, `.git` (read-only when a
- * file or absent; pinned when a dir, with its hooks, config and redirects read-only), git's
+ * file or absent; pinned when a dir, with its hooks, config and redirects read-only), `HEAD`, git's
  * `core.hooksPath`, the files its config includes or names as programs, the policy's read-only
  * files that lie in the cwd, and (the cwd at or above the home folder) the home's dot entries.
  */
@@ -262,6 +262,11 @@ export function projectProtections(
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
   }
+  // Where `.git` is no git dir (absent, or broken: a HEAD rewritten, refs removed), git takes the
+  // folder itself for one when it holds a valid HEAD, objects/ and refs/, with a `config` beside
+  // them: the model's, and its `core.fsmonitor` runs at the user's next `git status`. A HEAD that is
+  // a read-only folder is never valid, and git shows no empty folder.
+  mounts.push({ path: join(cwd, 'HEAD'), how: 'read-only', absent: 'dir' });
   // Mercurial's, Sapling's and Jujutsu's repository config, when the repository is there: its
   // folder pinned (a rename cannot put another in its place), the config read-only, what an hgrc
   // `%include`s too. An absent one has no stand-in: an empty `.hg` or `.jj` would be a broken

@@ -40,7 +40,7 @@ it('keeps the protected paths read-only, and their ancestors in the cwd unrenama
   );
   const writes = profile.find((line) => line.startsWith('(deny file-write* '));
   expect(writes).toBe(
-    '(deny file-write* (subpath "/Users/ada/project/.claude") (subpath "/Users/ada/project/.git/hooks") (subpath "/Users/ada/project/.git/worktrees") (subpath "/Users/ada/project/.git/modules") ' +
+    '(deny file-write* (subpath "/Users/ada/project/.claude") (subpath "/Users/ada/project/HEAD") (subpath "/Users/ada/project/.git/hooks") (subpath "/Users/ada/project/.git/worktrees") (subpath "/Users/ada/project/.git/modules") ' +
       '(literal "/Users/ada/project/.git/config") (literal "/Users/ada/project/.git/commondir") (literal "/Users/ada/project/.git/config.worktree") (literal "/Users/ada/project/hooks/extra.json") ' +
       '(literal "/Users/ada/project/.git") (literal "/Users/ada/project/conf") (literal "/Users/ada/project/hooks"))',
   );

@@ -51,7 +51,7 @@ const NETWORK_SERVICES = [
 ];
 
 /** What runs unconfined later, relative to the cwd: kept read-only, created neither. */
-const PROJECT_DIRS = ['.claude', '.git/hooks', '.git/worktrees', '.git/modules'];
+const PROJECT_DIRS = ['.claude', 'HEAD', '.git/hooks', '.git/worktrees', '.git/modules'];
 const PROJECT_FILES = ['.git/config', '.git/commondir', '.git/config.worktree'];
 
 const within = (path: string, root: string): boolean => path === root || path.startsWith(`${root}/`);
@@ -88,7 +88,7 @@ export function seatbeltProfile(options: SeatbeltOptions): string {
   // still denied. Their ancestors in the cwd (`.git` itself) cannot be renamed or removed, so the
   // protected files cannot be moved away, changed, and moved back.
   const protectedDirs = [
-    ...(options.gitIsDir === true ? PROJECT_DIRS : ['.claude', '.git']).map((relative) =>
+    ...(options.gitIsDir === true ? PROJECT_DIRS : ['.claude', 'HEAD', '.git']).map((relative) =>
       join(cwd, relative),
     ),
     ...(options.readOnlyFolders ?? []),
