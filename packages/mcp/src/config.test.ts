@@ -359,6 +359,7 @@ it('a .mcp.json naming more servers than the limit starts none of them, and says
 
 it("the project's stdio servers are judged by the command line they run; a denied one is left out, named", async () => {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-judge-')));
+  mkdirSync(join(dir, 'sub dir'));
   try {
     writeFileSync(
       join(dir, '.mcp.json'),
@@ -382,7 +383,7 @@ it("the project's stdio servers are judged by the command line they run; a denie
     });
     // The user's own [[mcp_servers]] entry and the http server are not judged as commands.
     expect(seen).toEqual([
-      String.raw`cd 'sub dir' && MODE='a b' /bin/sh -c 'rm -f it'\''s'`,
+      String.raw`cd '${dir}/sub dir' && MODE='a b' /bin/sh -c 'rm -f it'\''s'`,
       'node server.js',
     ]);
     expect(judged.servers.map((server) => server.name)).toEqual(['own', 'plain', 'remote']);
@@ -393,5 +394,74 @@ it("the project's stdio servers are judged by the command line they run; a denie
     expect(tidy?.transport === 'stdio' && stdioCommandLine(tidy)).toBe(seen[0]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it("a project server's cwd is where it starts, inside the project: resolved (links followed, `..` normalised); one outside, or no folder, is left out, named", () => {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-mcp-cwd-')));
+  const dir = join(root, 'project');
+  mkdirSync(join(dir, 'sub'), { recursive: true });
+  mkdirSync(join(root, 'sibling'));
+  writeFileSync(join(dir, 'file'), '');
+  symlinkSync(join(root, 'sibling'), join(dir, 'out-link'));
+  symlinkSync(join(dir, 'sub'), join(dir, 'in-link'));
+  const stdio = (cwd: string) => ({ command: 'node', args: ['server.js'], cwd });
+  try {
+    writeFileSync(
+      join(dir, '.mcp.json'),
+      JSON.stringify({
+        mcpServers: {
+          up: stdio('..'),
+          parent: stdio(root),
+          sibling: stdio('sub/../../sibling'),
+          home: stdio('${HOME}'),
+          linked: stdio('out-link'),
+          missing: stdio('nowhere'),
+          file: stdio('file'),
+          here: stdio('.'),
+          sub: stdio('./sub//x/..'),
+          through: stdio('in-link'),
+          absolute: stdio(join(dir, 'sub')),
+          bare: { command: 'node' },
+        },
+      }),
+    );
+    const list = loadMcpServers({
+      env: { HOME: root },
+      projectDir: dir,
+      entries: [{ name: 'own', command: 'node', cwd: root, sandbox: true }],
+    });
+    const outside = (name: string, written: string, real = written) =>
+      `${join(dir, '.mcp.json')}: mcpServers.${name}.cwd: ${JSON.stringify(written)}${real === written ? '' : ` (${real})`} lies outside the project ${dir}: a server of the project's .mcp.json runs in the project's sandbox, and starts only in a folder inside it; left out`;
+    expect(list.problems.map((problem) => problem.message)).toEqual([
+      outside('up', '..', root),
+      outside('parent', root),
+      outside('sibling', 'sub/../../sibling', join(root, 'sibling')),
+      outside('home', root),
+      outside('linked', 'out-link', join(root, 'sibling')),
+      `${join(dir, '.mcp.json')}: mcpServers.missing.cwd: "nowhere" (${join(dir, 'nowhere')}) is not a folder (ENOENT); left out`,
+      `${join(dir, '.mcp.json')}: mcpServers.file.cwd: "file" (${join(dir, 'file')}) is not a folder; left out`,
+    ]);
+    // The user's own entry keeps its cwd; the project's are real paths inside the project.
+    expect(
+      list.servers.map((server) => [server.name, server.transport === 'stdio' ? server.cwd : undefined]),
+    ).toEqual([
+      ['own', root],
+      ['here', dir],
+      ['sub', join(dir, 'sub')],
+      ['through', join(dir, 'sub')],
+      ['absolute', join(dir, 'sub')],
+      ['bare', undefined],
+    ]);
+    expect(list.servers.map((server) => 'project' in server && server.project)).toEqual([
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
   }
 });

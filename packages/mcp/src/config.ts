@@ -2,7 +2,9 @@
 // {command, args, env} | {type: "http", url, headers}}}`) and `[[mcp_servers]]` entries of the same
 // fields. Values are expanded as Claude Code expands them (`${VAR}`, `${VAR:-default}`). A bad entry
 // never stops the others: it is a problem naming the file and the key, and that server is left out.
-import { join } from 'node:path';
+import { realpathSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { isWithin } from '@aleph/sandbox';
 import { z } from 'zod';
 import { readProjectFile } from './internal/project-file.js';
 
@@ -28,6 +30,11 @@ export type McpServerConfig =
       readonly cwd?: string | undefined;
       /** Confine the server's process like the model's commands. */
       readonly sandbox: boolean;
+      /**
+       * Read from the project's `.mcp.json` (a file the model can write): confined, with the hub's
+       * `cwd` as the sandbox's writable folder whatever `cwd` says (only where it starts, inside it).
+       */
+      readonly project?: true;
     })
   | (Common & {
       readonly transport: 'http' | 'sse';
@@ -192,6 +199,7 @@ function parseEntry(
       env: expandMap(entry.env),
       cwd: entry.cwd === undefined ? undefined : expand(entry.cwd),
       sandbox: options.project === true || (entry.sandbox ?? false),
+      ...(options.project === true ? { project: true as const } : {}),
     };
   } else {
     if (entry.url === undefined)
@@ -229,6 +237,47 @@ function collect(
     if ('transport' in result) into.servers.push(result);
     else into.problems.push(result);
   }
+}
+
+const realOr = (path: string): string => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+};
+
+/**
+ * The project's stdio servers with their `cwd` resolved (relative to the project, links followed):
+ * each runs in the project's sandbox, its `cwd` only where it starts, so one naming a folder outside
+ * the project (or none that exists) is left out, a problem naming it and the folder.
+ */
+function placeProjectServers(list: McpServerList, projectDir: string): McpServerList {
+  const project = realOr(projectDir);
+  const problems: McpConfigProblem[] = [];
+  const servers = list.servers.flatMap((server): McpServerConfig[] => {
+    if (server.transport !== 'stdio' || server.cwd === undefined) return [server];
+    const written = resolve(project, server.cwd);
+    const refuse = (folder: string, why: string): [] => {
+      const shown = `${JSON.stringify(server.cwd)}${folder === server.cwd ? '' : ` (${folder})`}`;
+      problems.push({ source: server.source, message: `${server.source}.cwd: ${shown} ${why}; left out` });
+      return [];
+    };
+    let real: string;
+    try {
+      real = realpathSync(written);
+      if (!statSync(real).isDirectory()) return refuse(real, 'is not a folder');
+    } catch (error) {
+      return refuse(written, `is not a folder (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    }
+    if (!isWithin(real, project))
+      return refuse(
+        real,
+        `lies outside the project ${project}: a server of the project's .mcp.json runs in the project's sandbox, and starts only in a folder inside it`,
+      );
+    return [{ ...server, cwd: real }];
+  });
+  return { servers, problems: [...list.problems, ...problems] };
 }
 
 /**
@@ -349,7 +398,11 @@ export function loadMcpServers(
   if (options.projectDir !== undefined) {
     const file = join(options.projectDir, '.mcp.json');
     const read = readProjectFile(file, options.projectDir, options.deniedPaths);
-    if (typeof read === 'string') fromProject = parseMcpJson(read, file, projectOptions(options));
+    if (typeof read === 'string')
+      fromProject = placeProjectServers(
+        parseMcpJson(read, file, projectOptions(options)),
+        options.projectDir,
+      );
     else if (read !== undefined)
       fromProject = { servers: [], problems: [{ source: file, message: read.problem }] };
     const refused = options.projectRemoteRefused;

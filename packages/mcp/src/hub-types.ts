@@ -43,7 +43,10 @@ export interface McpHubOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Names no server's environment gets (the gateway token, the provider's key). */
   readonly stripEnv?: readonly string[];
-  /** Where confined stdio servers run (the project root), unless a server names its own `cwd`. */
+  /**
+   * Where confined stdio servers run (the project root), unless a server names its own `cwd`; a
+   * project server's sandbox is always this folder, its own `cwd` only where it starts.
+   */
   readonly cwd: string;
   /**
    * Where unconfined stdio servers run unless they name a `cwd` (default: the home folder): not

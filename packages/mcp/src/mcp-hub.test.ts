@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
 import { createSandbox } from '@aleph/sandbox';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseMcpJson, type McpServerConfig } from './config.js';
+import { loadMcpServers, parseMcpJson, type McpServerConfig } from './config.js';
 import { MAX_TOOLS, MAX_TOOLS_CHARS, MAX_TOOLS_PER_SERVER } from './hub-types.js';
 import { McpHub } from './mcp-hub.js';
 
@@ -464,6 +464,73 @@ describe.skipIf(process.platform !== 'linux' || underTmp)(
       });
       await hub.close();
       expect(readdirSync(project).filter((name) => name !== 'no-home')).toEqual([]);
+    });
+
+    it("a project server's sandbox is the hub's cwd, whatever its own cwd names: it starts there, and writes only what the project's sandbox lets it", async () => {
+      const project = realpathSync(mkdtempSync('/var/tmp/aleph-mcp-cwd-'));
+      const outside = realpathSync(mkdtempSync('/var/tmp/aleph-mcp-outside-'));
+      dirs.push(project, outside);
+      mkdirSync(join(project, '.git', 'hooks'), { recursive: true });
+      const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(project, 'no-home') });
+      // As a caller that skipped loadMcpServers' check would have it: a cwd outside the project.
+      const [server] = servers({
+        mcpServers: {
+          x: {
+            command: '/bin/sh',
+            args: [
+              '-c',
+              `pwd > ${join(project, 'where.txt')}; echo x > ${join(outside, 'planted')}; echo x > ${join(project, '.git/hooks/pre-commit')}; exit 1`,
+            ],
+            cwd: outside,
+          },
+        },
+      });
+      if (server?.transport !== 'stdio') throw new Error('a stdio server');
+      const hub = await McpHub.start([{ ...server, sandbox: true, project: true }], {
+        env: process.env,
+        cwd: project,
+        wrap: (command) => box.wrap(command),
+      });
+      hubs.push(hub);
+      expect(readFileSync(join(project, 'where.txt'), 'utf8').trim()).toBe(outside);
+      expect(readdirSync(outside)).toEqual([]);
+      expect(readdirSync(join(project, '.git', 'hooks'))).toEqual([]);
+    });
+
+    it("a project server's env reaches only its own process: the sandbox's wrapper never runs a program from the PATH it names", async () => {
+      const project = realpathSync(mkdtempSync('/var/tmp/aleph-mcp-path-'));
+      dirs.push(project);
+      const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(project, 'no-home') });
+      // Programs the wrapper runs before bwrap (as root, `mkdir` for the limits' cgroup), planted.
+      mkdirSync(join(project, 'bin'));
+      for (const name of ['mkdir', 'cat', 'prlimit', 'bwrap'])
+        writeFileSync(
+          join(project, 'bin', name),
+          `#!/bin/sh\necho "$(id -u)" >> ${join(project, 'PLANTED-RAN')}\nexec /usr/bin/${name} "$@"\n`,
+          { mode: 0o755 },
+        );
+      const entry = {
+        command: '/bin/sh',
+        args: ['-c', 'echo "$PATH" > path.txt; exit 1'],
+        env: { PATH: `${join(project, 'bin')}:/usr/bin:/bin` },
+      };
+      // Several at once: each but a first needs a cgroup of its own, made then.
+      writeFileSync(
+        join(project, '.mcp.json'),
+        JSON.stringify({ mcpServers: { a: entry, b: entry, c: entry, d: entry } }),
+      );
+      const loaded = loadMcpServers({ env: {}, projectDir: project, startTimeoutMs: 20_000 });
+      expect(loaded.problems).toEqual([]);
+      const hub = await McpHub.start(loaded.servers, {
+        env: process.env,
+        cwd: project,
+        wrap: (command) => box.wrap(command),
+      });
+      hubs.push(hub);
+      expect(hub.statuses.map((status) => status.state)).toEqual(['failed', 'failed', 'failed', 'failed']);
+      // The server saw its PATH; nothing on it ran outside the sandbox.
+      expect(readFileSync(join(project, 'path.txt'), 'utf8').trim()).toBe(entry.env.PATH);
+      expect(existsSync(join(project, 'PLANTED-RAN'))).toBe(false);
     });
   },
 );

@@ -19,7 +19,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 3029, files: 12 },
   server: { lines: 6448, files: 30 },
-  mcp: { lines: 1324, files: 8 },
+  mcp: { lines: 1397, files: 8 },
   console: { lines: 3258, files: 10 },
   cluster: { lines: 3300, files: 13 },
 };

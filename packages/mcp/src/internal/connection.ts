@@ -150,20 +150,37 @@ export class McpConnection {
         : new StreamableHTTPClientTransport(url, init);
     }
     const strip = new Set(this.#options.stripEnv ?? []);
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries({ ...this.#options.env, ...config.env }))
-      if (value !== undefined && !strip.has(key)) env[key] = value;
-    const cwd = config.sandbox ? this.#options.cwd : (this.#options.unconfinedCwd ?? homedir());
-    const bare = { file: config.command, args: config.args, cwd: config.cwd ?? cwd, env };
-    if (!config.sandbox) return new StdioTransport(bare);
+    const envOf = (...sources: Readonly<Record<string, string | undefined>>[]): Record<string, string> => {
+      const env: Record<string, string> = {};
+      for (const [key, value] of Object.entries(Object.assign({}, ...sources) as Record<string, string>))
+        if (value !== undefined && !strip.has(key)) env[key] = value;
+      return env;
+    };
+    if (!config.sandbox) {
+      const cwd = config.cwd ?? this.#options.unconfinedCwd ?? homedir();
+      return new StdioTransport({
+        file: config.command,
+        args: config.args,
+        cwd,
+        env: envOf(this.#options.env, config.env),
+      });
+    }
     if (this.#options.wrap === undefined) throw new Error('sandbox = true, but no sandbox is available');
-    // A sandbox passes its own allow-list of variables: the server's own `env` goes in by `env(1)`.
+    // The sandbox gets the hub's environment only: what runs before its confinement (the wrapper
+    // that joins the limits' cgroup) finds its programs on that PATH, never on one a server names.
+    // The server's own `env` goes in by `env(1)`, inside.
     const own = Object.entries(config.env).map(([key, value]) => `${key}=${value}`);
-    const inside =
+    let argv =
       own.length === 0
-        ? bare
-        : { ...bare, file: '/usr/bin/env', args: [...own, config.command, ...config.args] };
-    return new StdioTransport(this.#options.wrap(inside));
+        ? [config.command, ...config.args]
+        : ['/usr/bin/env', ...own, config.command, ...config.args];
+    // A project server's sandbox is the hub's cwd (the project's protected paths kept read-only),
+    // whatever its `cwd` names: that is only where it starts, inside the sandbox.
+    const cwd = config.project === true ? this.#options.cwd : (config.cwd ?? this.#options.cwd);
+    if (config.project === true && config.cwd !== undefined)
+      argv = ['/bin/sh', '-c', 'cd -- "$1" || exit 126; shift; exec "$@"', 'sh', config.cwd, ...argv];
+    const [file = config.command, ...args] = argv;
+    return new StdioTransport(this.#options.wrap({ file, args, cwd, env: envOf(this.#options.env) }));
   }
 
   /** Connects and lists the tools; on any failure the server is marked failed, saying why. */
