@@ -5,10 +5,10 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, lstatSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { unsafeCwd } from './cwd.js';
 import { SandboxError } from './errors.js';
-import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside } from './internal/bubblewrap.js';
+import { baseArgs, bubblewrapArgs, bubblewrapCommand, mountedInside, onPath } from './internal/bubblewrap.js';
 import {
   commandCgroup,
   commandsCpuGroup,
@@ -172,19 +172,6 @@ const SANDBOX_EXEC = '/usr/bin/sandbox-exec';
 
 export const INSTALL_HINT =
   'install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)';
-
-function onPath(name: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
-  for (const dir of (env['PATH'] ?? '').split(delimiter)) {
-    if (dir === '') continue;
-    try {
-      accessSync(join(dir, name), constants.X_OK);
-      return join(dir, name);
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
 
 /** Whether this platform has a backend that works: runs one `true` under bwrap to find out. */
 export function probeSandbox(options: ProbeOptions = {}): SandboxProbe {

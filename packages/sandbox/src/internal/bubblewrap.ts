@@ -7,9 +7,9 @@
 // mount point could not be made on the read-only tmpfs). The only writable tmpfs are /tmp and
 // /dev/shm, sized when bwrap can (`--size`, bubblewrap 0.8): /dev, /run and the shields over the
 // server's temp dir end read-only, since what is written to a tmpfs is memory.
-import { existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, sep } from 'node:path';
+import { delimiter, isAbsolute, join, sep } from 'node:path';
 import { isWithin, type DeniedPath, type ResolvedPolicy } from '../policy.js';
 
 /** `--size` for the next tmpfs, when this bwrap sizes them. */
@@ -224,6 +224,31 @@ function ulimits(limits: NonNullable<WrapperOptions['limits']>): string {
 }
 
 /**
+ * `name` in the absolute folders of `env`'s PATH. A relative entry (`.`, `node_modules/.bin`) is
+ * skipped: it would be looked up in the command's cwd, where the model writes.
+ */
+export function onPath(name: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  for (const dir of (env['PATH'] ?? '').split(delimiter)) {
+    if (!isAbsolute(dir)) continue;
+    try {
+      accessSync(join(dir, name), constants.X_OK);
+      return join(dir, name);
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The wrapper's one program besides bwrap, found in this process's PATH, not the command's: the
+ * wrapper runs outside the sandbox (as root, where it makes cgroups), in the cwd, with the
+ * command's environment, whose PATH a caller may take from a file the model wrote.
+ */
+let mkdirPath: string | undefined;
+const mkdir = (): string => (mkdirPath ??= onPath('mkdir', process.env) ?? '/bin/mkdir');
+
+/**
  * The whole command: a `sh` that joins the command's cgroup, opens the seccomp filter file on an
  * fd for bwrap (a spawner passes no extra fds: a wrapped command is file, args, cwd, env), runs bwrap,
  * and says in one line on stderr which limit ended the command, if one did. Without any of these,
@@ -241,7 +266,7 @@ export function bubblewrapCommand(
   const open = filterFile === undefined ? '' : ` ${SECCOMP_FD}<"$filter"`;
   const join =
     '[ -z "$cpu" ] || { echo $$ > "$cpu/cgroup.procs"; } 2>/dev/null; ' +
-    'if [ -n "$cg" ]; then { [ -d "$cg" ] || mkdir "$cg"; } && echo "$max" > "$cg/pids.max" && ' +
+    'if [ -n "$cg" ]; then { [ -d "$cg" ] || "$mk" "$cg"; } && echo "$max" > "$cg/pids.max" && ' +
     'echo $$ > "$cg/cgroup.procs" || ' +
     '{ echo "aleph sandbox: cannot make or join the pids cgroup $cg" >&2; exit 126; }; ' +
     // The failed forks so far (a cgroup is used again by a later command): shell builtins only.
@@ -255,7 +280,7 @@ export function bubblewrapCommand(
         'if [ -n "$cg" ] && { read -r key now < "$cg/pids.events"; } 2>/dev/null && [ "$now" != "${failed:-0}" ]; then ' +
         `echo "aleph sandbox: the process limit (${limits.processes} tasks) was reached: some forks failed" >&2; fi; `;
   const set = setsLimits === true && limits !== undefined ? ulimits(limits) : '';
-  const script = `filter=$1; cg=$2; cpu=$3; max=$4; shift 4; ${join}${set}"$@"${open}; rc=$?; ${explain}exit $rc`;
+  const script = `filter=$1; cg=$2; cpu=$3; max=$4; mk=$5; shift 5; ${join}${set}"$@"${open}; rc=$?; ${explain}exit $rc`;
   const fd = filterFile === undefined ? undefined : SECCOMP_FD;
   return {
     file: '/bin/sh',
@@ -267,6 +292,7 @@ export function bubblewrapCommand(
       cgroup ?? '',
       cpuGroup ?? '',
       processes === undefined ? 'max' : String(processes),
+      cgroup === undefined ? '' : mkdir(),
       bwrap,
       ...build(fd),
     ],
