@@ -71,6 +71,22 @@ it("git reads the index with no fsmonitor and none of this process's GIT_ variab
   expect(existsSync(ran)).toBe(false);
 });
 
+it("a relative PATH entry is not searched: the project's own bin/git is never run", async () => {
+  const project = join(root, 'planted-git');
+  repository(project);
+  const ran = join(root, 'planted-git-ran');
+  mkdirSync(join(project, 'bin'));
+  writeFileSync(join(project, 'bin', 'git'), `#!/bin/sh\ntouch ${ran}\n`, { mode: 0o755 });
+  const path = process.env['PATH'];
+  process.env['PATH'] = `bin:${path ?? ''}`;
+  try {
+    expect(await embeddedRepositories(project)).toEqual([]);
+  } finally {
+    process.env['PATH'] = path;
+  }
+  expect(existsSync(ran)).toBe(false);
+});
+
 it('outside a repository it answers none without starting git (a fork of the caller each run)', async () => {
   const plain = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-no-repo-')));
   const path = process.env['PATH'];

@@ -5,11 +5,12 @@
 // (`git add`), and a repository it makes and stages within one command is not there to protect
 // beforehand: this says which there are, and which config keys of theirs name a program, for the
 // caller to warn about. git itself reads the index and the configs (`ls-files --stage -z`,
-// `config --list -z`), with no fsmonitor, no optional locks, only PATH and HOME from this
-// process's environment, and a time bound (a config that is a FIFO must not hold the caller).
+// `config --list -z`), with no fsmonitor, no optional locks, only PATH (its absolute entries) and
+// HOME from this process's environment, and a time bound (a config that is a FIFO must not hold
+// the caller).
 import { execFile } from 'node:child_process';
 import { lstatSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { isWithin } from './policy.js';
 
 /** The most of git's output read (an index of a few million entries); more is "could not tell". */
@@ -39,6 +40,9 @@ function git(cwd: string, args: readonly string[]): Promise<Ran> {
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
   }
+  // A relative entry (`node_modules/.bin`) would be looked up in the project: a `git` the model wrote.
+  if (env['PATH'] !== undefined)
+    env['PATH'] = env['PATH'].split(delimiter).filter(isAbsolute).join(delimiter);
   return new Promise((done) => {
     execFile(
       'git',
