@@ -95,6 +95,18 @@ beforeAll(async () => {
   mkdirSync(join(home, '.claude'), { recursive: true });
   writeFileSync(join(home, '.claude', '.credentials.json'), '{"token":"claude-cred-secret"}\n');
   writeFileSync(join(home, '.claude', 'CLAUDE.md'), 'claude-md-readable\n');
+  // Coding agents' settings: Claude Code's env (API keys), its IDE tokens, opencode, Continue, Aider, Cursor.
+  writeFileSync(join(home, '.claude', 'settings.json'), '{"env":{"ANTHROPIC_API_KEY":"settings-secret"}}\n');
+  writeFileSync(join(home, '.claude', 'settings.local.json'), '{"env":{"KEY":"local-settings-secret"}}\n');
+  mkdirSync(join(home, '.claude', 'ide'), { recursive: true });
+  writeFileSync(join(home, '.claude', 'ide', '4242.lock'), '{"authToken":"ide-secret"}\n');
+  mkdirSync(join(home, '.local', 'share', 'opencode'), { recursive: true });
+  writeFileSync(join(home, '.local', 'share', 'opencode', 'auth.json'), '{"key":"opencode-secret"}\n');
+  mkdirSync(join(home, '.continue'), { recursive: true });
+  writeFileSync(join(home, '.continue', 'config.json'), '{"apiKey":"continue-secret"}\n');
+  writeFileSync(join(home, '.aider.conf.yml'), 'openai-api-key: aider-secret\n');
+  mkdirSync(join(home, '.cursor'), { recursive: true });
+  writeFileSync(join(home, '.cursor', 'mcp.json'), '{"env":{"TOKEN":"cursor-secret"}}\n');
   writeFileSync(join(home, '.npmrc'), '//registry.example/:_authToken=npm-token-secret\n');
   writeFileSync(join(home, '.claude.json'), '{"primaryApiKey":"claude-json-secret"}\n');
   mkdirSync(join(home, '.claude', 'projects', 'p'), { recursive: true });
