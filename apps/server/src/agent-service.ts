@@ -49,7 +49,13 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
-import { describeChange, keptFrom, type ConfinedWrites, type WriteWindow } from './confined-writes.js';
+import {
+  describeChange,
+  entriesUnder,
+  keptFrom,
+  type ConfinedWrites,
+  type WriteWindow,
+} from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
 import { RunEventGate, type LeaseView } from './run-event-gate.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
@@ -278,8 +284,9 @@ export class AgentService {
    * project. A hooks file that changed (itself, its folder, a link on the way) during a run in its
    * folder or above whose commands could write it (the sandbox did not keep it read-only there)
    * runs its hooks in the sandbox, said in a warning; the rest run as the user. So does one that
-   * changed during a run and was then moved into place. The run's own window is left out: a file
-   * the user wrote just before starting it is not the model's.
+   * changed during a run and was then moved into place, and the cwd's own settings files when
+   * anything in their `.claude` (the scripts their hooks run) changed so. The run's own window is
+   * left out: a file the user wrote just before starting it is not the model's.
    */
   #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const found = this.#discoverClaudeHooks(cwd, config, runId);
@@ -307,6 +314,7 @@ export class AgentService {
       }
       return !keptFrom(path, kept, window.from);
     };
+    const userClaude = realOr(process.env['CLAUDE_CONFIG_DIR'] || join(homedir(), '.claude'));
     return discoverClaudeCodeHooks({
       projectDir: cwd,
       files: config.hooks.files,
@@ -319,6 +327,17 @@ export class AgentService {
         );
         if (run !== undefined)
           return `${describeChange(run)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch ${folder} ${file}\`)`;
+        // The project's `.claude` holds what its hooks run (`"$CLAUDE_PROJECT_DIR"/.claude/hooks/…`):
+        // each file and folder in it is judged the same way (the user's own `~/.claude` is kept).
+        if (writes === undefined || folder !== join(resolve(cwd), '.claude') || realOr(folder) === userClaude)
+          return undefined;
+        const under = entriesUnder(folder);
+        if ('cut' in under) return `${under.cut}: not all of it was checked, so ${sandboxed}`;
+        for (const path of under.paths) {
+          const change = writes.changedDuringOtherRun(runId, [path], writable);
+          if (change !== undefined)
+            return `${change.path} ${describeChange(change)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch -h ${change.path}\`)`;
+        }
         return undefined;
       },
     });
@@ -1122,3 +1141,12 @@ function costOf(
     usage.outputTokens * price.output;
   return { costUsd: cost / 1_000_000 };
 }
+
+/** `path`'s real path, else `path` as it is (missing). */
+const realOr = (path: string): string => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(path);
+  }
+};

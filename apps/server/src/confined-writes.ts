@@ -16,6 +16,7 @@ import {
   appendFileSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   renameSync,
@@ -51,6 +52,40 @@ export function describeChange(change: RunChange, times = false): string {
   return `changed during ${run(change)}${
     movedBy === undefined ? '' : `, then moved into place (${movedBy.folder} changed) during ${run(movedBy)}`
   }`;
+}
+
+/**
+ * Every file and folder under `dir`, links not followed, or why not: past `max` entries or `depth`
+ * folders down, the rest is not known.
+ */
+export function entriesUnder(dir: string, max = 1000, depth = 6): { paths: string[] } | { cut: string } {
+  const paths: string[] = [];
+  const walk = (folder: string, level: number): string | undefined => {
+    let names: string[];
+    try {
+      names = readdirSync(folder);
+    } catch {
+      return undefined; // missing, or not a folder
+    }
+    for (const name of names) {
+      const path = join(folder, name);
+      paths.push(path);
+      if (paths.length > max) return `${dir} holds more than ${max} entries`;
+      let folderThere = false;
+      try {
+        folderThere = lstatSync(path).isDirectory();
+      } catch {
+        // Gone since: nothing under it.
+      }
+      if (!folderThere) continue;
+      if (level >= depth) return `${dir} is more than ${depth} folders deep`;
+      const cut = walk(path, level + 1);
+      if (cut !== undefined) return cut;
+    }
+    return undefined;
+  };
+  const cut = walk(dir, 1);
+  return cut === undefined ? { paths } : { cut };
 }
 
 const FILE = 'confined-writes.jsonl';
