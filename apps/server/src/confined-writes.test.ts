@@ -20,7 +20,7 @@ import { createSandbox } from '@aleph/sandbox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
-import { ConfinedWrites, keptFrom } from './confined-writes.js';
+import { ConfinedWrites, entriesUnder, keptFrom } from './confined-writes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'aleph-confined-writes-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -169,6 +169,28 @@ describe('a file moved into place', () => {
     for (const path of hooks(moved.p)) utimesSync(path, new Date(), new Date());
     expect(moved.writes.changedDuringRun(...hooks(moved.p))).toBeUndefined();
   }, 20_000);
+});
+
+// What a project's hooks run lies in its `.claude`: every entry is judged, within a bound.
+describe('entriesUnder', () => {
+  it('lists every file and folder, links not followed, and says why past the bound', () => {
+    const claude = join(root, 'entries', '.claude');
+    mkdirSync(join(claude, 'hooks', 'deep'), { recursive: true });
+    writeFileSync(join(claude, 'hooks', 'start.sh'), '');
+    symlinkSync(root, join(claude, 'out'));
+    expect(entriesUnder(claude)).toEqual({
+      paths: expect.arrayContaining([
+        join(claude, 'hooks'),
+        join(claude, 'hooks', 'deep'),
+        join(claude, 'hooks', 'start.sh'),
+        join(claude, 'out'),
+      ]) as string[],
+    });
+    expect((entriesUnder(claude) as { paths: string[] }).paths).toHaveLength(4);
+    expect(entriesUnder(claude, 3)).toEqual({ cut: `${claude} holds more than 3 entries` });
+    expect(entriesUnder(claude, 1000, 1)).toEqual({ cut: `${claude} is more than 1 folders deep` });
+    expect(entriesUnder(join(root, 'entries', 'missing'))).toEqual({ paths: [] });
+  });
 });
 
 // A hooks file the sandbox kept read-only in a run's cwd (the cwd's `.claude`, a `[hooks] files`
