@@ -49,7 +49,13 @@ import type { Config } from './config.js';
 import type { ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
-import { keptFrom, type ConfinedWrites } from './confined-writes.js';
+import {
+  describeChange,
+  entriesUnder,
+  keptFrom,
+  type ConfinedWrites,
+  type WriteWindow,
+} from './confined-writes.js';
 import { loadInstructionFiles } from './instruction-files.js';
 import { RunEventGate, type LeaseView } from './run-event-gate.js';
 import { RunSessionHooks, type SessionOpening } from './session-hooks.js';
@@ -277,8 +283,10 @@ export class AgentService {
    * subfolder's is writable to a run above it, and the user's settings file may be a link into a
    * project. A hooks file that changed (itself, its folder, a link on the way) during a run in its
    * folder or above whose commands could write it (the sandbox did not keep it read-only there)
-   * runs its hooks in the sandbox, said in a warning; the rest run as the user. The run's own
-   * window is left out: a file the user wrote just before starting it is not the model's.
+   * runs its hooks in the sandbox, said in a warning; the rest run as the user. So does one that
+   * changed during a run and was then moved into place, and the cwd's own settings files when
+   * anything in their `.claude` (the scripts their hooks run) changed so. The run's own window is
+   * left out: a file the user wrote just before starting it is not the model's.
    */
   #claudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const found = this.#discoverClaudeHooks(cwd, config, runId);
@@ -290,30 +298,47 @@ export class AgentService {
   #discoverClaudeHooks(cwd: string, config: Config, runId: string): ClaudeCodeHooks {
     const writes = this.#options.confinedWrites;
     const keptByCwd = new Map<string, readonly ProtectedPath[]>();
+    // A run whose sandbox kept a path read-only (the cwd's `.claude`, a home dot entry, a `[hooks]
+    // files` entry) did not change it, whatever else it wrote in the folder.
+    const writable = (window: WriteWindow, path: string): boolean => {
+      const { sandbox } = this.#options;
+      if (sandbox.backend === 'none' || sandbox.protectedPaths === undefined) return true;
+      let kept = keptByCwd.get(window.cwd);
+      if (kept === undefined) {
+        try {
+          kept = sandbox.protectedPaths(window.cwd);
+        } catch {
+          kept = []; // not known: the run could have written it
+        }
+        keptByCwd.set(window.cwd, kept);
+      }
+      return !keptFrom(path, kept, window.from);
+    };
+    const userClaude = realOr(process.env['CLAUDE_CONFIG_DIR'] || join(homedir(), '.claude'));
     return discoverClaudeCodeHooks({
       projectDir: cwd,
       files: config.hooks.files,
       deniedPaths: this.#deniedPaths(),
       sandboxFile: (file) => {
-        // A run whose sandbox kept the file read-only (the cwd's `.claude`, a home dot entry, a
-        // `[hooks] files` entry) did not change it, whatever else it wrote in the folder.
-        const run = writes?.changedDuringOtherRun(runId, [dirname(file), file], (window) => {
-          const { sandbox } = this.#options;
-          if (sandbox.backend === 'none' || sandbox.protectedPaths === undefined) return true;
-          let kept = keptByCwd.get(window.cwd);
-          if (kept === undefined) {
-            try {
-              kept = sandbox.protectedPaths(window.cwd);
-            } catch {
-              kept = []; // not known: the run could have written it
-            }
-            keptByCwd.set(window.cwd, kept);
-          }
-          return !keptFrom(file, kept, window.from);
-        });
-        return run === undefined
-          ? undefined
-          : `changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there: its hooks run in the sandbox (if it is yours: \`touch ${dirname(file)} ${file}\`)`;
+        const folder = dirname(file);
+        const sandboxed = 'its hooks run in the sandbox';
+        const run = writes?.changedDuringOtherRun(runId, [folder, file], (window, path) =>
+          writable(window, path === folder ? file : path),
+        );
+        if (run !== undefined)
+          return `${describeChange(run)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch ${folder} ${file}\`)`;
+        // The project's `.claude` holds what its hooks run (`"$CLAUDE_PROJECT_DIR"/.claude/hooks/…`):
+        // each file and folder in it is judged the same way (the user's own `~/.claude` is kept).
+        if (writes === undefined || folder !== join(resolve(cwd), '.claude') || realOr(folder) === userClaude)
+          return undefined;
+        const under = entriesUnder(folder);
+        if ('cut' in under) return `${under.cut}: not all of it was checked, so ${sandboxed}`;
+        for (const path of under.paths) {
+          const change = writes.changedDuringOtherRun(runId, [path], writable);
+          if (change !== undefined)
+            return `${change.path} ${describeChange(change)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch -h ${change.path}\`)`;
+        }
+        return undefined;
       },
     });
   }
@@ -1042,7 +1067,7 @@ export class AgentService {
     const run = this.#options.confinedWrites?.changedDuringOtherRun(runId, [file]);
     return run === undefined
       ? undefined
-      : `${file} changed during agent run ${run.runId} in ${run.cwd}, whose commands could write there (if it is yours: \`touch ${file}\`)`;
+      : `${file} ${describeChange(run)}, whose commands could write there (if it is yours: \`touch ${file}\`)`;
   }
 
   /** The two secrets no child's environment gets: the gateway token and the provider's key. */
@@ -1116,3 +1141,12 @@ function costOf(
     usage.outputTokens * price.output;
   return { costUsd: cost / 1_000_000 };
 }
+
+/** `path`'s real path, else `path` as it is (missing). */
+const realOr = (path: string): string => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(path);
+  }
+};

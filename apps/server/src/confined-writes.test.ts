@@ -7,6 +7,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
@@ -19,7 +20,7 @@ import { createSandbox } from '@aleph/sandbox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
-import { ConfinedWrites, keptFrom } from './confined-writes.js';
+import { ConfinedWrites, entriesUnder, keptFrom } from './confined-writes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'aleph-confined-writes-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -91,6 +92,104 @@ describe('ConfinedWrites', () => {
     writeFileSync(join(sub, 'later.json'), '{}');
     end();
     expect(new ConfinedWrites(state).changedDuringRun(join(sub, 'later.json'))?.runId).toBe('after-removal');
+  });
+});
+
+// A rename changes the moved folder's change time only, not its contents': a file a run wrote in its
+// folder, then moved by a later run above it into another, counts as changed; the user's touch ends
+// that, and a run that only adds a file beside the user's own hooks (never written in a run) does not.
+describe('a file moved into place', () => {
+  it('counts when it changed during a run and a run above moved it; not when unmoved, touched, or its folder only gained a file', async () => {
+    const sleep = (ms: number) => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
+    const [moved, hidden, still, mono] = ['moved', 'hidden', 'still', 'mono'].map((name) => {
+      const state = join(root, 'moved-into-place', name, 'state');
+      mkdirSync(state, { recursive: true });
+      return { state, p: join(root, 'moved-into-place', name, 'p'), writes: new ConfinedWrites(state) };
+    }) as [Case, Case, Case, Case];
+    type Case = { state: string; p: string; writes: ConfinedWrites };
+    const hooks = (p: string, folder = 'c'): [string, string] => [
+      join(p, folder, '.claude'),
+      join(p, folder, '.claude', 'settings.json'),
+    ];
+    // The user's own hooks in a monorepo's project, written before any run.
+    const [monoClaude, monoHooks] = hooks(mono.p, 'proj');
+    mkdirSync(monoClaude, { recursive: true });
+    writeFileSync(monoHooks, '{}');
+    // A run in p/a writes p/a/b/.claude/settings.json, and one in p moves a/b to c.
+    const plant = (each: Case): void => {
+      mkdirSync(join(each.p, 'a', 'b', '.claude'), { recursive: true });
+      const endWrite = each.writes.begin('writes', join(each.p, 'a'));
+      writeFileSync(join(each.p, 'a', 'b', '.claude', 'settings.json'), '{}');
+      endWrite();
+    };
+    const move = (each: Case): void => {
+      const endMove = each.writes.begin('moves', each.p);
+      renameSync(join(each.p, 'a', 'b'), join(each.p, 'c'));
+      endMove();
+    };
+    plant(moved);
+    plant(hidden);
+    // The user writes p/c/.claude/settings.json while a run in p/a lasts.
+    mkdirSync(join(still.p, 'a'), { recursive: true });
+    mkdirSync(hooks(still.p)[0], { recursive: true });
+    const endElsewhere = still.writes.begin('elsewhere', join(still.p, 'a'));
+    writeFileSync(hooks(still.p)[1], '{}');
+    endElsewhere();
+    await sleep(2300); // past the first windows' slack
+    // A run in p moves a/b to c; one in p only changes p itself; one at the monorepo's root adds a file in proj.
+    move(moved);
+    move(hidden);
+    const endAbove = still.writes.begin('above', still.p);
+    writeFileSync(join(still.p, 'notes.txt'), '');
+    endAbove();
+    const endMono = mono.writes.begin('monorepo', mono.p);
+    writeFileSync(join(mono.p, 'proj', 'notes.txt'), '');
+    endMono();
+    expect(moved.writes.changedDuringRun(...hooks(moved.p))).toMatchObject({
+      runId: 'writes',
+      cwd: join(moved.p, 'a'),
+      movedBy: { runId: 'moves', cwd: moved.p, folder: join(moved.p, 'c') },
+    });
+    expect(still.writes.changedDuringRun(...hooks(still.p))).toBeUndefined();
+    expect(mono.writes.changedDuringRun(monoClaude, monoHooks)).toBeUndefined();
+    // The run that moved it could not have (its sandbox kept the folder): not counted.
+    expect(
+      moved.writes.changedDuringOtherRun(undefined, hooks(moved.p), (window) => window.runId !== 'moves'),
+    ).toBeUndefined();
+    await sleep(2300); // past the last window's slack
+    // A later run in p/c that adds a file there hides the move (a folder's change time is its last
+    // one; the sandbox's mount points change the cwd too): its window keeps p/c's from before it.
+    const endThere = hidden.writes.begin('there', join(hidden.p, 'c'));
+    writeFileSync(join(hidden.p, 'c', 'notes.txt'), '');
+    endThere();
+    expect(hidden.writes.changedDuringRun(...hooks(hidden.p))?.movedBy?.runId).toBe('moves');
+    // The user adds a file in p/c: what was found stays, after a restart too, until the file changes.
+    writeFileSync(join(moved.p, 'c', 'user.txt'), '');
+    expect(new ConfinedWrites(moved.state).changedDuringRun(...hooks(moved.p))?.movedBy?.runId).toBe('moves');
+    for (const path of hooks(moved.p)) utimesSync(path, new Date(), new Date());
+    expect(moved.writes.changedDuringRun(...hooks(moved.p))).toBeUndefined();
+  }, 20_000);
+});
+
+// What a project's hooks run lies in its `.claude`: every entry is judged, within a bound.
+describe('entriesUnder', () => {
+  it('lists every file and folder, links not followed, and says why past the bound', () => {
+    const claude = join(root, 'entries', '.claude');
+    mkdirSync(join(claude, 'hooks', 'deep'), { recursive: true });
+    writeFileSync(join(claude, 'hooks', 'start.sh'), '');
+    symlinkSync(root, join(claude, 'out'));
+    expect(entriesUnder(claude)).toEqual({
+      paths: expect.arrayContaining([
+        join(claude, 'hooks'),
+        join(claude, 'hooks', 'deep'),
+        join(claude, 'hooks', 'start.sh'),
+        join(claude, 'out'),
+      ]) as string[],
+    });
+    expect((entriesUnder(claude) as { paths: string[] }).paths).toHaveLength(4);
+    expect(entriesUnder(claude, 3)).toEqual({ cut: `${claude} holds more than 3 entries` });
+    expect(entriesUnder(claude, 1000, 1)).toEqual({ cut: `${claude} is more than 1 folders deep` });
+    expect(entriesUnder(join(root, 'entries', 'missing'))).toEqual({ paths: [] });
   });
 });
 

@@ -3,6 +3,12 @@
 // hooks file) that changed then, in that folder or below it, may be the model's. The kernel sets a
 // file's change time (ctime) on every write, link, rename or chmod, and nothing the model runs can
 // set it back, so a ctime inside a run's window is a fact about the file, not about its content.
+// A rename changes the moved folder's ctime only, not its contents': a file changed during a run
+// (in any cwd) and then moved into a folder of another run's, by a change of a folder on its way
+// inside that run's cwd during it, after the file's, counts as changed during that run too. That
+// folder's change time is its last change only (a later file made in it, by the user or a run there,
+// hides the move): each run keeps its cwd's change time from before it began (the sandbox's mount
+// points change the cwd), and a file found moved is remembered, with its change time, until that changes.
 // The windows are kept in the state dir (`confined-writes.jsonl`, one line at a run's start and one
 // at its end), so a restart remembers them; a window an earlier process left open ends when this
 // one starts.
@@ -10,6 +16,7 @@ import {
   appendFileSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   renameSync,
@@ -25,6 +32,60 @@ export interface WriteWindow {
   readonly cwd: string;
   readonly from: number;
   readonly to: number;
+  /** The cwd's own change time when the run began (ms), if known: what the run's changes there hid. */
+  readonly cwdChanged?: number;
+}
+
+/** A change the model could have made: the run it was made in, and which path it was. */
+export interface RunChange extends WriteWindow {
+  /** The path that changed (one asked about as it is named, or what it leads to). */
+  readonly path: string;
+  /** The run that moved it into place, when that run's cwd is not `cwd`: `folder` (on its way) changed then. */
+  readonly movedBy?: WriteWindow & { readonly folder: string };
+}
+
+/** `change` in words: "changed during agent run … in …" and, if so, how it was moved into place. */
+export function describeChange(change: RunChange, times = false): string {
+  const run = ({ runId, cwd, from, to }: WriteWindow): string =>
+    `agent run ${runId} in ${cwd}${times ? ` (${new Date(from).toISOString()} to ${new Date(to).toISOString()})` : ''}`;
+  const { movedBy } = change;
+  return `changed during ${run(change)}${
+    movedBy === undefined ? '' : `, then moved into place (${movedBy.folder} changed) during ${run(movedBy)}`
+  }`;
+}
+
+/**
+ * Every file and folder under `dir`, links not followed, or why not: past `max` entries or `depth`
+ * folders down, the rest is not known.
+ */
+export function entriesUnder(dir: string, max = 1000, depth = 6): { paths: string[] } | { cut: string } {
+  const paths: string[] = [];
+  const walk = (folder: string, level: number): string | undefined => {
+    let names: string[];
+    try {
+      names = readdirSync(folder);
+    } catch {
+      return undefined; // missing, or not a folder
+    }
+    for (const name of names) {
+      const path = join(folder, name);
+      paths.push(path);
+      if (paths.length > max) return `${dir} holds more than ${max} entries`;
+      let folderThere = false;
+      try {
+        folderThere = lstatSync(path).isDirectory();
+      } catch {
+        // Gone since: nothing under it.
+      }
+      if (!folderThere) continue;
+      if (level >= depth) return `${dir} is more than ${depth} folders deep`;
+      const cut = walk(path, level + 1);
+      if (cut !== undefined) return cut;
+    }
+    return undefined;
+  };
+  const cut = walk(dir, 1);
+  return cut === undefined ? { paths } : { cut };
 }
 
 const FILE = 'confined-writes.jsonl';
@@ -32,6 +93,8 @@ const FILE = 'confined-writes.jsonl';
 const MAX_WINDOWS = 5000;
 /** A file system's clock and ours, and a change just before a run's first line was written. */
 const SLACK_MS = 2000;
+/** Files found moved into place, kept: the oldest go first once there are more. */
+const MAX_MOVED = 1000;
 
 const real = (path: string): string => {
   try {
@@ -82,11 +145,15 @@ export function keptFrom(file: string, kept: readonly ProtectedPath[], since: nu
   return named(resolve(file)) && (same || named(real(file)));
 }
 
+type Start = Pick<WriteWindow, 'cwd' | 'from' | 'cwdChanged'>;
+
 export class ConfinedWrites {
   readonly #file: string;
   readonly #windows: WriteWindow[] = [];
-  readonly #open = new Map<string, { cwd: string; from: number }>();
+  readonly #open = new Map<string, Start>();
   readonly #now: () => number;
+  /** Files found moved into place: by their path and change time (`path\0ms`), what was found. */
+  readonly #moved = new Map<string, RunChange>();
 
   /** Reads the windows kept in `stateDir` (a missing or torn file reads as what it holds). */
   constructor(stateDir: string, now: () => number = Date.now) {
@@ -99,17 +166,33 @@ export class ConfinedWrites {
     } catch {
       // None yet.
     }
-    const begun = new Map<string, { cwd: string; from: number }>();
+    const begun = new Map<string, Start>();
     for (const line of text.split('\n')) {
-      let entry: { run?: unknown; cwd?: unknown; from?: unknown; to?: unknown };
+      let entry: {
+        run?: unknown;
+        cwd?: unknown;
+        from?: unknown;
+        cwdChanged?: unknown;
+        to?: unknown;
+        moved?: unknown;
+        change?: unknown;
+      };
       try {
         entry = JSON.parse(line) as typeof entry;
       } catch {
         continue;
       }
+      if (typeof entry.moved === 'string' && typeof entry.change === 'object' && entry.change !== null) {
+        this.#remember(entry.moved, entry.change as RunChange);
+        continue;
+      }
       if (typeof entry.run !== 'string') continue;
       if (typeof entry.cwd === 'string' && typeof entry.from === 'number')
-        begun.set(entry.run, { cwd: entry.cwd, from: entry.from });
+        begun.set(entry.run, {
+          cwd: entry.cwd,
+          from: entry.from,
+          ...(typeof entry.cwdChanged === 'number' ? { cwdChanged: entry.cwdChanged } : {}),
+        });
       else if (typeof entry.to === 'number') {
         const start = begun.get(entry.run);
         begun.delete(entry.run);
@@ -125,7 +208,13 @@ export class ConfinedWrites {
 
   /** A run starts in `cwd`: its window opens. Returns what ends it (once). */
   begin(runId: string, cwd: string): () => void {
-    const start = { cwd: real(cwd), from: this.#now() };
+    const where = real(cwd);
+    const cwdChanged = changeTimes(where)[0]?.at;
+    const start: Start = {
+      cwd: where,
+      from: this.#now(),
+      ...(cwdChanged === undefined ? {} : { cwdChanged }),
+    };
     this.#open.set(runId, start);
     this.#append({ run: runId, ...start });
     let ended = false;
@@ -144,36 +233,89 @@ export class ConfinedWrites {
    * The run during which one of `paths` (each as it is and, for a link, what it leads to) last
    * changed while that run could write there, if there is one; else undefined.
    */
-  changedDuringRun(...paths: string[]): WriteWindow | undefined {
+  changedDuringRun(...paths: string[]): RunChange | undefined {
     return this.changedDuringOtherRun(undefined, paths);
   }
 
   /**
    * `changedDuringRun`, leaving out the window of run `runId` (one that asks about its own start),
-   * and the runs whose commands `writable` says could not write the file (the sandbox kept it
-   * read-only in their cwd: a change then was not theirs).
+   * and the runs whose commands `writable` says could not change `path` (the sandbox kept it
+   * read-only in their cwd: a change then was not theirs): one of `paths` for the run it changed
+   * in, the folder on its way for the run that moved it.
    */
   changedDuringOtherRun(
     runId: string | undefined,
     paths: readonly string[],
-    writable: (window: WriteWindow) => boolean = () => true,
-  ): WriteWindow | undefined {
+    writable: (window: WriteWindow, path: string) => boolean = () => true,
+  ): RunChange | undefined {
     const now = this.#now();
-    const windows = [
+    const all: WriteWindow[] = [
       ...this.#windows,
       ...[...this.#open].map(([id, open]) => ({ runId: id, ...open, to: now })),
-    ].filter((window) => window.runId !== runId);
+    ];
+    const windows = all.filter((window) => window.runId !== runId);
+    const during = (at: number, window: WriteWindow): boolean =>
+      at >= window.from - SLACK_MS && at <= window.to + SLACK_MS;
+    // A folder's change times: its own now, and from before each run in it began.
+    const folderTimes = new Map<string, number[]>();
+    const timesOf = (folder: string): number[] => {
+      let times = folderTimes.get(folder);
+      if (times === undefined) {
+        times = changeTimes(folder)
+          .slice(0, 1)
+          .map(({ at }) => at);
+        for (const { cwd, cwdChanged } of all)
+          if (cwd === folder && cwdChanged !== undefined) times.push(cwdChanged);
+        folderTimes.set(folder, times);
+      }
+      return times;
+    };
     for (const path of paths)
-      for (const { at, path: where } of changeTimes(path))
+      for (const { at, path: where } of changeTimes(path)) {
+        const found = this.#moved.get(`${where}\0${at}`);
+        const { movedBy } = found ?? {};
+        if (
+          found !== undefined &&
+          movedBy !== undefined &&
+          ![found.runId, movedBy.runId].includes(runId ?? '') &&
+          writable(found, path) &&
+          writable(movedBy, movedBy.folder)
+        )
+          return found;
         for (const window of windows)
-          if (
-            at >= window.from - SLACK_MS &&
-            at <= window.to + SLACK_MS &&
-            isWithin(where, window.cwd) &&
-            writable(window)
-          )
-            return window;
+          if (during(at, window) && isWithin(where, window.cwd) && writable(window, path))
+            return { ...window, path: where };
+        // Moved into place: changed during a run (whatever its cwd), then a folder on its way,
+        // strictly inside another run's cwd, changed during that one, not before the path did.
+        const changedIn =
+          windows.find((window) => at >= window.from && at <= window.to && writable(window, path)) ??
+          windows.find((window) => during(at, window) && writable(window, path));
+        if (changedIn === undefined) continue;
+        for (const window of windows) {
+          if (window.to + SLACK_MS < at) continue;
+          for (let folder = dirname(where); folder !== window.cwd && isWithin(folder, window.cwd);) {
+            const moved = timesOf(folder).some((changed) => changed >= at && during(changed, window));
+            if (moved && writable(window, folder)) {
+              const change = { ...changedIn, path: where, movedBy: { ...window, folder } };
+              const key = `${where}\0${at}`;
+              this.#remember(key, change);
+              this.#append({ moved: key, change });
+              return change;
+            }
+            folder = dirname(folder);
+          }
+        }
+      }
     return undefined;
+  }
+
+  #remember(key: string, change: RunChange): void {
+    this.#moved.delete(key);
+    this.#moved.set(key, change);
+    for (const oldest of this.#moved.keys()) {
+      if (this.#moved.size <= MAX_MOVED) break;
+      this.#moved.delete(oldest);
+    }
   }
 
   #append(entry: object): void {
@@ -194,10 +336,13 @@ export class ConfinedWrites {
   }
 
   #rewrite(): void {
-    const lines = this.#windows.flatMap(({ runId, cwd, from, to }) => [
-      JSON.stringify({ run: runId, cwd, from }),
-      JSON.stringify({ run: runId, to }),
-    ]);
+    const lines = [
+      ...this.#windows.flatMap(({ runId, to, ...start }) => [
+        JSON.stringify({ run: runId, ...start }),
+        JSON.stringify({ run: runId, to }),
+      ]),
+      ...[...this.#moved].map(([moved, change]) => JSON.stringify({ moved, change })),
+    ];
     try {
       mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
       writeFileSync(`${this.#file}.tmp`, lines.length > 0 ? `${lines.join('\n')}\n` : '', { mode: 0o600 });

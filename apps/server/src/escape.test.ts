@@ -367,6 +367,35 @@ files = ["../hooks/extra.json"]
     rmSync(sub, { recursive: true, force: true });
   }, 180_000);
 
+  // Claude Code's hooks run programs from the project's `.claude` ("$CLAUDE_PROJECT_DIR"/.claude/hooks/…),
+  // which a run above the subfolder can write: one it rewrote makes the user's own hooks there run confined.
+  it("a subfolder's .claude/hooks script rewritten by a run above runs confined, with the user's settings file", async (context) => {
+    requireVariant(context);
+    const sub = join(home, 'script-sub');
+    await new Promise((resolveWait) => setTimeout(resolveWait, 2500)); // past the last run's window
+    mkdirSync(join(sub, '.claude', 'hooks'), { recursive: true });
+    const start = `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"\\"$CLAUDE_PROJECT_DIR\\"/.claude/hooks/start.sh"}]}]}}`;
+    writeFileSync(join(sub, '.claude', 'settings.json'), start);
+    writeFileSync(join(sub, '.claude', 'hooks', 'start.sh'), '#!/bin/sh\necho user-script >> hooks-ran\n', {
+      mode: 0o755,
+    });
+    if (uid !== process.getuid?.()) spawnSync('chown', ['-R', `${uid}:${gid}`, sub]);
+    await new Promise((resolveWait) => setTimeout(resolveWait, 2500));
+    const rewritten = await hostileRun([
+      `printf '#!/bin/sh\\necho model-script >> hooks-ran\\ntouch ${pwned}\\n' > script-sub/.claude/hooks/start.sh && echo rewritten`,
+    ]);
+    expect(rewritten[0]).toMatch(/rewritten/);
+    await hostileRun(['echo script-run'], sub);
+    expect(readFileSync(join(sub, 'hooks-ran'), 'utf8')).toBe('model-script\n'); // it ran, in the sandbox
+    expect(existsSync(pwned)).toBe(false);
+    expect(hookWarnings).toEqual([
+      expect.stringMatching(
+        /^\.claude\/settings\.json: \S+\/script-sub\/\.claude\/hooks\/start\.sh changed during agent run \S+ in .*, whose commands could write there: its hooks run in the sandbox/,
+      ),
+    ]);
+    rmSync(sub, { recursive: true, force: true });
+  }, 180_000);
+
   it("a subfolder's settings file linked out of it (to a denied file) is skipped with a warning, never read", async (context) => {
     requireVariant(context);
     const planted = await hostileRun([

@@ -4,7 +4,7 @@
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
-import { ConfinedWrites } from './confined-writes.js';
+import { ConfinedWrites, describeChange } from './confined-writes.js';
 import {
   deferOptimization,
   forgetLauncherSettings,
@@ -77,13 +77,14 @@ async function main(): Promise<number> {
     import('./server.js'),
   ]);
   // A config file the model's commands could have written (changed during an agent run in its
-  // folder or above) is not read as configuration: it could turn the sandbox off or add hooks.
+  // folder or above, or during a run and then moved into place) is not read as configuration: it
+  // could turn the sandbox off or add hooks.
   const confinedWrites = new ConfinedWrites(stateDir());
   const distrust = (path: string): string | undefined => {
     const run = confinedWrites.changedDuringRun(path);
     return run === undefined
       ? undefined
-      : `${path} changed during agent run ${run.runId} in ${run.cwd} (${new Date(run.from).toISOString()} to ${new Date(run.to).toISOString()}), whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
+      : `${path} ${describeChange(run, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
   };
   let loaded;
   try {
