@@ -455,7 +455,7 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
 
   it('a protected file with another hard link is refused, naming it', () => {
     const p = project();
-    linkSync(join(p.dir, '.claude', 'settings.json'), join(p.dir, 'settings-copy.json'));
+    linkSync(join(p.dir, '.git', 'config'), join(p.dir, 'config-copy'));
     let error: unknown;
     try {
       p.box.wrap({ file: 'true', args: [], cwd: p.dir, env: {} });
@@ -464,7 +464,7 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     }
     expect(error).toBeInstanceOf(SandboxError);
     expect(error).toMatchObject({ code: 'path_linked' });
-    expect((error as Error).message).toMatch(/settings\.json is kept read-only but has 2 hard links/);
+    expect((error as Error).message).toMatch(/\.git\/config is kept read-only but has 2 hard links/);
     expect(readdirSync(join(p.dir, '.git'))).not.toContain('commondir'); // nothing left by the refusal
   });
 
