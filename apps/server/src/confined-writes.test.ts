@@ -99,13 +99,13 @@ describe('ConfinedWrites', () => {
 // folder, then moved by a later run above it into another, counts as changed; the user's touch ends
 // that, and a run that only adds a file beside the user's own hooks (never written in a run) does not.
 describe('a file moved into place', () => {
-  it('counts when it changed during a run and a run above moved it; not when unmoved, touched, or its folder only gained a file', async () => {
+  it('counts when it changed during a run and a run above moved it; not when unmoved, touched, changed during a run elsewhere, or its folder only gained a file', async () => {
     const sleep = (ms: number) => new Promise((resolveSleep) => setTimeout(resolveSleep, ms));
-    const [moved, hidden, still, mono] = ['moved', 'hidden', 'still', 'mono'].map((name) => {
+    const [moved, hidden, still, mono, busy] = ['moved', 'hidden', 'still', 'mono', 'busy'].map((name) => {
       const state = join(root, 'moved-into-place', name, 'state');
       mkdirSync(state, { recursive: true });
       return { state, p: join(root, 'moved-into-place', name, 'p'), writes: new ConfinedWrites(state) };
-    }) as [Case, Case, Case, Case];
+    }) as [Case, Case, Case, Case, Case];
     type Case = { state: string; p: string; writes: ConfinedWrites };
     const hooks = (p: string, folder = 'c'): [string, string] => [
       join(p, folder, '.claude'),
@@ -135,6 +135,13 @@ describe('a file moved into place', () => {
     const endElsewhere = still.writes.begin('elsewhere', join(still.p, 'a'));
     writeFileSync(hooks(still.p)[1], '{}');
     endElsewhere();
+    // The user edits p/sub/.claude/settings.json while a run in another folder lasts.
+    const [busyClaude, busyHooks] = hooks(busy.p, 'sub');
+    mkdirSync(busyClaude, { recursive: true });
+    mkdirSync(join(busy.p, '..', 'other'), { recursive: true });
+    const endOther = busy.writes.begin('other', join(busy.p, '..', 'other'));
+    writeFileSync(busyHooks, '{}');
+    endOther();
     await sleep(2300); // past the first windows' slack
     // A run in p moves a/b to c; one in p only changes p itself; one at the monorepo's root adds a file in proj.
     move(moved);
@@ -145,6 +152,10 @@ describe('a file moved into place', () => {
     const endMono = mono.writes.begin('monorepo', mono.p);
     writeFileSync(join(mono.p, 'proj', 'notes.txt'), '');
     endMono();
+    // A run in p adds a file in p/sub: nothing moved there, and the run elsewhere could not write p.
+    const endBusy = busy.writes.begin('above', busy.p);
+    writeFileSync(join(busy.p, 'sub', 'a.ts'), '');
+    endBusy();
     expect(moved.writes.changedDuringRun(...hooks(moved.p))).toMatchObject({
       runId: 'writes',
       cwd: join(moved.p, 'a'),
@@ -152,6 +163,7 @@ describe('a file moved into place', () => {
     });
     expect(still.writes.changedDuringRun(...hooks(still.p))).toBeUndefined();
     expect(mono.writes.changedDuringRun(monoClaude, monoHooks)).toBeUndefined();
+    expect(busy.writes.changedDuringRun(busyClaude, busyHooks)).toBeUndefined();
     // The run that moved it could not have (its sandbox kept the folder): not counted.
     expect(
       moved.writes.changedDuringOtherRun(undefined, hooks(moved.p), (window) => window.runId !== 'moves'),

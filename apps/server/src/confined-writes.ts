@@ -4,8 +4,8 @@
 // file's change time (ctime) on every write, link, rename or chmod, and nothing the model runs can
 // set it back, so a ctime inside a run's window is a fact about the file, not about its content.
 // A rename changes the moved folder's ctime only, not its contents': a file changed during a run
-// (in any cwd) and then moved into a folder of another run's, by a change of a folder on its way
-// inside that run's cwd during it, after the file's, counts as changed during that run too. That
+// and then moved into a folder of another run's whose cwd holds the first's, by a change of a folder
+// on its way inside that run's cwd during it, after the file's, counts as changed during that run too. That
 // folder's change time is its last change only (a later file made in it, by the user or a run there,
 // hides the move): each run keeps its cwd's change time from before it began (the sandbox's mount
 // points change the cwd), and a file found moved is remembered, with its change time, until that changes.
@@ -285,18 +285,22 @@ export class ConfinedWrites {
         for (const window of windows)
           if (during(at, window) && isWithin(where, window.cwd) && writable(window, path))
             return { ...window, path: where };
-        // Moved into place: changed during a run (whatever its cwd), then a folder on its way,
-        // strictly inside another run's cwd, changed during that one, not before the path did.
-        const changedIn =
-          windows.find((window) => at >= window.from && at <= window.to && writable(window, path)) ??
-          windows.find((window) => during(at, window) && writable(window, path));
-        if (changedIn === undefined) continue;
+        // Moved into place: changed during a run, then a folder on its way, strictly inside another
+        // run's cwd, changed during that one, not before the path did. The other run could move
+        // only what lies in its cwd: the first run's cwd lies there too (a run elsewhere, while the
+        // user edited the file, is not one).
+        const changedIn = windows
+          .filter((window) => during(at, window) && writable(window, path))
+          .sort((a, b) => Number(at < b.from || at > b.to) - Number(at < a.from || at > a.to));
+        if (changedIn.length === 0) continue;
         for (const window of windows) {
           if (window.to + SLACK_MS < at) continue;
+          const first = changedIn.find((candidate) => isWithin(candidate.cwd, window.cwd));
+          if (first === undefined) continue;
           for (let folder = dirname(where); folder !== window.cwd && isWithin(folder, window.cwd);) {
             const moved = timesOf(folder).some((changed) => changed >= at && during(changed, window));
             if (moved && writable(window, folder)) {
-              const change = { ...changedIn, path: where, movedBy: { ...window, folder } };
+              const change = { ...first, path: where, movedBy: { ...window, folder } };
               const key = `${where}\0${at}`;
               this.#remember(key, change);
               this.#append({ moved: key, change });
