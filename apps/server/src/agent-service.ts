@@ -53,6 +53,7 @@ import {
   describeChange,
   entriesUnder,
   keptFrom,
+  real,
   type ConfinedWrites,
   type WriteWindow,
 } from './confined-writes.js';
@@ -314,7 +315,7 @@ export class AgentService {
       }
       return !keptFrom(path, kept, window.from);
     };
-    const userClaude = realOr(process.env['CLAUDE_CONFIG_DIR'] || join(homedir(), '.claude'));
+    const userClaude = real(process.env['CLAUDE_CONFIG_DIR'] || join(homedir(), '.claude'));
     return discoverClaudeCodeHooks({
       projectDir: cwd,
       files: config.hooks.files,
@@ -329,7 +330,7 @@ export class AgentService {
           return `${describeChange(run)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch ${folder} ${file}\`)`;
         // The project's `.claude` holds what its hooks run (`"$CLAUDE_PROJECT_DIR"/.claude/hooks/…`):
         // each file and folder in it is judged the same way (the user's own `~/.claude` is kept).
-        if (writes === undefined || folder !== join(resolve(cwd), '.claude') || realOr(folder) === userClaude)
+        if (writes === undefined || folder !== join(resolve(cwd), '.claude') || real(folder) === userClaude)
           return undefined;
         const under = entriesUnder(folder);
         if ('cut' in under) return `${under.cut}: not all of it was checked, so ${sandboxed}`;
@@ -1141,12 +1142,3 @@ function costOf(
     usage.outputTokens * price.output;
   return { costUsd: cost / 1_000_000 };
 }
-
-/** `path`'s real path, else `path` as it is (missing). */
-const realOr = (path: string): string => {
-  try {
-    return realpathSync(path);
-  } catch {
-    return resolve(path);
-  }
-};

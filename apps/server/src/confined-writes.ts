@@ -96,7 +96,8 @@ const SLACK_MS = 2000;
 /** Files found moved into place, kept: the oldest go first once there are more. */
 const MAX_MOVED = 1000;
 
-const real = (path: string): string => {
+/** `path`'s real path, else `path` resolved as it is (missing). */
+export const real = (path: string): string => {
   try {
     return realpathSync(path);
   } catch {
