@@ -992,7 +992,7 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
         written += chunk.length;
       }
       await expect
-        .poll(() => (front.ack(viewer, session.id, received), received), { timeout: 60_000, interval: 200 })
+        .poll(() => (front.ack(viewer, session.id, received), received), { timeout: 110_000, interval: 200 })
         .toBe(written);
     } finally {
       await front.close();
