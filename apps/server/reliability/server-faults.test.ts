@@ -222,14 +222,13 @@ describe('symlink escapes', () => {
     mkdirSync(join(work, 'a'));
     symlinkSync('../dir-link', join(work, 'a', 'nested'));
     // A racer flips `race` between a real directory and a link to the outside while the writes run.
-    const racer = spawn(
-      '/bin/sh',
-      [
-        '-c',
-        `cd '${work}' && while :; do mkdir race 2>/dev/null; rmdir race 2>/dev/null; ln -s '${outside}' race 2>/dev/null; rm -f race; done`,
-      ],
-      { stdio: 'ignore' },
-    );
+    // One process with no children: once it is reaped, nothing of it can still make an entry (a
+    // shell's `ln` in flight as the shell died once made `race/outside` during the cleanup).
+    const flip = `const fs = require('fs'); const race = ${JSON.stringify(join(work, 'race'))};
+      for (;;) for (const step of [() => fs.mkdirSync(race), () => fs.rmdirSync(race),
+        () => fs.symlinkSync(${JSON.stringify(outside)}, race), () => fs.unlinkSync(race)])
+        try { step(); } catch {}`;
+    const racer = spawn(process.execPath, ['-e', flip], { stdio: 'ignore' });
     const calls = [
       { name: 'write_file', args: { path: 'dangling', content: 'escaped' } },
       { name: 'write_file', args: { path: 'dir-link/x', content: 'escaped' } },
