@@ -226,27 +226,39 @@ type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
 /**
  * What a run left in its cwd's git index that the user's next `git status` there enters with its
  * own config (a `core.fsmonitor` runs unconfined): a nested repository staged as a gitlink that was
- * not there when the run started, with the keys of its config that name a program. The sandbox
- * cannot keep it read-only (made and staged in one command); this says so once the run ended.
+ * not there when the run started, or one that was whose git dir or program keys changed (a
+ * `core.fsmonitor` added), with the keys of its config that name a program. The sandbox cannot keep
+ * it read-only (made and staged in one command); this says so once the run ended.
  */
 async function embeddedWarning(
   cwd: string,
   before: readonly EmbeddedRepository[],
-): Promise<{ message: string; added: EmbeddedRepository[] } | undefined> {
+): Promise<{ message: string; added: { path: string; programs: readonly string[] }[] } | undefined> {
   const after = await embeddedRepositories(cwd);
   if (after === undefined)
     return {
       message: `${join(cwd, '.git', 'index')} is no longer an index git can read: check \`git ls-files -s | grep ^160000\` before running git there`,
       added: [],
     };
-  const added = after.filter((repository) => !before.some(({ path }) => path === repository.path));
-  if (added.length === 0) return undefined;
-  const programs = added
+  const earlier = new Map(before.map((repository) => [repository.path, repository.fingerprint]));
+  const changed = after.filter((repository) => earlier.get(repository.path) !== repository.fingerprint);
+  if (changed.length === 0) return undefined;
+  const staged = changed.filter(({ path }) => !earlier.has(path));
+  const altered = changed.filter(({ path }) => earlier.has(path));
+  const list = (repositories: readonly EmbeddedRepository[]): string =>
+    repositories.map(({ path }) => JSON.stringify(path)).join(', ');
+  const what = [
+    ...(staged.length > 0 ? [`staged ${list(staged)} as nested repositories (gitlinks)`] : []),
+    ...(altered.length > 0
+      ? [`changed the git dir or config of the nested repositories ${list(altered)}`]
+      : []),
+  ].join(' and ');
+  const programs = changed
     .filter((repository) => repository.programs.length > 0)
     .map((repository) => `${JSON.stringify(repository.path)} sets ${repository.programs.join(', ')}`);
   return {
-    message: `the run staged ${added.map(({ path }) => JSON.stringify(path)).join(', ')} as nested repositories (gitlinks): your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config, or \`git rm --cached\` them`,
-    added,
+    message: `the run ${what}: your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config, or \`git rm --cached\` them`,
+    added: changed.map(({ path, programs: keys }) => ({ path, programs: keys })),
   };
 }
 

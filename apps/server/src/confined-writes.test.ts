@@ -265,7 +265,7 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
   });
 
   it(
-    "a nested repository the model staged in the project's index is named in a warning at the run's end",
+    "a nested repository the model staged in the project's index, or whose config it changed once staged, is named in a warning at the run's end",
     { timeout: 90_000 },
     async () => {
       const { project } = folders('embedded');
@@ -283,27 +283,34 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
         { FAKE_PROVIDER_KEY: 'k' },
       );
       const warnings: string[] = [];
-      let ended: { nestedRepositories?: unknown } = {};
+      const ended: { nestedRepositories?: unknown }[] = [];
       try {
         const client = await connectGateway(server.url, { token: server.token });
         await client.subscribe(['agent.*']);
-        const done = new Promise<void>((resolve) =>
-          client.onEvent((topic, params) => {
-            const event = params as { kind?: string; message?: string };
-            if (topic === 'agent.hook' && event.kind === 'warning') warnings.push(String(event.message));
-            if (topic === 'agent.done') {
-              ended = params as typeof ended;
-              resolve();
-            }
-          }),
+        let resolveDone = (): void => undefined;
+        client.onEvent((topic, params) => {
+          const event = params as { kind?: string; message?: string };
+          if (topic === 'agent.hook' && event.kind === 'warning') warnings.push(String(event.message));
+          if (topic === 'agent.done') {
+            ended.push(params as (typeof ended)[number]);
+            resolveDone();
+          }
+        });
+        const run = async (command: string): Promise<void> => {
+          const done = new Promise<void>((resolve) => (resolveDone = resolve));
+          await client.request('agent.run', { prompt: JSON.stringify([command]), cwd: project });
+          await done;
+        };
+        await run(
+          [
+            'mkdir vendor && cd vendor && git init -q && git config core.pager "less"',
+            'touch f && git add f && git -c user.name=m -c user.email=m@m commit -qm v',
+            'cd .. && git add vendor && echo staged',
+          ].join(' && '),
         );
-        const staged = [
-          'mkdir vendor && cd vendor && git init -q && git config core.fsmonitor "touch pwned; false"',
-          'touch f && git add f && git -c user.name=m -c user.email=m@m commit -qm v',
-          'cd .. && git add vendor && echo staged',
-        ].join(' && ');
-        await client.request('agent.run', { prompt: JSON.stringify([staged]), cwd: project });
-        await done;
+        await run('echo nothing changed');
+        // Staged already: the repository itself is the model's to change, its config included.
+        await run('git -C vendor config core.fsmonitor "touch pwned; false"');
         await client.close();
       } finally {
         await server.stop();
@@ -312,11 +319,18 @@ describe.skipIf(!linux)('an aleph.toml written by the model', () => {
       expect(git(project, 'ls-files', '-s', 'vendor').stdout).toMatch(/^160000 /);
       expect(warnings).toEqual([
         expect.stringMatching(
-          /^the run staged "vendor" as nested repositories \(gitlinks\): your next `git status`.* — "vendor" sets core\.fsmonitor;/,
+          /^the run staged "vendor" as nested repositories \(gitlinks\): your next `git status`.* — "vendor" sets core\.pager;/,
+        ),
+        expect.stringMatching(
+          /^the run changed the git dir or config of the nested repositories "vendor": your next `git status`.* — "vendor" sets core\.pager, core\.fsmonitor;/,
         ),
       ]);
-      // The run's result says it too.
-      expect(ended.nestedRepositories).toEqual([{ path: 'vendor', programs: ['core.fsmonitor'] }]);
+      // The runs' results say it too; the one that changed nothing names none.
+      expect(ended.map((done) => done.nestedRepositories)).toEqual([
+        [{ path: 'vendor', programs: ['core.pager'] }],
+        undefined,
+        [{ path: 'vendor', programs: ['core.pager', 'core.fsmonitor'] }],
+      ]);
     },
   );
 

@@ -16,6 +16,7 @@ import { ToolService } from '@aleph/harness';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerPtys } from './agent-ptys.js';
 import { builtinTools, SHELL_OUTPUT_CAP, type Goal } from './tools.js';
+import { LIST_MAX_CHARS, LIST_MAX_ENTRIES } from './workdir-files.js';
 
 let dir: string;
 const ptys = new ServerPtys({ killStepMs: 100 }, { maxSessions: 4, killStepMs: 100 });
@@ -54,6 +55,45 @@ describe('built-in tools', () => {
     });
     expect(readFileSync(join(dir, 'src/a.txt'), 'utf8')).toBe('$1 two two');
     expect(await call('list_files', {})).toMatchObject({ output: expect.stringContaining('src/') });
+  });
+
+  it('list_files reads a folder of many entries only up to its bound, and says the rest was not listed', async () => {
+    const many = join(dir, 'many');
+    mkdirSync(many);
+    for (let i = 0; i < LIST_MAX_ENTRIES + 5; i++)
+      writeFileSync(join(many, `f${String(i).padStart(5, '0')}`), '');
+    const listed = (await call('list_files', { path: 'many' })) as { output: string; isError?: boolean };
+    const lines = listed.output.split('\n');
+    expect(lines).toHaveLength(LIST_MAX_ENTRIES + 1);
+    expect(lines.slice(0, -1)).toEqual([...lines.slice(0, -1)].sort());
+    expect(lines.at(-1)).toMatch(
+      /^\[10000 entries listed, more not: a listing stops at 10,000 entries or 256 KiB of names;/,
+    );
+    // Long names: the bound in characters comes first.
+    const long = join(dir, 'long');
+    mkdirSync(long);
+    for (let i = 0; i < 1100; i++)
+      writeFileSync(join(long, `${String(i).padStart(4, '0')}${'x'.repeat(240)}`), '');
+    const cut = (await call('list_files', { path: 'long' })) as { output: string };
+    expect(cut.output.length).toBeLessThan(LIST_MAX_CHARS + 400);
+    expect(cut.output).toMatch(/\n\[\d+ entries listed, more not:/);
+    // A folder within the bounds is listed whole, with no note.
+    rmSync(join(many, 'f00000'));
+    for (let i = 6; i < LIST_MAX_ENTRIES; i++) rmSync(join(many, `f${String(i).padStart(5, '0')}`));
+    expect(await call('list_files', { path: 'many' })).toEqual({
+      output: [
+        'f00001',
+        'f00002',
+        'f00003',
+        'f00004',
+        'f00005',
+        'f10000',
+        'f10001',
+        'f10002',
+        'f10003',
+        'f10004',
+      ].join('\n'),
+    });
   });
 
   it('a path with a NUL byte is an invalid call naming it, for each file tool', () => {

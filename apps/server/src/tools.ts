@@ -14,6 +14,8 @@ import {
   confine,
   deniedBy,
   listInside,
+  LIST_MAX_CHARS,
+  LIST_MAX_ENTRIES,
   openInside,
   type ProtectedEntry,
   ProtectedSet,
@@ -348,8 +350,12 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
     claim: ({ path }) => ({ kind: 'shared', keys: [pathKey(path ?? '.')] }),
     execute: ({ path }) =>
       guarded(async () => {
-        const names = await listInside(env.cwd, path ?? '.', guard);
-        return { output: names.join('\n') || '(empty)' };
+        const { names, more } = await listInside(env.cwd, path ?? '.', guard);
+        const listing = names.join('\n') || '(empty)';
+        if (!more) return { output: listing };
+        return {
+          output: `${listing}\n[${names.length} entries listed, more not: a listing stops at ${LIST_MAX_ENTRIES.toLocaleString('en-US')} entries or ${LIST_MAX_CHARS / 1024} KiB of names; these are the first the folder gave, sorted; use the shell to list the rest, e.g. \`ls | head\`, \`find . -maxdepth 1 -name '*.ts'\`]`,
+        };
       }),
   };
 

@@ -25,7 +25,7 @@ import {
   type BigIntStats,
   type Stats,
 } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, opendir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 
 const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
@@ -294,16 +294,45 @@ export async function openInside(
   }
 }
 
-/** The entries of the directory `path` inside `root` (a protected directory is refused like a file). */
-export async function listInside(root: string, path: string, guard: Guard = {}): Promise<string[]> {
+/** The most entries `listInside` reads, and the most characters of their names. */
+export const LIST_MAX_ENTRIES = 10_000;
+export const LIST_MAX_CHARS = 256 * 1024;
+
+/**
+ * The entries of the directory `path` inside `root` (a protected directory is refused like a file),
+ * sorted, directories ending in `/`. Read one at a time and at most `LIST_MAX_ENTRIES` of them or
+ * `LIST_MAX_CHARS` characters of names (a folder of a million files must not fill the server's
+ * memory): `more` says some were left unread, and those listed are then the first the directory
+ * gave, not the first by name.
+ */
+export async function listInside(
+  root: string,
+  path: string,
+  guard: Guard = {},
+): Promise<{ names: string[]; more: boolean }> {
   const real = confine(root, path, guard.denied);
   const realRoot = realpathSync(root);
   const protectedNow = guard.protection?.current() ?? new Map<string, ProtectedEntry>();
   const check = (handle: FileHandle): Promise<void> => checkIdentity(handle, protectedNow, 'read', path);
   const directory = await openDirectory(realRoot, real, false, check, relative(realRoot, real) || '.');
   try {
-    const entries = await readdir(AT_FD ? `/proc/self/fd/${directory.fd}` : real, { withFileTypes: true });
-    return entries.map((entry) => (entry.isDirectory() ? `${entry.name}/` : entry.name)).sort();
+    const names: string[] = [];
+    let chars = 0;
+    let more = false;
+    const entries = await opendir(AT_FD ? `/proc/self/fd/${directory.fd}` : real, { bufferSize: 256 });
+    try {
+      for (let entry = await entries.read(); entry !== null; entry = await entries.read()) {
+        if (names.length === LIST_MAX_ENTRIES || chars + entry.name.length > LIST_MAX_CHARS) {
+          more = true;
+          break;
+        }
+        names.push(entry.isDirectory() ? `${entry.name}/` : entry.name);
+        chars += entry.name.length + 1;
+      }
+    } finally {
+      await entries.close();
+    }
+    return { names: names.sort(), more };
   } finally {
     await directory.close();
   }

@@ -6,7 +6,11 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { embeddedRepositories } from './embedded-repositories.js';
+import { embeddedRepositories, type EmbeddedRepository } from './embedded-repositories.js';
+
+/** Each repository's path and program keys (its fingerprint is compared between looks, not shown). */
+const named = (found: readonly EmbeddedRepository[] | undefined) =>
+  found?.map(({ path, programs }) => ({ path, programs }));
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-embedded-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -44,7 +48,7 @@ it('names a repository staged as a gitlink (not a cloned submodule), in every in
   git(project, 'add', 'plain');
   for (const version of ['2', '3', '4']) {
     git(project, 'update-index', '--index-version', version);
-    expect(await embeddedRepositories(project), `index version ${version}`).toEqual([
+    expect(named(await embeddedRepositories(project)), `index version ${version}`).toEqual([
       { path: 'plain', programs: [] },
       { path: 'vendor/deep', programs: ['core.fsmonitor', 'alias.st'] },
     ]);
@@ -101,4 +105,43 @@ it('outside a repository it answers none without starting git (a fork of the cal
     process.env['PATH'] = path;
     rmSync(plain, { recursive: true, force: true });
   }
+});
+
+it('reads a `.git` file as git does: a path after `gitdir: ` that starts with a blank is not the one in .git/modules', async () => {
+  const project = join(root, 'blank-gitdir');
+  repository(project);
+  // git's path is ` ../.git/modules/x` (blank and all), a folder the model made beside `.git`'s.
+  const made = join(project, 'sub', ' ..', '.git', 'modules', 'x');
+  mkdirSync(join(project, 'sub', ' ..', '.git', 'modules'), { recursive: true });
+  git(project, 'init', '-q', '--separate-git-dir', made, 'sub');
+  git(join(project, 'sub'), 'commit', '-q', '--allow-empty', '-m', 's');
+  git(join(project, 'sub'), 'config', 'core.fsmonitor', 'touch /nonexistent/pwned');
+  writeFileSync(join(project, 'sub', '.git'), 'gitdir:  ../.git/modules/x\n');
+  git(project, '-c', 'core.fsmonitor=false', 'add', 'sub');
+  expect(named(await embeddedRepositories(project))).toEqual([{ path: 'sub', programs: ['core.fsmonitor'] }]);
+});
+
+it("a staged repository's fingerprint changes with its program keys' values, its config.worktree's, and its git dir", async () => {
+  const project = join(root, 'staged-before');
+  repository(project);
+  repository(join(project, 'vendor'));
+  git(join(project, 'vendor'), 'config', 'core.pager', 'less');
+  git(project, 'add', 'vendor');
+  git(project, 'commit', '-qm', 'vendor');
+  const look = async () => (await embeddedRepositories(project))?.[0];
+  const first = await look();
+  expect(first?.programs).toEqual(['core.pager']);
+  expect((await look())?.fingerprint).toBe(first?.fingerprint); // nothing changed
+  git(join(project, 'vendor'), 'config', 'user.name', 'someone'); // no program: the same
+  expect((await look())?.fingerprint).toBe(first?.fingerprint);
+  git(join(project, 'vendor'), 'config', 'core.pager', 'touch /nonexistent/pwned; less');
+  const second = await look();
+  expect(second?.fingerprint).not.toBe(first?.fingerprint);
+  writeFileSync(
+    join(project, 'vendor', '.git', 'config.worktree'),
+    '[core]\n\tfsmonitor = touch /nonexistent/pwned\n',
+  );
+  const third = await look();
+  expect(third?.programs).toEqual(['core.pager', 'core.fsmonitor']);
+  expect(third?.fingerprint).not.toBe(second?.fingerprint);
 });

@@ -9,7 +9,8 @@
 // HOME from this process's environment, and a time bound (a config that is a FIFO must not hold
 // the caller).
 import { execFile } from 'node:child_process';
-import { lstatSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { isWithin } from './policy.js';
 
@@ -26,11 +27,17 @@ export interface EmbeddedRepository {
    * `clean`, an `include.path` (another config)… Empty when none, or when it has no config.
    */
   readonly programs: readonly string[];
+  /**
+   * Equal from one look to the next while git enters the same git dir there and its config's
+   * program keys have the same values: a change of either between two looks (a `core.fsmonitor`
+   * added to a repository that was staged already) is a change to report like a new repository.
+   */
+  readonly fingerprint: string;
 }
 
 /** Config keys whose value is a program to run (or another config to read). */
 const PROGRAM_KEY =
-  /^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass)|diff\.external|sequence\.editor|gpg\.(.+\.)?program|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|include\.path|includeif\..+\.path|uploadpack\.packobjectshook|core\.alternaterefscommand)$/;
+  /^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)|pager\..+|diff\.external|sequence\.editor|interactive\.difffilter|gpg\.(.+\.)?program|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|remote\..+\.(uploadpack|receivepack|proxy)|submodule\..+\.update|trailer\..+\.(command|cmd)|sendemail\.(.+\.)?(smtpserver|sendmailcmd)|(man|browser)\..+\.(cmd|path)|web\.browser|include\.path|includeif\..+\.path|uploadpack\.packobjectshook)$/;
 
 type Ran = { ok: true; stdout: Buffer } | { ok: false; stderr: string };
 
@@ -80,8 +87,13 @@ export async function embeddedRepositories(cwd: string): Promise<EmbeddedReposit
   }
   const found: EmbeddedRepository[] = [];
   for (const path of paths) {
-    const gitDir = ownGitDir(cwd, path);
-    if (gitDir !== undefined) found.push({ path, programs: await programKeys(gitDir) });
+    const gitDir = await ownGitDir(cwd, path);
+    if (gitDir === undefined) continue;
+    const { keys, settings } = await programSettings(gitDir);
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([gitDir, settings]))
+      .digest('hex');
+    found.push({ path, programs: keys, fingerprint });
   }
   return found;
 }
@@ -95,23 +107,41 @@ function inRepository(cwd: string): boolean {
   }
 }
 
-/** The git dir git would enter for the gitlink's folder, unless it is one of `.git/modules` (or none). */
-function ownGitDir(cwd: string, path: string): string | undefined {
+/**
+ * The git dir git would enter for the gitlink's folder (its real path), unless it is one of
+ * `.git/modules` (or none). A `.git` file is read by git itself (`rev-parse --resolve-git-dir`):
+ * its syntax is git's (`gitdir: ` then the path, blanks and all), and a link on the way counts.
+ */
+async function ownGitDir(cwd: string, path: string): Promise<string | undefined> {
   const dotGit = join(cwd, path, '.git');
+  let stat;
   try {
-    const stat = lstatSync(dotGit);
-    if (!stat.isFile()) return dotGit; // a folder (or a link to one): a repository of its own
-    const named = /^gitdir:\s*(.+?)\s*$/m.exec(readFileSync(dotGit, 'utf8'))?.[1];
-    if (named === undefined) return dotGit;
-    const gitDir = resolve(dirname(dotGit), named);
-    return isWithin(gitDir, join(cwd, '.git', 'modules')) ? undefined : gitDir;
+    stat = statSync(dotGit, { throwIfNoEntry: false }); // a link is followed, as git follows it
   } catch {
-    return undefined; // not checked out: git does not enter it
+    stat = undefined;
   }
+  if (stat === undefined) return undefined; // not checked out: git does not enter it
+  if (!stat.isFile()) return realOr(dotGit); // a folder: a repository of its own
+  const resolved = await git(cwd, ['rev-parse', '--resolve-git-dir', dotGit]);
+  // Not a git dir git can enter now: named as the folder's own, what it names unknown.
+  if (!resolved.ok) return realOr(dotGit);
+  const gitDir = realOr(resolve(cwd, resolved.stdout.toString('utf8').replace(/\n$/, '')));
+  return isWithin(gitDir, realOr(join(cwd, '.git', 'modules'))) ? undefined : gitDir;
 }
 
-/** The program keys of a git dir's config (its common dir's, for a worktree's). */
-async function programKeys(gitDir: string): Promise<string[]> {
+const realOr = (path: string): string => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+};
+
+/**
+ * The program keys of a git dir's config (its common dir's, for a worktree's, and its
+ * `config.worktree`), and each with its values, in git's order.
+ */
+async function programSettings(gitDir: string): Promise<{ keys: string[]; settings: string[] }> {
   let configDir = gitDir;
   try {
     const common = readFileSync(join(gitDir, 'commondir'), 'utf8').trim();
@@ -119,19 +149,30 @@ async function programKeys(gitDir: string): Promise<string[]> {
   } catch {
     // no commondir: the git dir holds its own config
   }
-  const config = join(configDir, 'config');
-  const stat = lstatSync(config, { throwIfNoEntry: false });
-  if (stat === undefined) return [];
-  if (!stat.isFile()) return ['config (not a regular file)'];
-  const listed = await git(configDir, ['config', '--file', config, '--list', '-z']);
-  if (!listed.ok) return ['config (unreadable to git)'];
   const keys = new Set<string>();
-  for (const entry of listed.stdout.toString('utf8').split('\0')) {
-    const newline = entry.indexOf('\n');
-    const key = (newline < 0 ? entry : entry.slice(0, newline)).toLowerCase();
-    const value = newline < 0 ? '' : entry.slice(newline + 1);
-    if (PROGRAM_KEY.test(key) || (key.startsWith('alias.') && value.trimStart().startsWith('!')))
-      keys.add(key);
+  const settings: string[] = [];
+  for (const config of [join(configDir, 'config'), join(gitDir, 'config.worktree')]) {
+    const stat = lstatSync(config, { throwIfNoEntry: false });
+    if (stat === undefined) continue;
+    const name = config.endsWith('.worktree') ? 'config.worktree' : 'config';
+    if (!stat.isFile()) {
+      keys.add(`${name} (not a regular file)`);
+      continue;
+    }
+    const listed = await git(configDir, ['config', '--file', config, '--list', '-z']);
+    if (!listed.ok) {
+      keys.add(`${name} (unreadable to git)`);
+      continue;
+    }
+    for (const entry of listed.stdout.toString('utf8').split('\0')) {
+      const newline = entry.indexOf('\n');
+      const key = (newline < 0 ? entry : entry.slice(0, newline)).toLowerCase();
+      const value = newline < 0 ? '' : entry.slice(newline + 1);
+      if (PROGRAM_KEY.test(key) || (key.startsWith('alias.') && value.trimStart().startsWith('!'))) {
+        keys.add(key);
+        settings.push(`${key}=${value}`);
+      }
+    }
   }
-  return [...keys];
+  return { keys: [...keys], settings };
 }
