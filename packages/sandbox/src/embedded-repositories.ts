@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
+import { PROGRAM_KEY } from './internal/project-mounts.js';
 import { isWithin } from './policy.js';
 
 /** The most of git's output read (an index of a few million entries); more is "could not tell". */
@@ -34,10 +35,6 @@ export interface EmbeddedRepository {
    */
   readonly fingerprint: string;
 }
-
-/** Config keys whose value is a program to run (or another config to read). */
-const PROGRAM_KEY =
-  /^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)|pager\..+|diff\.external|sequence\.editor|interactive\.difffilter|gpg\.(.+\.)?program|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|remote\..+\.(uploadpack|receivepack|proxy)|submodule\..+\.update|trailer\..+\.(command|cmd)|sendemail\.(.+\.)?(smtpserver|sendmailcmd)|(man|browser)\..+\.(cmd|path)|web\.browser|include\.path|includeif\..+\.path|uploadpack\.packobjectshook)$/;
 
 type Ran = { ok: true; stdout: Buffer } | { ok: false; stderr: string };
 

@@ -335,13 +335,29 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     writeFileSync(join(p.dir, 'shared.gitconfig'), '[include]\n\tpath = nested.gitconfig\n');
     writeFileSync(join(p.dir, 'nested.gitconfig'), '[alias]\n\tlint = !tools/lint.sh --all\n');
     writeFileSync(join(p.dir, 'tools', 'lint.sh'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    // Scripts run through an interpreter, named in quotes, or on a continued line.
+    writeFileSync(join(p.dir, 'clean.py'), 'pass\n');
+    mkdirSync(join(p.dir, 'tools', 'conv dir'));
+    writeFileSync(join(p.dir, 'tools', 'conv dir', 'conv.js'), '\n');
+    writeFileSync(join(p.dir, 'tools', 'up.sh'), '#!/bin/sh\n');
     for (const [key, value] of [
       ['include.path', '../shared.gitconfig'],
       ['includeIf.gitdir:/.path', '../absent.gitconfig'],
-      ['core.fsmonitor', 'tools/watch.sh'],
+      ['core.fsmonitor', 'sh tools/watch.sh'],
+      ['filter.x.clean', 'python3 clean.py %f'],
+      ['diff.conv.textconv', 'node "tools/conv dir/conv.js"'],
     ])
       expect(git(p.dir, 'config', '--add', key!, value!).status).toBe(0);
-    const files = ['shared.gitconfig', 'nested.gitconfig', 'tools/watch.sh', 'tools/lint.sh'];
+    appendFileSync(join(p.dir, '.git', 'config'), '[alias]\n\tup = !git fetch && \\\n  tools/up.sh\n');
+    const files = [
+      'shared.gitconfig',
+      'nested.gitconfig',
+      'tools/watch.sh',
+      'tools/lint.sh',
+      'clean.py',
+      'tools/conv dir/conv.js',
+      'tools/up.sh',
+    ];
     const before = new Map(files.map((file) => [file, readFileSync(join(p.dir, file), 'utf8')]));
     const box = createSandbox({ network: 'off' }, { mode: 'required', home: p.home });
     const wrapped = box.wrap({
@@ -354,6 +370,9 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
           `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> absent.gitconfig`,
           `echo '${EVIL}' >> tools/watch.sh`,
           `echo '${EVIL}' >> tools/lint.sh`,
+          `echo '${EVIL}' >> clean.py`,
+          `echo '${EVIL}' >> 'tools/conv dir/conv.js'`,
+          `echo '${EVIL}' >> tools/up.sh`,
           'mv tools tools.x',
           'echo ok > tools/other && echo writable',
         ].join('; '),

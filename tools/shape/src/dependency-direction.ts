@@ -57,7 +57,8 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
       // The bench's baseline reads a pty with node-pty directly, to measure the gateway against it.
       dev: ['node-pty'],
     },
-    sandbox: { runtime: [] },
+    // shell-quote: the words of a git config value a shell runs, as the shell splits them.
+    sandbox: { runtime: ['shell-quote'] },
     // The real MCP servers the tests start come from npm, as users run them.
     mcp: {
       runtime: ['@modelcontextprotocol/sdk', 'zod'],

@@ -23,6 +23,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
+import { parse as parseShell } from 'shell-quote';
 import { SandboxError } from '../errors.js';
 import { isWithin, type ResolvedPolicy } from '../policy.js';
 
@@ -175,6 +176,41 @@ export function gitConfigValue(raw: string): string {
   return value;
 }
 
+/**
+ * Config keys whose value is a program git (or the user's editor, ssh, gpg, pager) runs, or a
+ * config it reads (`filter.lfs.clean`, `core.fsmonitor`), lower case but for a subsection.
+ */
+export const PROGRAM_KEY =
+  /^(core\.(fsmonitor|hookspath|sshcommand|pager|editor|askpass|gitproxy|alternaterefscommand)|pager\..+|diff\.external|sequence\.editor|interactive\.difffilter|gpg\.(.+\.)?program|credential\.(.+\.)?helper|filter\..+\.(clean|smudge|process)|diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|remote\..+\.(uploadpack|receivepack|proxy)|submodule\..+\.update|trailer\..+\.(command|cmd)|sendemail\.(.+\.)?(smtpserver|sendmailcmd)|(man|browser)\..+\.(cmd|path)|web\.browser|include\.path|includeif\..+\.path|uploadpack\.packobjectshook)$/;
+
+/** A config's lines, a value continued with a `\\` at its line's end joined to the next as git does. */
+function configLines(text: string): string[] {
+  const lines: string[] = [];
+  let pending = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.replace(/\r$/, '');
+    const trailing = /\\+$/.exec(line)?.[0].length ?? 0;
+    if (trailing % 2 === 1) pending += line.slice(0, -1);
+    else {
+      lines.push(pending + line);
+      pending = '';
+    }
+  }
+  if (pending !== '') lines.push(pending);
+  return lines;
+}
+
+/** The words a shell would make of `command` (quotes removed, variables left empty, operators dropped). */
+function shellWords(command: string): string[] {
+  try {
+    return parseShell(command, () => '').filter(
+      (token): token is string => typeof token === 'string' && token !== '',
+    );
+  } catch {
+    return command.split(/\s+/).filter((word) => word !== '');
+  }
+}
+
 /** The paths `config` and the files it includes (a few levels, as git follows them) name. */
 export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: string): GitConfigPaths {
   let text: string;
@@ -184,6 +220,7 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
     return { includes: [], programs: [] };
   }
   let section = '';
+  let subsection = ''; // `[filter "lfs"]`: its keys are `filter.lfs.*`
   let hooks: string | undefined;
   const includes: string[] = [];
   const programs: string[] = [];
@@ -195,10 +232,13 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
     includes.push(...inner.includes);
     programs.push(...inner.programs);
   };
-  for (const raw of text.split('\n')) {
+  for (const raw of configLines(text)) {
     const line = raw.trim();
-    const header = /^\[\s*([^\]\s"]+)/.exec(line);
-    if (header !== null) section = (header[1] ?? '').toLowerCase();
+    const header = /^\[\s*([^\]\s"]+)(?:\s+"([^"]*)")?/.exec(line);
+    if (header !== null) {
+      section = (header[1] ?? '').toLowerCase();
+      subsection = header[2] === undefined ? '' : `.${header[2]}`;
+    }
     const entry = /^([A-Za-z][\w-]*)\s*=\s*(.*)$/.exec(line.replace(/^\[[^\]]*\]\s*/, ''));
     if (entry === null) continue;
     const key = (entry[1] ?? '').toLowerCase();
@@ -210,8 +250,11 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
     else if ((section === 'include' || section === 'includeif') && key === 'path') {
       if (!value.startsWith('~')) include(resolve(dirname(config), value));
     } else {
-      const program = /^!?\s*["']?([^\s"';|&]+)/.exec(value)?.[1];
-      if (program !== undefined && program.includes('/')) programs.push(resolve(cwd, program));
+      // Every word a shell would pass (`sh tools/watch.sh`, `python3 clean.py %f`): the script an
+      // interpreter runs is the program as much as the interpreter. Only existing files are kept.
+      const program = PROGRAM_KEY.test(`${section}${subsection}.${key}`) || value.trimStart().startsWith('!');
+      for (const word of shellWords(value.trimStart().replace(/^!/, '')))
+        if (program || word.includes('/')) programs.push(resolve(cwd, word));
     }
   }
   return { ...(hooks === undefined ? {} : { hooks }), includes, programs };
