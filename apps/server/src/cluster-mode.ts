@@ -8,6 +8,7 @@ import type { PtyManager } from '@aleph/pty';
 import type { TerminalHost } from '@aleph/cluster';
 import type { SessionLoad, SessionStore, SessionSummary } from '@aleph/harness';
 import type { Logger } from 'pino';
+import type { ConfinedWrites } from './confined-writes.js';
 import { z } from 'zod';
 
 const name = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, { error: 'must be 1-64 letters, digits, _ or -' });
@@ -94,9 +95,11 @@ export async function startClusterMode(
     readonly logger: Logger;
     readonly summarize: (sessionId: string, load: SessionLoad, live: boolean) => SessionSummary;
     readonly secret: string;
+    /** This node's windows of agent runs: shared with every node, and every node's read into it. */
+    readonly confinedWrites?: ConfinedWrites | undefined;
   },
 ): Promise<ClusterMode> {
-  const { logger, summarize, secret } = options;
+  const { logger, summarize, secret, confinedWrites } = options;
   const cluster = await import('@aleph/cluster');
   const connection = await cluster.connectCluster({
     servers: config.servers,
@@ -119,6 +122,15 @@ export async function startClusterMode(
       isLive: async (sessionId) => (await queue.holder(sessionId)) !== undefined,
     });
     const bus = await cluster.JetStreamEventBus.open(connection);
+    // The nodes share the projects' files: a file a run changed on one node is distrusted on every
+    // node. Read whole before this node runs anything; its own entries go to the others.
+    const records = await cluster.JetStreamRecordLog.open(connection, {
+      onError: (error) => logger.warn({ component: 'cluster', err: error }, 'a run window was not shared'),
+    });
+    if (confinedWrites !== undefined) {
+      await records.follow((record, node) => confinedWrites.absorb(record, node));
+      confinedWrites.share((entry) => void records.append(entry));
+    }
     const terminals = await cluster.ClusterTerminals.open(connection, bus, {
       secret,
       onError: (error, what) => logger.warn({ component: 'cluster', err: error }, what),
@@ -153,6 +165,7 @@ export async function startClusterMode(
       health: () => connection.health,
       nodes: () => connection.nodes(),
       async close() {
+        records.close();
         await terminals.close();
         await queue.close();
         await connection.close();

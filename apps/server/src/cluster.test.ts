@@ -60,11 +60,21 @@ const slowSteps: Brain = (conversation) => {
   };
 };
 const SLOW = 'three slow steps';
-/** `slowSteps` for the run of that prompt, `tenSteps` for the others. */
+/** A run whose prompt is `RUN: <command>`: that one command, then a stop. */
+const RUN = 'RUN: ';
+const oneCommand: Brain = (conversation) => {
+  const command = conversation.find((turn) => turn.role === 'user')?.text.slice(RUN.length) ?? '';
+  return conversation.some((turn) => turn.role === 'tool')
+    ? { text: 'ran it\nVERDICT: PASS' }
+    : { call: { name: 'shell', args: { command } } };
+};
+/** `slowSteps` for the run of that prompt, `oneCommand` for a `RUN:`, `tenSteps` for the others. */
 const brain: Brain = (conversation, request) =>
   conversation.some((turn) => turn.role === 'user' && turn.text.includes(SLOW))
     ? slowSteps(conversation, request)
-    : tenSteps(conversation, request);
+    : conversation.some((turn) => turn.role === 'user' && turn.text.startsWith(RUN))
+      ? oneCommand(conversation, request)
+      : tenSteps(conversation, request);
 
 /** Processes whose working folder is in `folder` (a run's commands), as `pid command`. */
 function processesIn(folder: string): string[] {
@@ -261,6 +271,59 @@ describe.skipIf(binary === undefined)(
         `refused: "node.nk" is under ${seedFile}, denied by [cluster] nkey_file (the cluster's NATS credentials)`,
       );
       await node.stop();
+    });
+
+    it("distrusts, on a node that joins later, a project's hooks file a run changed on another node: its hooks run in the sandbox", async () => {
+      const project = join(work, 'shared-project');
+      const sub = join(project, 'sub');
+      mkdirSync(project, { recursive: true });
+      const pwned = join(work, 'cluster-hooks-ran-outside');
+      const hooks = `{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"echo ran >> hook-ran; touch ${pwned}"}]}]}}`;
+      const sandboxed = async (node: string): Promise<ServerProcess> => {
+        const started = await startServerProcess(
+          config(node, 'writes').replace('[sandbox]\nmode = "off"', '[sandbox]\nmode = "required"'),
+          providerKey,
+        );
+        servers.push(started);
+        return started;
+      };
+      const runOn = async (node: ServerProcess, cwd: string, prompt: string): Promise<string[]> => {
+        const viewer = await client(node);
+        await viewer.subscribe(['agent.*']);
+        const warnings: string[] = [];
+        let runId = '';
+        const done = new Promise<void>((resolve) =>
+          viewer.onEvent((topic, params) => {
+            const event = params as { runId?: string; kind?: string; message?: string };
+            if (event.runId !== runId) return;
+            if (topic === 'agent.hook' && event.kind === 'warning') warnings.push(String(event.message));
+            if (topic === 'agent.done') resolve();
+          }),
+        );
+        ({ runId } = await viewer.request<{ runId: string }>('agent.run', { prompt, cwd }));
+        await done;
+        return warnings;
+      };
+      const [a] = await Promise.all([sandboxed('a'), sandboxed('b')]);
+      await runOn(
+        a,
+        project,
+        `${RUN}mkdir -p sub/.claude && printf '%s' '${hooks}' > sub/.claude/settings.json && echo planted`,
+      );
+      expect(existsSync(join(sub, '.claude', 'settings.json'))).toBe(true);
+      for (const node of servers.splice(0)) {
+        await node.stop();
+        rmSync(node.stateDir, { recursive: true, force: true });
+      }
+      // A node with a state dir of its own that knew nothing of that run: it reads the cluster's.
+      const warnings = await runOn(await sandboxed('c'), sub, `${RUN}echo second`);
+      expect(warnings).toEqual([
+        expect.stringMatching(
+          /^\.claude\/settings\.json: changed during agent run \S+ in .*, whose commands could write there: its hooks run in the sandbox/,
+        ),
+      ]);
+      expect(readFileSync(join(sub, 'hook-ran'), 'utf8')).toBe('ran\n'); // it ran, confined
+      expect(existsSync(pwned)).toBe(false);
     });
 
     it('runs a run submitted on one node somewhere, and its client sees every event and the model’s stop; its spans name the node', async () => {

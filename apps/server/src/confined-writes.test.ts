@@ -49,6 +49,34 @@ describe('ConfinedWrites', () => {
     expect(writes.changedDuringRun(join(sub, 'missing.json'))).toBeUndefined();
   });
 
+  it("shares its entries with other nodes and takes theirs: another node's run is open until any node ends it", () => {
+    const { state, project, sub } = folders('nodes');
+    const shared: object[] = [];
+    // An earlier process of this node left a run open: its end goes to the others once shared.
+    writeFileSync(
+      join(state, 'confined-writes.jsonl'),
+      `${JSON.stringify({ run: 'stale', cwd: project, from: 1 })}\n`,
+    );
+    const here = new ConfinedWrites(state);
+    here.share((entry) => shared.push(entry));
+    expect(shared).toEqual([{ run: 'stale', to: expect.any(Number) }]);
+    here.begin('local', sub)();
+    expect(shared.slice(1)).toEqual([
+      { run: 'local', cwd: sub, from: expect.any(Number), cwdChanged: expect.any(Number) },
+      { run: 'local', to: expect.any(Number) },
+    ]);
+    // A run of node n1 started an hour ago and has not ended: what changes now is distrusted.
+    const { state: other } = folders('nodes-other');
+    const there = new ConfinedWrites(other, () => Date.now() + 3_600_000);
+    there.absorb({ run: 'r1', cwd: project, from: Date.now() - 3_600_000 }, 'n1');
+    there.absorb('not an entry', 'n1');
+    writeFileSync(join(sub, 'settings.json'), '{}');
+    expect(there.changedDuringRun(join(sub, 'settings.json'))).toMatchObject({ runId: 'r1', cwd: project });
+    // Node n2 took the run over and ended it a moment ago: the window ends there.
+    there.absorb({ run: 'r1', to: Date.now() - 60_000 }, 'n2');
+    expect(there.changedDuringRun(join(sub, 'settings.json'))).toBeUndefined();
+  });
+
   it('a file changed before the run is not its (a change time the model cannot set back)', () => {
     const { state, project } = folders('before');
     writeFileSync(join(project, 'aleph.toml'), '');

@@ -11,7 +11,7 @@
 // points change the cwd), and a file found moved is remembered, with its change time, until that changes.
 // The windows are kept in the state dir (`confined-writes.jsonl`, one line at a run's start and one
 // at its end), so a restart remembers them; a window an earlier process left open ends when this
-// one starts.
+// one starts. In cluster mode every node also sends its entries to the others (`share`, `absorb`).
 import {
   appendFileSync,
   lstatSync,
@@ -155,6 +155,12 @@ export class ConfinedWrites {
   readonly #now: () => number;
   /** Files found moved into place: by their path and change time (`path\0ms`), what was found. */
   readonly #moved = new Map<string, RunChange>();
+  /** Other nodes' runs not ended yet (cluster mode), by node and run (`node\0run`). */
+  readonly #foreign = new Map<string, WriteWindow>();
+  /** Where this node's entries go besides its file (cluster mode: every other node). */
+  #share: ((entry: object) => void) | undefined;
+  /** The ends this process gave runs an earlier one left open: for the other nodes too, once shared. */
+  readonly #endedAtStart: object[] = [];
 
   /** Reads the windows kept in `stateDir` (a missing or torn file reads as what it holds). */
   constructor(stateDir: string, now: () => number = Date.now) {
@@ -201,10 +207,58 @@ export class ConfinedWrites {
       }
     }
     // Runs of an earlier process that never ended (it was killed): their window lasts until now.
-    for (const [runId, start] of begun) this.#windows.push({ runId, ...start, to: started });
+    for (const [runId, start] of begun) {
+      this.#windows.push({ runId, ...start, to: started });
+      this.#endedAtStart.push({ run: runId, to: started });
+    }
     this.#windows.sort((a, b) => a.to - b.to);
     this.#windows.splice(0, Math.max(0, this.#windows.length - MAX_WINDOWS));
     if (begun.size > 0 || text.split('\n').length > 2 * MAX_WINDOWS) this.#rewrite();
+  }
+
+  /**
+   * Cluster mode: each entry this node keeps from now on (a run's start and end, a file found
+   * moved) goes to `sink` too, for the other nodes' `absorb`; so do the ends this process gave runs
+   * an earlier one left open. The nodes share the projects' files, so each must know every node's
+   * windows.
+   */
+  share(sink: (entry: object) => void): void {
+    this.#share = sink;
+    for (const entry of this.#endedAtStart.splice(0)) sink(entry);
+  }
+
+  /**
+   * An entry another node kept (see `share`). A run of another node is open until an end of it
+   * comes from any node (a run taken over ends on the node that took it): a node that is gone for
+   * good leaves its runs' folders distrusted, which errs on the safe side.
+   */
+  absorb(entry: unknown, node: string): void {
+    if (typeof entry !== 'object' || entry === null) return;
+    const { run, cwd, from, cwdChanged, to, moved, change } = entry as Record<string, unknown>;
+    if (typeof moved === 'string' && typeof change === 'object' && change !== null) {
+      this.#remember(moved, change as RunChange);
+      return;
+    }
+    if (typeof run !== 'string') return;
+    if (typeof cwd === 'string' && typeof from === 'number') {
+      this.#foreign.set(`${node}\0${run}`, {
+        runId: run,
+        cwd,
+        from,
+        to: Infinity,
+        ...(typeof cwdChanged === 'number' ? { cwdChanged } : {}),
+      });
+    } else if (typeof to === 'number') this.#ended(run, to);
+  }
+
+  /** Closes the other nodes' windows of run `runId`: they end at `to`. */
+  #ended(runId: string, to: number): void {
+    for (const [key, window] of this.#foreign)
+      if (window.runId === runId) {
+        this.#foreign.delete(key);
+        this.#windows.push({ ...window, to: Math.max(to, window.from) });
+        if (this.#windows.length > MAX_WINDOWS) this.#windows.shift();
+      }
   }
 
   /** A run starts in `cwd`: its window opens. Returns what ends it (once). */
@@ -226,6 +280,7 @@ export class ConfinedWrites {
       const to = this.#now();
       this.#windows.push({ runId, ...start, to });
       if (this.#windows.length > MAX_WINDOWS) this.#windows.shift();
+      this.#ended(runId, to);
       this.#append({ run: runId, to });
     };
   }
@@ -253,6 +308,7 @@ export class ConfinedWrites {
     const all: WriteWindow[] = [
       ...this.#windows,
       ...[...this.#open].map(([id, open]) => ({ runId: id, ...open, to: now })),
+      ...[...this.#foreign.values()].map((open) => ({ ...open, to: now })),
     ];
     const windows = all.filter((window) => window.runId !== runId);
     const during = (at: number, window: WriteWindow): boolean =>
@@ -324,6 +380,7 @@ export class ConfinedWrites {
   }
 
   #append(entry: object): void {
+    this.#share?.(entry);
     const line = `${JSON.stringify(entry)}\n`;
     try {
       appendFileSync(this.#file, line, { mode: 0o600 });

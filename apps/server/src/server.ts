@@ -17,7 +17,7 @@ import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys, shownCommand } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
-import { ConfinedWrites } from './confined-writes.js';
+import { ConfinedWrites, describeChange } from './confined-writes.js';
 import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
@@ -86,7 +86,20 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const logger = options.logger ?? pino({ level: config.log.level }, pino.destination(2));
   // Fail at start, not at the first run: bad hook files and provider settings are config errors.
   for (const file of config.hooks.files) loadHooksFile(file);
-  const cluster = config.cluster === undefined ? undefined : await openCluster(config, logger);
+  const confinedWrites = options.confinedWrites ?? new ConfinedWrites(stateDir);
+  const cluster =
+    config.cluster === undefined ? undefined : await openCluster(config, logger, confinedWrites);
+  // The cluster knows the other nodes' runs: a config file one of them could have written is refused.
+  const changed =
+    cluster === undefined || options.configPath === undefined
+      ? undefined
+      : confinedWrites.changedDuringRun(options.configPath);
+  if (changed !== undefined) {
+    await cluster?.close();
+    throw new ConfigError(
+      `${options.configPath} ${describeChange(changed, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${options.configPath}\` and start again.`,
+    );
+  }
   const sessions = cluster?.sessions ?? openSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const defaultProvider = createProvider(config.agent, env);
   const keyVariable = providerKeyVariable(config.agent);
@@ -180,7 +193,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     })),
     logger: logger.child({ component: 'agent' }),
     configPath: options.configPath,
-    confinedWrites: options.confinedWrites ?? new ConfinedWrites(stateDir),
+    confinedWrites,
     providerFor: (model) =>
       model === undefined ? defaultProvider : createProvider(config.agent, env, model),
     ...(cluster === undefined ? {} : { queue: cluster.queue }),
@@ -243,7 +256,11 @@ export function mergeDeltas(held: unknown, next: unknown): Delta | undefined {
 }
 
 /** Cluster mode's errors (NATS unreachable, refused credentials, a live node of the same name, an incompatible stream) are config errors naming the servers. */
-async function openCluster(config: Config, logger: Logger): Promise<ClusterMode | undefined> {
+async function openCluster(
+  config: Config,
+  logger: Logger,
+  confinedWrites: ConfinedWrites,
+): Promise<ClusterMode | undefined> {
   const settings = config.cluster;
   if (settings === undefined) return undefined;
   // The nodes authenticate the calls they forward each other (a terminal's input, a kill) with the
@@ -255,7 +272,12 @@ async function openCluster(config: Config, logger: Logger): Promise<ClusterMode 
       '[cluster] needs [gateway] token (or ALEPH_TOKEN), the same on every node: the calls nodes forward each other are authenticated with it',
     );
   const join = () =>
-    startClusterMode(settings, { logger: logger.child({ component: 'cluster' }), summarize, secret });
+    startClusterMode(settings, {
+      logger: logger.child({ component: 'cluster' }),
+      summarize,
+      secret,
+      confinedWrites,
+    });
   try {
     const cluster = await join();
     logger.info({ component: 'cluster', node: cluster.node, cluster: cluster.name }, 'joined the cluster');

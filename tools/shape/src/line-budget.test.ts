@@ -18,10 +18,10 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2990, files: 12 },
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 3135, files: 12 },
-  server: { lines: 6672, files: 30 },
+  server: { lines: 6764, files: 30 },
   mcp: { lines: 1397, files: 8 },
   console: { lines: 3258, files: 10 },
-  cluster: { lines: 3300, files: 13 },
+  cluster: { lines: 3400, files: 14 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
