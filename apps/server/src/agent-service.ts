@@ -20,6 +20,8 @@ import {
 import type { PowerCapability } from '@aleph/power';
 import {
   embeddedRepositories,
+  MAX_EXAMINED_GITLINKS,
+  type EmbeddedRepositories,
   type EmbeddedRepository,
   isWithin,
   unsafeCwd,
@@ -43,6 +45,7 @@ import {
   VerifierChain,
 } from '@aleph/verification';
 import type { Logger } from 'pino';
+import { quote } from 'shell-quote';
 import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
@@ -232,7 +235,7 @@ type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
  */
 async function embeddedWarning(
   cwd: string,
-  before: readonly EmbeddedRepository[],
+  before: EmbeddedRepositories,
 ): Promise<{ message: string; added: { path: string; programs: readonly string[] }[] } | undefined> {
   const after = await embeddedRepositories(cwd);
   if (after === undefined)
@@ -240,24 +243,36 @@ async function embeddedWarning(
       message: `${join(cwd, '.git', 'index')} is no longer an index git can read: check \`git ls-files -s | grep ^160000\` before running git there`,
       added: [],
     };
-  const earlier = new Map(before.map((repository) => [repository.path, repository.fingerprint]));
-  const changed = after.filter((repository) => earlier.get(repository.path) !== repository.fingerprint);
-  if (changed.length === 0) return undefined;
+  const earlier = new Map(before.repositories.map((repository) => [repository.path, repository.fingerprint]));
+  const changed = after.repositories.filter(
+    (repository) => earlier.get(repository.path) !== repository.fingerprint,
+  );
+  // Past the gitlinks examined, nothing is known: said whenever there are some.
+  if (changed.length === 0 && after.unexamined === 0) return undefined;
   const staged = changed.filter(({ path }) => !earlier.has(path));
   const altered = changed.filter(({ path }) => earlier.has(path));
   const list = (repositories: readonly EmbeddedRepository[]): string =>
-    repositories.map(({ path }) => JSON.stringify(path)).join(', ');
+    `${repositories
+      .slice(0, 10)
+      .map(({ path }) => JSON.stringify(path))
+      .join(', ')}${repositories.length > 10 ? ` and ${repositories.length - 10} more` : ''}`;
   const what = [
     ...(staged.length > 0 ? [`staged ${list(staged)} as nested repositories (gitlinks)`] : []),
     ...(altered.length > 0
       ? [`changed the git dir or config of the nested repositories ${list(altered)}`]
       : []),
+    ...(after.unexamined > 0
+      ? [
+          `left ${after.unexamined} gitlinks past the first ${MAX_EXAMINED_GITLINKS} unexamined (what they hold is not known)`,
+        ]
+      : []),
   ].join(' and ');
   const programs = changed
     .filter((repository) => repository.programs.length > 0)
+    .slice(0, 10)
     .map((repository) => `${JSON.stringify(repository.path)} sets ${repository.programs.join(', ')}`);
   return {
-    message: `the run ${what}: your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config, or \`git rm --cached\` them`,
+    message: `the run ${what}: your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config (\`git ls-files -s | grep ^160000\`), or \`git rm --cached\` them`,
     added: changed.map(({ path, programs: keys }) => ({ path, programs: keys })),
   };
 }
@@ -339,7 +354,7 @@ export class AgentService {
           writable(window, path === folder ? file : path),
         );
         if (run !== undefined)
-          return `${describeChange(run)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch ${folder} ${file}\`)`;
+          return `${describeChange(run)}, whose commands could write there: ${sandboxed} (if it is yours: \`${quote(['touch', folder, file])}\`)`;
         // The project's `.claude` holds what its hooks run (`"$CLAUDE_PROJECT_DIR"/.claude/hooks/…`):
         // each file and folder in it is judged the same way (the user's own `~/.claude` is kept).
         if (writes === undefined || folder !== join(resolve(cwd), '.claude') || real(folder) === userClaude)
@@ -349,7 +364,7 @@ export class AgentService {
         for (const path of under.paths) {
           const change = writes.changedDuringOtherRun(runId, [path], writable);
           if (change !== undefined)
-            return `${change.path} ${describeChange(change)}, whose commands could write there: ${sandboxed} (if it is yours: \`touch -h ${change.path}\`)`;
+            return `${change.path} ${describeChange(change)}, whose commands could write there: ${sandboxed} (if it is yours: \`${quote(['touch', '-h', change.path])}\`)`;
         }
         return undefined;
       },
@@ -1080,7 +1095,7 @@ export class AgentService {
     const run = this.#options.confinedWrites?.changedDuringOtherRun(runId, [file]);
     return run === undefined
       ? undefined
-      : `${file} ${describeChange(run)}, whose commands could write there (if it is yours: \`touch ${file}\`)`;
+      : `${file} ${describeChange(run)}, whose commands could write there (if it is yours: \`${quote(['touch', file])}\`)`;
   }
 
   /** The two secrets no child's environment gets: the gateway token and the provider's key. */

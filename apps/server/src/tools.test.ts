@@ -57,6 +57,23 @@ describe('built-in tools', () => {
     expect(await call('list_files', {})).toMatchObject({ output: expect.stringContaining('src/') });
   });
 
+  it('edit_file counts an old_string that is not unique up to a bound, with no copy of the file', async () => {
+    await call('write_file', { path: 'many-a.txt', content: 'a'.repeat(5000) });
+    expect(await call('edit_file', { path: 'many-a.txt', old_string: 'a', new_string: 'b' })).toEqual({
+      output: 'old_string occurs more than 1,000 times in many-a.txt; it must occur exactly once',
+      isError: true,
+    });
+    expect(
+      await call('edit_file', { path: 'many-a.txt', old_string: 'a'.repeat(2000), new_string: 'b' }),
+    ).toEqual({
+      output: 'old_string occurs 2 times in many-a.txt; it must occur exactly once',
+      isError: true,
+    });
+    expect(await call('edit_file', { path: 'many-a.txt', old_string: 'x', new_string: 'b' })).toMatchObject({
+      output: 'old_string occurs 0 times in many-a.txt; it must occur exactly once',
+    });
+  });
+
   it('list_files reads a folder of many entries only up to its bound, and says the rest was not listed', async () => {
     const many = join(dir, 'many');
     mkdirSync(many);

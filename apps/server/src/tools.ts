@@ -27,6 +27,8 @@ import {
 
 export const SHELL_OUTPUT_CAP = 64 * 1024;
 const READ_CAP = 256 * 1024;
+/** How many times edit_file counts an old_string that is not unique, at most. */
+const MAX_COUNTED = 1000;
 /** edit_file reads the whole file: past this size it refuses rather than hold it in memory. */
 const EDIT_CAP = 16 * 1024 * 1024;
 
@@ -326,10 +328,16 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
             };
           text = await file.readFile('utf8');
         }
-        const count = text.split(old_string).length - 1;
+        // Counted without a copy, up to a bound: a one-character old_string in a 16 MB file must not
+        // hold the server (`split` made a 16-million-element array).
+        let count = 0;
+        for (let at = text.indexOf(old_string); at >= 0 && count <= MAX_COUNTED; count++)
+          at = text.indexOf(old_string, at + old_string.length);
         if (count !== 1) {
+          const times =
+            count > MAX_COUNTED ? `more than ${MAX_COUNTED.toLocaleString('en-US')}` : String(count);
           return {
-            output: `old_string occurs ${count} times in ${path}; it must occur exactly once`,
+            output: `old_string occurs ${times} times in ${path}; it must occur exactly once`,
             isError: true,
           };
         }

@@ -6,11 +6,16 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { embeddedRepositories, type EmbeddedRepository } from './embedded-repositories.js';
+import {
+  embeddedRepositories,
+  MAX_EXAMINED_GITLINKS,
+  type EmbeddedRepositories,
+} from './embedded-repositories.js';
 
 /** Each repository's path and program keys (its fingerprint is compared between looks, not shown). */
-const named = (found: readonly EmbeddedRepository[] | undefined) =>
-  found?.map(({ path, programs }) => ({ path, programs }));
+const named = (found: EmbeddedRepositories | undefined) =>
+  found?.repositories.map(({ path, programs }) => ({ path, programs }));
+const NONE = { repositories: [], unexamined: 0 };
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-embedded-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -35,7 +40,7 @@ function repository(dir: string): void {
 it('names a repository staged as a gitlink (not a cloned submodule), in every index version, with the program keys of its config', async () => {
   const project = join(root, 'project');
   repository(project);
-  expect(await embeddedRepositories(project)).toEqual([]);
+  expect(await embeddedRepositories(project)).toEqual(NONE);
   repository(join(root, 'source'));
   git(project, 'submodule', '-q', 'add', join(root, 'source'), 'libs/cloned');
   // The model's one command: a repository with an fsmonitor, staged in the project's index.
@@ -53,7 +58,7 @@ it('names a repository staged as a gitlink (not a cloned submodule), in every in
       { path: 'vendor/deep', programs: ['core.fsmonitor', 'alias.st'] },
     ]);
   }
-  expect(await embeddedRepositories(join(root, 'not-a-repository'))).toEqual([]);
+  expect(await embeddedRepositories(join(root, 'not-a-repository'))).toEqual(NONE);
   writeFileSync(join(project, '.git', 'index'), 'not an index');
   expect(await embeddedRepositories(project)).toBeUndefined();
 });
@@ -68,7 +73,7 @@ it("git reads the index with no fsmonitor and none of this process's GIT_ variab
   writeFileSync(garbage, 'not an index');
   process.env['GIT_INDEX_FILE'] = garbage; // what git would read instead, were it passed on
   try {
-    expect(await embeddedRepositories(project)).toEqual([]);
+    expect(await embeddedRepositories(project)).toEqual(NONE);
   } finally {
     delete process.env['GIT_INDEX_FILE'];
   }
@@ -84,7 +89,7 @@ it("a relative PATH entry is not searched: the project's own bin/git is never ru
   const path = process.env['PATH'];
   process.env['PATH'] = `bin:${path ?? ''}`;
   try {
-    expect(await embeddedRepositories(project)).toEqual([]);
+    expect(await embeddedRepositories(project)).toEqual(NONE);
   } finally {
     process.env['PATH'] = path;
   }
@@ -96,9 +101,9 @@ it('outside a repository it answers none without starting git (a fork of the cal
   const path = process.env['PATH'];
   process.env['PATH'] = '/nonexistent'; // a git started now would fail: "could not tell"
   try {
-    expect(await embeddedRepositories(plain)).toEqual([]);
+    expect(await embeddedRepositories(plain)).toEqual(NONE);
     mkdirSync(join(plain, 'sub'));
-    expect(await embeddedRepositories(join(plain, 'sub'))).toEqual([]);
+    expect(await embeddedRepositories(join(plain, 'sub'))).toEqual(NONE);
     mkdirSync(join(plain, '.git'));
     expect(await embeddedRepositories(join(plain, 'sub'))).toBeUndefined(); // a repository above: git asked
   } finally {
@@ -128,7 +133,7 @@ it("a staged repository's fingerprint changes with its program keys' values, its
   git(join(project, 'vendor'), 'config', 'core.pager', 'less');
   git(project, 'add', 'vendor');
   git(project, 'commit', '-qm', 'vendor');
-  const look = async () => (await embeddedRepositories(project))?.[0];
+  const look = async () => (await embeddedRepositories(project))?.repositories[0];
   const first = await look();
   expect(first?.programs).toEqual(['core.pager']);
   expect((await look())?.fingerprint).toBe(first?.fingerprint); // nothing changed
@@ -144,4 +149,27 @@ it("a staged repository's fingerprint changes with its program keys' values, its
   const third = await look();
   expect(third?.programs).toEqual(['core.pager', 'core.fsmonitor']);
   expect(third?.fingerprint).not.toBe(second?.fingerprint);
+});
+
+it('reads an index of many gitlinks as git writes it, examines the first ones and counts the rest', async () => {
+  const project = join(root, 'many-gitlinks');
+  repository(project);
+  const tree = spawnSync('git', ['mktree'], { cwd: project, input: '', encoding: 'utf8' }).stdout.trim();
+  const commit = spawnSync(
+    'git',
+    ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit-tree', tree, '-m', 'x'],
+    {
+      cwd: project,
+      encoding: 'utf8',
+    },
+  ).stdout.trim();
+  const count = MAX_EXAMINED_GITLINKS + 5000;
+  const lines = Array.from(
+    { length: count },
+    (_, i) => `160000 ${commit}\tg/${String(i).padStart(6, '0')}\n`,
+  );
+  const ran = spawnSync('git', ['update-index', '--index-info'], { cwd: project, input: lines.join('') });
+  expect(ran.status, String(ran.stderr)).toBe(0);
+  // None checked out: none is a repository of its own; those past the first are only counted.
+  expect(await embeddedRepositories(project)).toEqual({ repositories: [], unexamined: 5000 });
 });

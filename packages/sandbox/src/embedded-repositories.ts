@@ -8,15 +8,16 @@
 // `config --list -z`), with no fsmonitor, no optional locks, only PATH (its absolute entries) and
 // HOME from this process's environment, and a time bound (a config that is a FIFO must not hold
 // the caller).
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, readFileSync, realpathSync, type Stats } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { PROGRAM_KEY } from './internal/project-mounts.js';
 import { isWithin } from './policy.js';
 
-/** The most of git's output read (an index of a few million entries); more is "could not tell". */
-const MAX_OUTPUT_BYTES = 256 * 1024 * 1024;
+/** The most of git's output read for one repository's config; more is "unreadable to git". */
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 const GIT_TIMEOUT_MS = 20_000;
 
 export interface EmbeddedRepository {
@@ -38,7 +39,8 @@ export interface EmbeddedRepository {
 
 type Ran = { ok: true; stdout: Buffer } | { ok: false; stderr: string };
 
-function git(cwd: string, args: readonly string[]): Promise<Ran> {
+/** Only PATH (its absolute entries) and HOME of this process's environment, no optional locks. */
+function gitEnv(): Record<string, string> {
   const env: Record<string, string> = { GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C' };
   for (const name of ['PATH', 'HOME'] as const) {
     const value = process.env[name];
@@ -47,13 +49,17 @@ function git(cwd: string, args: readonly string[]): Promise<Ran> {
   // A relative entry (`node_modules/.bin`) would be looked up in the project: a `git` the model wrote.
   if (env['PATH'] !== undefined)
     env['PATH'] = env['PATH'].split(delimiter).filter(isAbsolute).join(delimiter);
+  return env;
+}
+
+function git(cwd: string, args: readonly string[]): Promise<Ran> {
   return new Promise((done) => {
     execFile(
       'git',
       ['-c', 'core.fsmonitor=false', ...args],
       {
         cwd,
-        env,
+        env: gitEnv(),
         encoding: 'buffer',
         maxBuffer: MAX_OUTPUT_BYTES,
         timeout: GIT_TIMEOUT_MS,
@@ -65,34 +71,95 @@ function git(cwd: string, args: readonly string[]): Promise<Ran> {
   });
 }
 
+/** At most this many gitlinks are examined (each may cost a `git` or two); the rest are counted. */
+export const MAX_EXAMINED_GITLINKS = 256;
+
+export interface EmbeddedRepositories {
+  readonly repositories: EmbeddedRepository[];
+  /** Gitlinks past `MAX_EXAMINED_GITLINKS`, not examined: what they hold is not known. */
+  readonly unexamined: number;
+}
+
 /**
  * The gitlinks of `cwd`'s index whose folder holds its own git dir: a `.git` folder, or a `.git`
  * file naming a git dir outside `cwd/.git/modules` (a submodule git made is there, kept read-only),
- * each with the program keys of its config. Paths relative to `cwd`. `[]` outside a repository;
- * undefined when git could not read the index.
+ * each with the program keys of its config. Paths relative to `cwd`. None outside a repository;
+ * undefined when git could not read the index. The index is read as git writes it out (an index of
+ * millions of entries holds neither memory nor the event loop), and only the first
+ * `MAX_EXAMINED_GITLINKS` gitlinks are examined, a few at a time.
  */
-export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepository[] | undefined> {
+export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepositories | undefined> {
   // A process costs its caller a fork (~10 ms of a large server's event loop): none outside a repository.
-  if (!inRepository(cwd)) return [];
-  const listed = await git(cwd, ['ls-files', '--stage', '-z']);
-  if (!listed.ok) return /not a git repository/i.test(listed.stderr) ? [] : undefined;
-  const paths: string[] = [];
-  for (const entry of listed.stdout.toString('utf8').split('\0')) {
-    // `<mode> <object> <stage>\t<path>`
-    const tab = entry.indexOf('\t');
-    if (tab > 0 && entry.startsWith('160000 ')) paths.push(entry.slice(tab + 1));
-  }
-  const found: EmbeddedRepository[] = [];
-  for (const path of paths) {
-    const gitDir = await ownGitDir(cwd, path);
-    if (gitDir === undefined) continue;
-    const { keys, settings } = await programSettings(gitDir);
-    const fingerprint = createHash('sha256')
-      .update(JSON.stringify([gitDir, settings]))
-      .digest('hex');
-    found.push({ path, programs: keys, fingerprint });
-  }
-  return found;
+  if (!inRepository(cwd)) return { repositories: [], unexamined: 0 };
+  const listed = await gitlinks(cwd);
+  if (!listed.ok)
+    return /not a git repository/i.test(listed.stderr) ? { repositories: [], unexamined: 0 } : undefined;
+  const found: (EmbeddedRepository | undefined)[] = [];
+  let next = 0;
+  const examine = async (): Promise<void> => {
+    while (next < listed.paths.length) {
+      const index = next++;
+      const path = listed.paths[index]!;
+      const gitDir = await ownGitDir(cwd, path);
+      if (gitDir === undefined) continue;
+      const { keys, settings } = await programSettings(gitDir);
+      const fingerprint = createHash('sha256')
+        .update(JSON.stringify([gitDir, settings]))
+        .digest('hex');
+      found[index] = { path, programs: keys, fingerprint };
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, examine));
+  return {
+    repositories: found.filter((repository) => repository !== undefined),
+    unexamined: listed.more,
+  };
+}
+
+/**
+ * The first `MAX_EXAMINED_GITLINKS` gitlinks' paths of `cwd`'s index and how many more there are,
+ * from `git ls-files --stage -z` read as it comes.
+ */
+function gitlinks(
+  cwd: string,
+): Promise<{ ok: true; paths: string[]; more: number } | { ok: false; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn('git', ['-c', 'core.fsmonitor=false', 'ls-files', '--stage', '-z'], {
+      cwd,
+      env: gitEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
+    const paths: string[] = [];
+    let more = 0;
+    let rest = Buffer.alloc(0);
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
+      for (let end = data.indexOf(0); end >= 0; end = data.indexOf(0)) {
+        // `<mode> <object> <stage>\t<path>`
+        if (data.subarray(0, 7).toString('latin1') === '160000 ') {
+          if (paths.length < MAX_EXAMINED_GITLINKS) {
+            const entry = data.subarray(0, end).toString('utf8');
+            paths.push(entry.slice(entry.indexOf('\t') + 1));
+          } else more += 1;
+        }
+        data = data.subarray(end + 1);
+      }
+      rest = Buffer.from(data);
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      if (stderr.length < 64 * 1024) stderr += chunk.toString('utf8');
+    });
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      done({ ok: false, stderr: error.message });
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      done(code === 0 ? { ok: true, paths, more } : { ok: false, stderr: stderr || `git exited ${code}` });
+    });
+  });
 }
 
 /** Whether git finds a repository from `cwd`: a `.git` there or in a folder above (none if `cwd` is gone). */
@@ -111,12 +178,7 @@ function inRepository(cwd: string): boolean {
  */
 async function ownGitDir(cwd: string, path: string): Promise<string | undefined> {
   const dotGit = join(cwd, path, '.git');
-  let stat;
-  try {
-    stat = statSync(dotGit, { throwIfNoEntry: false }); // a link is followed, as git follows it
-  } catch {
-    stat = undefined;
-  }
+  const stat = await statOf(dotGit);
   if (stat === undefined) return undefined; // not checked out: git does not enter it
   if (!stat.isFile()) return realOr(dotGit); // a folder: a repository of its own
   const resolved = await git(cwd, ['rev-parse', '--resolve-git-dir', dotGit]);
@@ -125,6 +187,9 @@ async function ownGitDir(cwd: string, path: string): Promise<string | undefined>
   const gitDir = realOr(resolve(cwd, resolved.stdout.toString('utf8').replace(/\n$/, '')));
   return isWithin(gitDir, realOr(join(cwd, '.git', 'modules'))) ? undefined : gitDir;
 }
+
+/** What is at `path`, a link followed as git follows it (undefined: nothing there, or unreadable). */
+const statOf = (path: string): Promise<Stats | undefined> => stat(path).catch(() => undefined);
 
 const realOr = (path: string): string => {
   try {

@@ -18,7 +18,9 @@ export type SandboxErrorCode =
   /** A denied or read-only file with more than one hard link: another name would expose it. */
   | 'path_linked'
   /** A resource limit that is not a positive integer. */
-  | 'limit_invalid';
+  | 'limit_invalid'
+  /** The cwd (or the home, the cwd at or above it) holds too many entries to check what in it runs later. */
+  | 'cwd_crowded';
 
 export class SandboxError extends Error {
   override readonly name = 'SandboxError';

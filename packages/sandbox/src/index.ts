@@ -35,7 +35,12 @@ export {
   type ModelFileOptions,
   type ModelFileRefusal,
 } from './model-file.js';
-export { embeddedRepositories, type EmbeddedRepository } from './embedded-repositories.js';
+export {
+  embeddedRepositories,
+  MAX_EXAMINED_GITLINKS,
+  type EmbeddedRepositories,
+  type EmbeddedRepository,
+} from './embedded-repositories.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';
 export { unsafeCwd, type UnsafeCwd } from './cwd.js';

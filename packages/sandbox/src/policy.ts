@@ -66,6 +66,14 @@ export const PROTECTED_HOME_PATHS = [
   '.claude/settings.json',
   '.claude/settings.local.json',
   '.claude/ide',
+  // Claude Code's checkpoints (copies of files it edited in other projects, `.env`s included), its
+  // shells' environments and its other session records.
+  '.claude/file-history',
+  '.claude/shell-snapshots',
+  '.claude/session-env',
+  '.claude/todos',
+  '.claude/debug',
+  '.claude/statsig',
   '.codex',
   '.local/share/opencode',
   '.continue',
@@ -109,6 +117,17 @@ export const PROTECTED_HOME_PATHS = [
   '.config/stripe',
   '.config/glab-cli',
   '.config/containers/auth.json',
+  '.kaggle/kaggle.json',
+  '.minikube',
+  // Editors' stores of their accounts' tokens (VS Code's and its forks': Cursor, Windsurf).
+  '.config/Code/User/globalStorage',
+  '.config/Cursor/User/globalStorage',
+  '.config/Windsurf/User/globalStorage',
+  '.config/VSCodium/User/globalStorage',
+  // Chat and mail clients' sessions.
+  '.config/Slack',
+  '.config/discord',
+  '.thunderbird',
   // Package registries' tokens.
   '.gem/credentials',
   '.yarnrc.yml',
@@ -118,6 +137,12 @@ export const PROTECTED_HOME_PATHS = [
   '.config/composer/auth.json',
   '.composer/auth.json',
   '.config/helm/repositories.yaml',
+  '.config/pip/pip.conf',
+  '.pip/pip.conf',
+  '.config/pypoetry/auth.toml',
+  '.local/share/uv/credentials',
+  '.config/uv/uv.toml',
+  '.condarc',
   // A home-wide dotenv file holds what a project's would.
   '.env',
   // Browsers' profiles (saved passwords, cookies) and shells' and REPLs' histories.

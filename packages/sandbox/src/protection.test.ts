@@ -6,10 +6,12 @@
 import { spawn, spawnSync } from 'node:child_process';
 import {
   appendFileSync,
+  closeSync,
   existsSync,
   linkSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   realpathSync,
@@ -22,7 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
 import { SandboxError } from './errors.js';
-import { gitConfigValue } from './internal/project-mounts.js';
+import { gitConfigValue, MAX_LISTED } from './internal/project-mounts.js';
 
 const linux = process.platform === 'linux';
 
@@ -487,6 +489,25 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(readdirSync(join(p.dir, '.git'))).not.toContain('commondir'); // nothing left by the refusal
   });
 
+  it("a cwd of more entries than are read at a command's start is refused, naming it; one within the bound is not", () => {
+    const p = project();
+    const crowded = join(p.dir, 'crowded');
+    mkdirSync(crowded);
+    for (let i = 0; i < MAX_LISTED; i++) closeSync(openSync(join(crowded, `f${i}`), 'w'));
+    p.box.wrap({ file: 'true', args: [], cwd: crowded, env: {} }).release(); // exactly the bound: read whole
+    closeSync(openSync(join(crowded, 'one-more'), 'w'));
+    let error: unknown;
+    try {
+      p.box.wrap({ file: 'true', args: [], cwd: crowded, env: {} });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(SandboxError);
+    expect(error).toMatchObject({ code: 'cwd_crowded' });
+    expect((error as Error).message).toContain(`${crowded} holds more than 100,000 entries`);
+    rmSync(crowded, { recursive: true, force: true });
+  }, 180_000);
+
   it('lists the protected set by identity, a hard link of a protected file included', () => {
     const p = project();
     const set = p.box.protectedPaths(p.dir);
@@ -630,7 +651,7 @@ describe.skipIf(!linux)('what runs later or is shared through hard links stays u
 });
 
 describe.skipIf(!linux)("other tools' project config that runs later", () => {
-  it("mise's config files and Yarn's .yarnrc.yml, releases and plugins are read-only when present; no file stand-in shows in a project", async () => {
+  it("mise's config files, Yarn's .yarnrc.yml, releases and plugins, and editors' workspace tasks and settings are read-only when present; no file stand-in shows in a project", async () => {
     count += 1;
     const dir = join(root, `tools${count}`);
     mkdirSync(join(dir, '.config', 'mise', 'conf.d'), { recursive: true });
@@ -645,7 +666,11 @@ describe.skipIf(!linux)("other tools' project config that runs later", () => {
     writeFileSync(join(dir, '.yarnrc.yml'), 'yarnPath: .yarn/releases/yarn-4.cjs\n');
     writeFileSync(join(dir, '.yarn', 'releases', 'yarn-4.cjs'), '// yarn\n');
     writeFileSync(join(dir, '.yarn', 'plugins', 'plugin.cjs'), '// plugin\n');
+    mkdirSync(join(dir, '.vscode'));
+    writeFileSync(join(dir, '.vscode', 'tasks.json'), '{"version":"2.0.0","tasks":[]}\n');
+    writeFileSync(join(dir, '.vscode', 'extensions.json'), '{}\n');
     const files = [
+      join(dir, '.vscode', 'tasks.json'),
       join(dir, 'mise.toml'),
       join(dir, 'mise.ci.toml'),
       join(dir, '.config', 'mise', 'conf.d', 'a.toml'),
@@ -671,9 +696,11 @@ describe.skipIf(!linux)("other tools' project config that runs later", () => {
           "echo 'yarnPath: evil.cjs' > .yarnrc.yml",
           `echo '${EVIL}' >> .yarn/releases/yarn-4.cjs`,
           `echo '${EVIL}' > .yarn/plugins/evil.cjs`,
+          `echo '{"tasks":[{"label":"x","command":"${EVIL}","runOptions":{"runOn":"folderOpen"}}]}' > .vscode/tasks.json`,
+          'mv .vscode .vscode-x',
           'mv .yarn .yarn-x',
           'mv .config .config-x',
-          'echo data > .tool-versions && echo wrote-data',
+          'echo data > .tool-versions && echo data > .vscode/extensions.json && echo wrote-data',
         ].join('; '),
       ],
       cwd: dir,

@@ -86,6 +86,7 @@ export const THIRD_PARTY: Readonly<Record<string, { runtime: readonly string[]; 
         'eventsource-parser',
         '@opentelemetry/*',
         'pino',
+        'shell-quote', // a path in a command the server suggests, quoted for the shell
         'smol-toml',
         'ws',
         'zod',

@@ -13,8 +13,8 @@ import {
   type Dirent,
   lstatSync,
   mkdirSync,
+  opendirSync,
   openSync,
-  readdirSync,
   readFileSync,
   realpathSync,
   rmdirSync,
@@ -71,7 +71,8 @@ const LINKED_OR_RUN_LATER = [
  * Other tools' project config, kept read-only when present: what they run later by themselves.
  * mise's config (`[hooks] enter`, `[env] _.source` run as the user's shell enters the folder; mise
  * asks to trust a path once, not each change), Yarn's `.yarnrc.yml` and the releases and plugins it
- * points at (`yarnPath`: every `yarn` runs that file). `.tool-versions` is data only. None has a
+ * points at (`yarnPath`: every `yarn` runs that file), editors' workspace tasks and settings.
+ * `.tool-versions` is data only. None has a
  * stand-in when absent: an empty file would show in the project (`git add -A` would stage it), and a
  * new one is the model's like a package.json script, which the user's `yarn` runs too.
  */
@@ -91,6 +92,14 @@ const RUN_BY_TOOLS = [
   '.yarnrc.yml',
   '.yarn/releases',
   '.yarn/plugins',
+  // Editors' workspace config, trusted once per folder: a task run at the folder's opening
+  // (`runOn: folderOpen`), a setting naming a program an extension runs, an IDE's startup tasks.
+  '.vscode/tasks.json',
+  '.vscode/settings.json',
+  '.vscode/launch.json',
+  '.idea/workspace.xml',
+  '.idea/runConfigurations',
+  '.idea/startup.xml',
 ];
 
 /** mise's per-environment config in the cwd (`MISE_ENV=ci` reads `mise.ci.toml`, `.mise.ci.local.toml`). */
@@ -387,21 +396,29 @@ function homeLinksInto(home: string, cwd: string): string[] {
   return found;
 }
 
-/** The cwd's names (its cached listing), or none when it cannot be read. */
-function cwdNames(cwd: string): string[] {
+/**
+ * All of `dir`'s names (its cached listing), or none when it cannot be read. Past `MAX_LISTED`
+ * entries some that run later could be left unprotected: refused (SandboxError `cwd_crowded`).
+ */
+function allNames(dir: string): string[] {
+  let listing: Listing;
   try {
-    return namesIn(cwd);
+    listing = listingOf(dir);
   } catch {
     return [];
   }
+  if (!listing.complete)
+    throw new SandboxError(
+      'cwd_crowded',
+      `${dir} holds more than ${MAX_LISTED.toLocaleString('en-US')} entries: a command there cannot be confined, since what in it runs later (mise's files, the home's dot files) cannot all be checked; move most of them into a subfolder`,
+    );
+  return listing.names;
 }
 
+const cwdNames = allNames;
+
 function dotEntries(dir: string): string[] {
-  try {
-    return namesIn(dir).filter((name) => name.startsWith('.'));
-  } catch {
-    return [];
-  }
+  return allNames(dir).filter((name) => name.startsWith('.'));
 }
 
 /** Where a symlink points, if it lands inside the cwd (then that is protected too). */
@@ -472,7 +489,7 @@ const COMMONDIR = '.\n';
 function isStandIn(path: string, kind: StandIn): boolean {
   try {
     const stat = lstatSync(path);
-    if (kind === 'dir') return stat.isDirectory() && namesIn(path, stat).length === 0;
+    if (kind === 'dir') return stat.isDirectory() && isEmptyDir(path);
     if (!stat.isFile()) return false;
     return kind === 'file' ? stat.size === 0 : readFileSync(path, 'utf8') === COMMONDIR;
   } catch {
@@ -494,30 +511,61 @@ interface Listing {
   /** An entry's type changes only by its removal and a new one: the folder's time moves too. */
   readonly entries: readonly Dirent[];
   readonly names: string[];
+  /** All of the folder's entries; false past `MAX_LISTED` (the rest were not read). */
+  readonly complete: boolean;
 }
 const listings = new Map<string, Listing>();
 const RACY_MS = 2000;
+/**
+ * The most entries of one folder read at a command's start: a folder the model filled with a
+ * million files would otherwise hold the caller (the server's event loop) for seconds each time.
+ */
+export const MAX_LISTED = 100_000;
 
 /** The entries of `dir` with their types (a link not followed); throws as readdirSync does. */
 function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
   const known = listings.get(dir);
   if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs) return known;
-  const entries = readdirSync(dir, { withFileTypes: true });
+  const entries: Dirent[] = [];
+  let complete = true;
+  const opened = opendirSync(dir, { bufferSize: 256 });
+  try {
+    for (let entry = opened.readSync(); entry !== null; entry = opened.readSync()) {
+      if (entries.length === MAX_LISTED) {
+        complete = false;
+        break;
+      }
+      entries.push(entry);
+    }
+  } finally {
+    opened.closeSync();
+  }
   const listing = {
     dev: stat.dev,
     ino: stat.ino,
     ctimeMs: stat.ctimeMs,
     entries,
     names: entries.map(({ name }) => name),
+    complete,
   };
-  if (stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
+  if (complete && stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
     if (listings.size >= 1024) listings.clear();
     listings.set(dir, listing);
   } else listings.delete(dir);
   return listing;
 }
 
-/** The names in `dir` (a link not followed); throws as readdirSync does. */
+/** Whether `dir` holds nothing (one entry read at most). */
+function isEmptyDir(dir: string): boolean {
+  const opened = opendirSync(dir, { bufferSize: 1 });
+  try {
+    return opened.readSync() === null;
+  } finally {
+    opened.closeSync();
+  }
+}
+
+/** The names in `dir` (a link not followed), at most `MAX_LISTED`; throws as readdirSync does. */
 function namesIn(dir: string, stat?: Stats): string[] {
   return listingOf(dir, stat).names;
 }
