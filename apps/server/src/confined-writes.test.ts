@@ -62,7 +62,13 @@ describe('ConfinedWrites', () => {
     expect(shared).toEqual([{ run: 'stale', to: expect.any(Number) }]);
     here.begin('local', sub)();
     expect(shared.slice(1)).toEqual([
-      { run: 'local', cwd: sub, from: expect.any(Number), cwdChanged: expect.any(Number) },
+      {
+        run: 'local',
+        cwd: sub,
+        from: expect.any(Number),
+        cwdChanged: expect.any(Number),
+        cwdId: expect.any(String),
+      },
       { run: 'local', to: expect.any(Number) },
     ]);
     // A run of node n1 started an hour ago and has not ended: what changes now is distrusted.
@@ -75,6 +81,25 @@ describe('ConfinedWrites', () => {
     // Node n2 took the run over and ended it a moment ago: the window ends there.
     there.absorb({ run: 'r1', to: Date.now() - 60_000 }, 'n2');
     expect(there.changedDuringRun(join(sub, 'settings.json'))).toBeUndefined();
+  });
+
+  it("a run's cwd renamed or moved since keeps its window: a file under it is judged by the folder's identity", () => {
+    const { state, project, sub } = folders('renamed');
+    const writes = new ConfinedWrites(state);
+    const end = writes.begin('run-r', project);
+    writeFileSync(join(sub, 'settings.json'), '{}');
+    end();
+    const renamed = `${project}-renamed`;
+    renameSync(project, renamed);
+    expect(writes.changedDuringRun(join(renamed, 'sub', 'settings.json'))).toMatchObject({
+      runId: 'run-r',
+      cwd: project,
+      path: join(renamed, 'sub', 'settings.json'),
+    });
+    // And after a restart, from the state dir.
+    expect(new ConfinedWrites(state).changedDuringRun(join(renamed, 'sub', 'settings.json'))).toMatchObject({
+      runId: 'run-r',
+    });
   });
 
   it('a file changed before the run is not its (a change time the model cannot set back)', () => {

@@ -34,6 +34,11 @@ export interface WriteWindow {
   readonly to: number;
   /** The cwd's own change time when the run began (ms), if known: what the run's changes there hid. */
   readonly cwdChanged?: number;
+  /**
+   * The cwd's identity (`dev:ino`) when the run began: a file under that folder is judged by it
+   * after the folder was renamed or moved, or when it is reached by another path.
+   */
+  readonly cwdId?: string;
 }
 
 /** A change the model could have made: the run it was made in, and which path it was. */
@@ -97,6 +102,16 @@ const SLACK_MS = 2000;
 const MAX_MOVED = 1000;
 
 /** `path`'s real path, else `path` resolved as it is (missing). */
+/** A file's identity, `dev:ino` (undefined when it is not there). */
+function identity(path: string): string | undefined {
+  try {
+    const stat = lstatSync(path, { throwIfNoEntry: false, bigint: true });
+    return stat === undefined ? undefined : `${stat.dev}:${stat.ino}`;
+  } catch {
+    return undefined; // not ours to look at
+  }
+}
+
 export const real = (path: string): string => {
   try {
     return realpathSync(path);
@@ -146,7 +161,7 @@ export function keptFrom(file: string, kept: readonly ProtectedPath[], since: nu
   return named(resolve(file)) && (same || named(real(file)));
 }
 
-type Start = Pick<WriteWindow, 'cwd' | 'from' | 'cwdChanged'>;
+type Start = Pick<WriteWindow, 'cwd' | 'from' | 'cwdChanged' | 'cwdId'>;
 
 export class ConfinedWrites {
   readonly #file: string;
@@ -180,6 +195,7 @@ export class ConfinedWrites {
         cwd?: unknown;
         from?: unknown;
         cwdChanged?: unknown;
+        cwdId?: unknown;
         to?: unknown;
         moved?: unknown;
         change?: unknown;
@@ -199,6 +215,7 @@ export class ConfinedWrites {
           cwd: entry.cwd,
           from: entry.from,
           ...(typeof entry.cwdChanged === 'number' ? { cwdChanged: entry.cwdChanged } : {}),
+          ...(typeof entry.cwdId === 'string' ? { cwdId: entry.cwdId } : {}),
         });
       else if (typeof entry.to === 'number') {
         const start = begun.get(entry.run);
@@ -234,7 +251,7 @@ export class ConfinedWrites {
    */
   absorb(entry: unknown, node: string): void {
     if (typeof entry !== 'object' || entry === null) return;
-    const { run, cwd, from, cwdChanged, to, moved, change } = entry as Record<string, unknown>;
+    const { run, cwd, from, cwdChanged, cwdId, to, moved, change } = entry as Record<string, unknown>;
     if (typeof moved === 'string' && typeof change === 'object' && change !== null) {
       this.#remember(moved, change as RunChange);
       return;
@@ -247,6 +264,7 @@ export class ConfinedWrites {
         from,
         to: Infinity,
         ...(typeof cwdChanged === 'number' ? { cwdChanged } : {}),
+        ...(typeof cwdId === 'string' ? { cwdId } : {}),
       });
     } else if (typeof to === 'number') this.#ended(run, to);
   }
@@ -265,10 +283,12 @@ export class ConfinedWrites {
   begin(runId: string, cwd: string): () => void {
     const where = real(cwd);
     const cwdChanged = changeTimes(where)[0]?.at;
+    const cwdId = identity(where);
     const start: Start = {
       cwd: where,
       from: this.#now(),
       ...(cwdChanged === undefined ? {} : { cwdChanged }),
+      ...(cwdId === undefined ? {} : { cwdId }),
     };
     this.#open.set(runId, start);
     this.#append({ run: runId, ...start });
@@ -313,6 +333,24 @@ export class ConfinedWrites {
     const windows = all.filter((window) => window.runId !== runId);
     const during = (at: number, window: WriteWindow): boolean =>
       at >= window.from - SLACK_MS && at <= window.to + SLACK_MS;
+    // Under a run's cwd by its path, or by its identity: a folder above the path is that cwd,
+    // renamed, moved or reached by another path since.
+    const idsAbove = new Map<string, Set<string>>();
+    const under = (where: string, window: WriteWindow): boolean => {
+      if (isWithin(where, window.cwd)) return true;
+      if (window.cwdId === undefined) return false;
+      let ids = idsAbove.get(where);
+      if (ids === undefined) {
+        ids = new Set();
+        for (let folder = where; ; folder = dirname(folder)) {
+          const id = identity(folder);
+          if (id !== undefined) ids.add(id);
+          if (dirname(folder) === folder) break;
+        }
+        idsAbove.set(where, ids);
+      }
+      return ids.has(window.cwdId);
+    };
     // A folder's change times: its own now, and from before each run in it began.
     const folderTimes = new Map<string, number[]>();
     const timesOf = (folder: string): number[] => {
@@ -340,7 +378,7 @@ export class ConfinedWrites {
         )
           return found;
         for (const window of windows)
-          if (during(at, window) && isWithin(where, window.cwd) && writable(window, path))
+          if (during(at, window) && under(where, window) && writable(window, path))
             return { ...window, path: where };
         // Moved into place: changed during a run, then a folder on its way, strictly inside another
         // run's cwd, changed during that one, not before the path did. The other run could move

@@ -148,7 +148,13 @@ it(
         },
       }),
     );
+    // A relative entry first on the user's PATH (`bin`): looked up in each child's cwd, a run's
+    // folder, where the model could have written `bin/tsc`. Dropped for every child.
+    mkdirSync(join(project, 'bin'));
+    writeFileSync(join(project, 'bin', 'tsc'), '#!/bin/sh\necho the-projects-tsc\n');
+    chmodSync(join(project, 'bin', 'tsc'), 0o755);
     const env = userShell(home, userBin);
+    env['PATH'] = `bin${delimiter}${env['PATH'] ?? ''}`;
     Object.assign(env, {
       ALEPH_PORT: '0',
       ALEPH_PROVIDER: 'openai-compatible',
@@ -192,6 +198,8 @@ it(
       expect.stringContaining(REPO),
     );
     expect(hookEnv).toContain('the-users-tsc');
+    expect(hookEnv).not.toContain('the-projects-tsc');
+    expect(/^PATH=(.*)$/m.exec(hookEnv)![1]!.split(delimiter)).not.toContain('bin');
   },
 );
 

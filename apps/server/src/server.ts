@@ -1,7 +1,7 @@
 // The composition root, like the seed's orchestrator_init: config → power, pty manager, session
 // store, verifier chain, providers, tools, gateway, and agent.* beside pty.* on one socket.
 import { existsSync, mkdirSync, readdirSync, realpathSync, statSync } from 'node:fs';
-import { dirname, join, resolve, sep } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { createGateway, type Gateway } from '@aleph/gateway';
 import { createFileSessionStore, summarize, type SessionStore } from '@aleph/harness';
 import { createPowerCapability, type PowerCapability } from '@aleph/power';
@@ -107,6 +107,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // secrets leave it before anything spawns.
   for (const name of ['ALEPH_TOKEN', ...(keyVariable === undefined ? [] : [keyVariable])])
     delete process.env[name];
+  // A relative PATH entry (`.`, `node_modules/.bin`, `bin`) is looked up in each child's cwd: in a
+  // run's folder, where the model writes, a hook's `jq` would be the model's program, run as you.
+  if (process.env['PATH'] !== undefined)
+    process.env['PATH'] = process.env['PATH'].split(delimiter).filter(isAbsolute).join(delimiter);
   const sandbox = buildSandbox(config, stateDir, keyVariable, env, options.configPath);
   if (sandbox.backend === 'none' && config.sandbox.mode === 'auto') {
     logger.warn(
