@@ -198,6 +198,7 @@ describe('the Stop contract, on both routes', () => {
         kind: 'error',
         hookName: expect.stringContaining('#Stop[0].hooks[0]'),
         message: 'exited with code 3: exiting 3',
+        output: 'exiting 3',
       },
       { kind: 'halt', reason: 'exiting 3' },
     ]);
@@ -206,7 +207,12 @@ describe('the Stop contract, on both routes', () => {
   it('exit 1 is a non-blocking error on both, naming the code and stderr', async () => {
     const [settings, stopHooks] = await bothRoutes({ command: 'sh .claude/hooks/exit-code.sh 1' }, stopCtx());
     expect(settings).toMatchObject({ kind: 'error', message: 'exited with code 1: exiting 1' });
-    expect(stopHooks).toEqual({ kind: 'error', hookName: 'h', message: 'exited with code 1: exiting 1' });
+    expect(stopHooks).toEqual({
+      kind: 'error',
+      hookName: 'h',
+      message: 'exited with code 1: exiting 1',
+      output: 'exiting 1',
+    });
   });
 
   it('continue:false halts with stopReason and overrides decision; systemMessage is kept; plain text allows', async () => {
@@ -494,7 +500,7 @@ describe('what a hook sees and what the caller observes', () => {
     const unwrapped = effectiveGate(undefined, 'printenv WRAPPED', { cwd: project });
     expect(await gateVeto(unwrapped, stopCtx(), live())).toMatchObject({ kind: 'veto' });
     expect(outcomes).toEqual([
-      expect.objectContaining({ hook: 'goal_gate', route: 'gate', kind: 'allow', exitCode: 0 }),
+      expect.objectContaining({ hook: "the goal's gate_command", route: 'gate', kind: 'allow', exitCode: 0 }),
     ]);
   });
 

@@ -87,8 +87,25 @@ describe('goal gate (fail-closed)', () => {
       ),
     ).toMatchObject({
       kind: 'veto',
-      reason: expect.stringContaining('completion cannot be verified'),
+      reason: 'goal gate "g" did not pass (exited with code 1): completion cannot be claimed',
     });
+  });
+
+  it("a gate command that fails (a test runner's exit 1) shows the model what it printed, its stdout too", async () => {
+    const [global] = effectiveGate(
+      "printf 'FAIL src/a.test.ts > adds\\n'; echo 'warning: slow' >&2; exit 1",
+      undefined,
+      {},
+    );
+    const verdict = await gateVeto([global!], hookCtx, live());
+    expect(verdict).toMatchObject({
+      kind: 'veto',
+      reason:
+        'goal gate "[agent] gate_command" did not pass (exited with code 1: warning: slow): completion cannot be claimed',
+    });
+    expect((verdict as { feedback: string }).feedback).toMatch(
+      /did not pass \(exited with code 1: warning: slow\).*\nWhat it printed:\nFAIL src\/a\.test\.ts > adds\nwarning: slow$/s,
+    );
   });
 
   it('3 consecutive gate errors → halt; a success resets the count', async () => {
@@ -101,9 +118,19 @@ describe('goal gate (fail-closed)', () => {
     expect(kinds).toEqual(['veto', 'veto', 'continue', 'veto', 'veto', 'halt']);
   });
 
+  it('gate errors with tool calls between them are not consecutive: a model working on the cause is not halted', async () => {
+    const state = { consecutiveErrors: 0 };
+    const error: StopHookVerdict = { kind: 'error', hookName: 'g', message: 'exited with code 1' };
+    const g = gate([error, error, error, error, error, error]);
+    const kinds = [];
+    for (const toolCallsMade of [1, 3, 5, 5, 5, 9])
+      kinds.push((await gateVeto([g], { ...hookCtx, toolCallsMade }, live(), { state })).kind);
+    expect(kinds).toEqual(['veto', 'veto', 'veto', 'veto', 'halt', 'veto']);
+  });
+
   it('effectiveGate: the model\'s gate with ";" is refused, not allowed; the user\'s own gate is a shell command', async () => {
     const gates = effectiveGate('true && test -d /', 'true; rm -rf /tmp/nothing');
-    expect(gates.map((g) => g.name)).toEqual(['global_gate', 'goal_gate']);
+    expect(gates.map((g) => g.name)).toEqual(['[agent] gate_command', "the goal's gate_command"]);
     const verdict = await gateVeto(gates, hookCtx, live());
     expect(verdict).toMatchObject({
       kind: 'veto',

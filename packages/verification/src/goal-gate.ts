@@ -10,6 +10,8 @@ export const DEFAULT_MAX_CONSECUTIVE_GATE_ERRORS = 3;
 /** Carries the consecutive-error count across stop attempts; keep one per run. */
 export interface GateState {
   consecutiveErrors: number;
+  /** The run's tool calls at the last error: an error after more of them starts the count afresh. */
+  toolCallsAtError?: number;
 }
 
 export interface GateVetoOptions {
@@ -40,6 +42,11 @@ export async function gateVeto(
           feedback: `The goal gate \`${gate.name}\` did not pass: ${verdict.reason || 'it exited with code 2'}`,
         };
       case 'error': {
+        // Consecutive means with no tool call in between: a model that worked on the cause (a
+        // failing test) since the last failure is not halted for it; one that only stops again is.
+        if (state.toolCallsAtError !== undefined && ctx.toolCallsMade > state.toolCallsAtError)
+          state.consecutiveErrors = 0;
+        state.toolCallsAtError = ctx.toolCallsMade;
         state.consecutiveErrors += 1;
         if (state.consecutiveErrors >= maxErrors) {
           return {
@@ -49,8 +56,10 @@ export async function gateVeto(
         }
         return {
           kind: 'veto',
-          reason: `goal gate "${gate.name}" errored: completion cannot be verified`,
-          feedback: `The goal gate \`${gate.name}\` did not pass (${verdict.message}), so completion cannot be claimed. Fix the cause (or the gate command).`,
+          reason: `goal gate "${gate.name}" did not pass (${verdict.message}): completion cannot be claimed`,
+          feedback: `The goal gate \`${gate.name}\` did not pass (${verdict.message}), so completion cannot be claimed. Fix the cause (or the gate command).${
+            verdict.output === undefined ? '' : `\nWhat it printed:\n${verdict.output}`
+          }`,
         };
       }
       default: {
@@ -97,7 +106,7 @@ export function effectiveGate(
     };
     gates.push(modelSet ? ShellStopHook.shellSafe(hook) : new ShellStopHook(hook));
   };
-  add('global_gate', globalGate, false);
-  add('goal_gate', goalGateCommand, true);
+  add('[agent] gate_command', globalGate, false);
+  add("the goal's gate_command", goalGateCommand, true);
   return gates;
 }

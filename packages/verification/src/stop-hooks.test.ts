@@ -70,6 +70,7 @@ describe('ShellStopHook exit codes', () => {
       kind: 'error',
       hookName: 'h',
       message: 'exited with code 1: boom',
+      output: 'boom',
     });
   });
   it('127 (command not found) → error', async () => {

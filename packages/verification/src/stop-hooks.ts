@@ -14,7 +14,16 @@ export type StopHookVerdict =
   | { readonly kind: 'block'; readonly reason: string; readonly systemMessage?: string }
   /** `stop`: Claude Code's `"continue": false` — the model's stop stands, `reason` is the stopReason. */
   | { readonly kind: 'halt'; readonly reason: string; readonly stop?: true; readonly systemMessage?: string }
-  | { readonly kind: 'error'; readonly hookName: string; readonly message: string };
+  | {
+      readonly kind: 'error';
+      readonly hookName: string;
+      readonly message: string;
+      /**
+       * What a command that exited printed, stdout then stderr, each cut as for the model: a test
+       * runner's failures are on its stdout. Absent when it printed nothing or did not exit.
+       */
+      readonly output?: string;
+    };
 
 export interface StopHookContext {
   readonly finalText: string;
@@ -148,7 +157,16 @@ export function verdictFromOutcome(
       kind: 'halt',
       reason: capForModel(outcome.stderr.trim()) || `stop hook "${name}" halted the loop`,
     };
-  return { kind: 'error', hookName: name, message: describeFailure(outcome, timeoutMs) };
+  const printed =
+    outcome.kind === 'exited'
+      ? [outcome.stdout.trim(), outcome.stderr.trim()].filter((text) => text !== '').map(capForModel)
+      : [];
+  return {
+    kind: 'error',
+    hookName: name,
+    message: describeFailure(outcome, timeoutMs),
+    ...(printed.length > 0 ? { output: printed.join('\n') } : {}),
+  };
 }
 
 export class ShellStopHook implements StopHookHandler {

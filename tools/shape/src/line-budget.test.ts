@@ -14,7 +14,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3552, files: 18 },
-  verification: { lines: 3013, files: 25 },
+  verification: { lines: 3040, files: 25 },
   harness: { lines: 2990, files: 12 },
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 3280, files: 12 },
