@@ -76,6 +76,24 @@ describe('httpFetch', () => {
     expect(await response.json()).toEqual({ error: { message: 'slow down' } });
   });
 
+  it('a streamed reply asked for and a success of another kind (a web page, JSON) fails naming what came', async () => {
+    handler = (_request, _body, response) =>
+      response.writeHead(200, { 'content-type': 'text/html' }).end('<html>a web page</html>');
+    const streamed = post('/v1/chat/completions', { body: '{"model":"m","stream":true}' });
+    await expect(streamed).rejects.toThrow(
+      `the provider at ${base}/v1/chat/completions answered 200 with Content-Type text/html, not a stream of events (text/event-stream): check [agent] base_url`,
+    );
+    await expect(streamed).rejects.not.toBeInstanceOf(TypeError); // not a network failure: not retried
+    // Not asked for a stream: the reply is the caller's to read.
+    const plain = await post('/v1/chat/completions', { body: '{"model":"m","stream":false}' });
+    expect(await plain.text()).toBe('<html>a web page</html>');
+    // An event stream passes.
+    handler = (_request, _body, response) =>
+      response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' }).end('data: {}\n\n');
+    const events = await post('/v1/chat/completions', { body: '{"stream": true}' });
+    expect(await events.text()).toBe('data: {}\n\n');
+  });
+
   it('a refused connection: fetch’s TypeError with the cause’s code (the SDK retries on it)', async () => {
     const port = await new Promise<number>((resolve) => {
       const probe = createNetServer().listen(0, '127.0.0.1', () => {

@@ -167,6 +167,19 @@ function bodyOf(
   });
 }
 
+/** A request body asking for a streamed reply (OpenAI's, Anthropic's `"stream": true`). */
+const STREAM_ASKED = /"stream"\s*:\s*true\b/;
+
+/** A streamed reply was asked for and the answer was a success of another kind. */
+export class NotAStreamError extends Error {
+  override readonly name = 'NotAStreamError';
+  constructor(url: URL, status: number, contentType: string | undefined) {
+    super(
+      `the provider at ${url.origin}${url.pathname} answered ${status} with ${contentType === undefined ? 'no Content-Type' : `Content-Type ${contentType}`}, not a stream of events (text/event-stream): check [agent] base_url (an OpenAI-compatible API's usually ends in /v1)`,
+    );
+  }
+}
+
 /** fetch's TypeError for a request that never got an answer. */
 const fetchFailed = (cause: unknown): TypeError => new TypeError('fetch failed', { cause });
 
@@ -215,6 +228,13 @@ async function send(
   if (status >= 300 && status < 400 && response.headers.location !== undefined) {
     response.resume(); // fetch's own redirect rules (a 303 becomes a GET, and so on)
     return bounded(await fetch(url, init), maxBytes);
+  }
+  // A streamed reply asked for and a success that is no event stream (an HTML page, a JSON reply):
+  // the wrong base URL, or a server that ignores `stream`. Said as such, not as a reply with nothing in it.
+  const contentType = response.headers['content-type'];
+  if (status >= 200 && status < 300 && STREAM_ASKED.test(payload) && !isEventStream(contentType)) {
+    response.destroy();
+    throw new NotAStreamError(url, status, contentType);
   }
   const empty = NULL_BODY.has(status) && response.resume(); // the connection goes back to the pool
   return new Response(empty ? null : bodyOf(response, signal, maxBytes), {
