@@ -454,6 +454,37 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expectIntact(p);
   });
 
+  it('a .git file naming a git dir inside the cwd (--separate-git-dir): that git dir is kept as .git is', async () => {
+    count += 1;
+    const dir = join(root, `separate${count}`);
+    mkdirSync(dir, { recursive: true });
+    expect(git(dir, 'init', '-q', `--separate-git-dir=${join(dir, '.gitdir')}`, '.').status).toBe(0);
+    const before = readFileSync(join(dir, '.gitdir', 'config'), 'utf8');
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `printf '#!/bin/sh\\n${EVIL}\\n' > .gitdir/hooks/pre-commit`,
+          `printf '[core]\\n\\tfsmonitor = ${EVIL}\\n' >> .gitdir/config`,
+          'mv .gitdir .gitdir-x',
+          'echo x > x.txt && git add x.txt && echo added',
+        ].join('; '),
+      ],
+      cwd: dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('added\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(existsSync(join(dir, '.gitdir', 'hooks', 'pre-commit'))).toBe(false);
+    expect(readFileSync(join(dir, '.gitdir', 'config'), 'utf8')).toBe(before);
+    expect(git(dir, 'status', '--short').status).toBe(0);
+    expect(existsSync(PWNED)).toBe(false);
+  });
+
   it('the redirects are gone after a SIGKILL of the whole group, once released', async () => {
     const p = project();
     const wrapped = p.box.wrap({

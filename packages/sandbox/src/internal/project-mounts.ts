@@ -270,6 +270,28 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
 }
 
 /**
+ * The git dir a `.git` file names, as git reads it (`gitdir: ` then the path, only the line end
+ * removed; relative to the file's folder), when it is a folder inside `cwd` other than `cwd`.
+ */
+function gitFileTarget(file: string, cwd: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').slice(0, 4096);
+  } catch {
+    return undefined;
+  }
+  if (!text.startsWith('gitdir: ')) return undefined;
+  const named = text.slice('gitdir: '.length).replace(/[\r\n]+$/, '');
+  let target: string;
+  try {
+    target = realpathSync(resolve(dirname(file), named));
+  } catch {
+    return undefined;
+  }
+  return target !== cwd && isWithin(target, cwd) && kindOf(target) === 'dir' ? target : undefined;
+}
+
+/**
  * The configs git reads before the repository's own, in its order: the system's, then the user's
  * (`$GIT_CONFIG_GLOBAL`, else `$XDG_CONFIG_HOME/git/config` and `~/.gitconfig`). Their relative
  * `core.hooksPath` and programs resolve in each work tree, the cwd's too.
@@ -299,11 +321,18 @@ export function projectProtections(
   const git = join(cwd, '.git');
   const mounts: ProtectedMount[] = [{ path: join(cwd, '.claude'), how: 'read-only', absent: 'dir' }];
   // An empty `.git` stand-in another command (or a kept series) holds is no git dir: kept read-only.
-  if (kindOf(git) === 'dir' && !ownStandIn(git, seen)) {
-    mounts.push({ path: git, how: 'pin', absent: 'dir' });
-    for (const [name, absent] of GIT_PATHS) mounts.push({ path: join(git, name), how: 'read-only', absent });
+  // A `.git` file (kept read-only) naming a git dir inside the cwd (`--separate-git-dir=.gitdir`):
+  // that git dir is kept as `.git` would be.
+  const kind = kindOf(git);
+  const gitDir =
+    kind === 'dir' && !ownStandIn(git, seen) ? git : kind === 'file' ? gitFileTarget(git, cwd) : undefined;
+  if (gitDir !== undefined) {
+    if (gitDir !== git) mounts.push({ path: git, how: 'read-only', absent: 'dir' });
+    mounts.push({ path: gitDir, how: 'pin', absent: 'dir' });
+    for (const [name, absent] of GIT_PATHS)
+      mounts.push({ path: join(gitDir, name), how: 'read-only', absent });
     // The repository's own config wins; the system's and the user's name hooks and programs too.
-    const configs = [...outerGitConfigs(policy.home), join(git, 'config')];
+    const configs = [...outerGitConfigs(policy.home), join(gitDir, 'config')];
     const named = configs.map((config) => gitConfigPaths(config, cwd, 0, policy.home));
     const hooks = named.reduce<string | undefined>((found, paths) => paths.hooks ?? found, undefined);
     if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
