@@ -6,7 +6,7 @@ import { PtyManager } from '@aleph/pty';
 import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { AGENT_NICE, ServerPtys, shownCommand, spawnWhenFree } from './agent-ptys.js';
+import { AGENT_NICE, ServerPtys, shownCommand, spawnWhenFree, TerminalShare } from './agent-ptys.js';
 
 const manager = new PtyManager({ maxSessions: 4, eviction: 'reject', killStepMs: 200 });
 manager.setMaxListeners(0); // each spawn waiting for a slot listens for an exit (as ServerPtys allows)
@@ -61,6 +61,29 @@ it('a spawn that waits for a slot past its timeout rejects with a TimeoutError a
   const session = await spawnWhenFree(manager, program, signal, undefined, 200);
   for (const each of running.slice(1)) each.write('\r');
   await Promise.all([...running, session].map((each) => each.exited));
+});
+
+it("a run's share of the pool: past its most, its next spawn waits for one of its own to end, while another run's starts", async () => {
+  const signal = new AbortController().signal;
+  const hold = { ...program, args: ['-c', 'read line'] };
+  const mine = new TerminalShare(2);
+  const held = await Promise.all(
+    [0, 1].map(() => spawnWhenFree(manager, hold, signal, undefined, 5_000, mine)),
+  );
+  expect(mine.held).toBe(2);
+  const third = spawnWhenFree(manager, program, signal, undefined, 300, mine);
+  await expect(third).rejects.toMatchObject({ name: 'AbortError', cause: { name: 'TimeoutError' } });
+  // Another run's share: a free slot of the pool is its.
+  const other = await spawnWhenFree(manager, program, signal, undefined, 5_000, new TerminalShare(2));
+  await other.exited;
+  // One of this run's ends: its waiting spawn starts.
+  const waiting = spawnWhenFree(manager, program, signal, undefined, 5_000, mine);
+  held[0]!.write('\r');
+  const started = await waiting;
+  await started.exited;
+  held[1]!.write('\r');
+  await Promise.all(held.map((each) => each.exited));
+  expect(mine.held).toBe(0);
 });
 
 /** Field 19 of /proc/PID/stat: the process's nice value. */

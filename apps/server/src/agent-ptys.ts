@@ -7,7 +7,7 @@
 // where the sandbox weighs them in a CPU group, join it as soon as they are forked (`cgroup`): on a
 // machine they keep busy, the event loop still gets the CPU it needs, and users' terminals do not
 // lose theirs (they run at the server's).
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import {
   PtyError,
   PtyManager,
@@ -80,9 +80,18 @@ const shown = new WeakMap<PtySession, string>();
 /** The command pty.list shows for `session`, if it was started with one (`spawnWhenFree`'s `shownAs`). */
 export const shownCommand = (session: PtySession): string | undefined => shown.get(session);
 
+/** One run's share of the agents' pool: at most `max` of its terminals (sub-agents' too) at once. */
+export class TerminalShare extends EventEmitter {
+  held = 0;
+  constructor(readonly max: number) {
+    super();
+  }
+}
+
 /**
  * Spawns in `manager`, waiting (until `signal` aborts, or `timeoutMs` from now: a TimeoutError)
- * while all its slots are busy. `shownAs`: the command pty.list shows for it (see shownCommand).
+ * while all its slots are busy, or `share` holds its most. `shownAs`: the command pty.list shows
+ * for it (see shownCommand).
  */
 export async function spawnWhenFree(
   manager: PtyManager,
@@ -90,20 +99,35 @@ export async function spawnWhenFree(
   signal: AbortSignal,
   shownAs?: string,
   timeoutMs?: number,
+  share?: TerminalShare,
 ): Promise<PtySession> {
   const deadline = Date.now() + (timeoutMs ?? 0);
   let waiting: AbortSignal | undefined; // made once a wait begins (a timer and a signal cost the GC)
+  const wait = (): AbortSignal => {
+    const left = Math.max(0, deadline - Date.now());
+    return (waiting ??=
+      timeoutMs === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(left)]));
+  };
   for (;;) {
     (waiting ?? signal).throwIfAborted();
+    if (share !== undefined && share.held >= share.max) {
+      await once(share, 'free', { signal: wait() });
+      continue;
+    }
     try {
       const session = await manager.start(options); // the event loop never waits for the program
       if (shownAs !== undefined) shown.set(session, shownAs);
+      if (share !== undefined) {
+        share.held += 1;
+        session.onExit(() => {
+          share.held -= 1;
+          share.emit('free');
+        });
+      }
       return session;
     } catch (error) {
       if (!(error instanceof PtyError) || error.code !== 'session_limit') throw error;
     }
-    const left = Math.max(0, deadline - Date.now());
-    waiting ??= timeoutMs === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(left)]);
-    await once(manager, 'exit', { signal: waiting });
+    await once(manager, 'exit', { signal: wait() });
   }
 }

@@ -49,7 +49,7 @@ import { quote } from 'shell-quote';
 import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
-import type { ServerPtys } from './agent-ptys.js';
+import { TerminalShare, type ServerPtys } from './agent-ptys.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import {
@@ -166,6 +166,8 @@ export function homeHeldBy(real: string): string | undefined {
 interface SpawnCounts {
   started: number;
   readonly running: Map<string, number>;
+  /** The run's share of the agents' terminals, its sub-agents' included. */
+  readonly terminals: TerminalShare;
 }
 
 /**
@@ -698,7 +700,12 @@ export class AgentService {
       ({ path }) => !known.has(path),
     );
     const protection = this.#protection.with(projectProtection(realCwd, bySandbox));
-    const limits: SpawnCounts = { started: 0, running: new Map() }; // the run's sub-agents, every depth
+    const { agent_max_sessions: pool, agent_max_sessions_per_run: perRun } = this.#options.config.pty;
+    const limits: SpawnCounts = {
+      started: 0,
+      running: new Map(),
+      terminals: new TerminalShare(Math.min(pool, perRun ?? Math.ceil(pool / 2))),
+    }; // the run's sub-agents, every depth
     // A cluster run's events go through its gate: while the lease is uncertain (this node was
     // stopped or cut off past its TTL) they wait for a renewal, or for the run's end to say
     // whether the log took them.
@@ -959,6 +966,7 @@ export class AgentService {
         protection,
         cwd,
         ptyManager: this.#options.ptys.agents,
+        terminalShare: limits.terminals,
         goals: this.#goals,
         defaultShellTimeoutMs: config.agent.tool_timeout_secs * 1000,
         maxFileBytes:

@@ -41,6 +41,11 @@ export const configSchema = z.strictObject({
       /** The agents' `shell` commands: a pool of their own (no eviction, no idle expiry). */
       agent_max_sessions: positiveInt.default(16),
       /**
+       * The most of that pool one agent run holds at once, its sub-agents' commands included
+       * (default: half the pool, rounded up): one run cannot take every terminal from the others.
+       */
+      agent_max_sessions_per_run: positiveInt.optional(),
+      /**
        * Added to the niceness of the agents' commands (0 to 19; 0: the server's priority), so a
        * build the model runs does not take the CPU the server's event loop needs. User terminals: 0.
        * Where the sandbox weighs the confined commands in one CPU group (root, cgroup v1), the group

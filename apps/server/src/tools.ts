@@ -8,7 +8,7 @@ import type { AnyTool, Tool, ToolResult } from '@aleph/harness';
 import type { ExitInfo, PtyManager } from '@aleph/pty';
 import { shellSafetyProblem, type ScratchpadRow } from '@aleph/verification';
 import { z } from 'zod';
-import { spawnWhenFree } from './agent-ptys.js';
+import { spawnWhenFree, type TerminalShare } from './agent-ptys.js';
 import { isWithin, PROTECTED_PROJECT_PATHS, protectedPathOf, type ProtectedPath } from '@aleph/sandbox';
 import {
   confine,
@@ -51,6 +51,8 @@ export interface ToolEnvironment {
   readonly protection?: ProtectedSet | undefined;
   /** Where `shell` commands run: the agents' own pool (`ServerPtys.agents`); a full pool is waited for. */
   readonly ptyManager: PtyManager;
+  /** The run's share of that pool, its sub-agents' commands counted in it. */
+  readonly terminalShare?: TerminalShare | undefined;
   readonly goals: Map<string, Goal>;
   readonly defaultShellTimeoutMs: number;
   /** The largest file `write_file` and `edit_file` write (`[sandbox.limits] file_size_mib`), as a command may. */
@@ -243,6 +245,7 @@ export function builtinTools(env: ToolEnvironment): AnyTool[] {
           // pty.list shows the command, not the sandbox's long command line around it
           ctx.sandbox && ctx.sandbox.backend !== 'none' ? shownAs(ctx.sandbox.backend, command) : undefined,
           timeoutMs,
+          env.terminalShare,
         );
       } catch (error) {
         spec.release?.(); // never started

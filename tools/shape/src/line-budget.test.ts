@@ -18,7 +18,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   harness: { lines: 2990, files: 12 },
   gateway: { lines: 4187, files: 26 },
   sandbox: { lines: 3309, files: 12 },
-  server: { lines: 6849, files: 30 },
+  server: { lines: 6889, files: 30 },
   mcp: { lines: 1397, files: 8 },
   console: { lines: 3258, files: 10 },
   cluster: { lines: 3400, files: 14 },
