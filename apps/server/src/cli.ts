@@ -114,6 +114,11 @@ async function connect(values: {
         `no server running (the last one, pid ${info.pid}, has exited): start one with \`pnpm start\``,
         1,
       );
+    if ((error as { code?: string }).code === 'unauthorized')
+      throw new CliError(
+        `the server at ${url} refused the token: pass the one it printed (--token, ALEPH_TOKEN), or leave both out to use the running server's`,
+        1,
+      );
     throw new CliError(`cannot reach the server at ${url}: ${(error as Error).message}`, 1);
   }
 }

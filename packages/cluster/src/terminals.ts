@@ -1347,4 +1347,6 @@ const ERROR_NAMES: Record<ErrorCodeName, true> = {
   screen_too_large: true,
   unknown_run: true,
   no_provider: true,
+  unauthorized: true,
+  upgrade_refused: true,
 };

@@ -355,14 +355,20 @@ export function connectGateway(url: string, options: ConnectOptions): Promise<Ga
     const onError = (error: Error): void => reject(error);
     socket.once('unexpected-response', (_request, response) => {
       socket.off('error', onError);
+      const status = response.statusCode ?? 0;
+      const answer = `${status} ${response.statusMessage ?? ''}`.trim();
       reject(
-        new GatewayError(
-          'internal_error',
-          `upgrade refused: ${response.statusCode} ${response.statusMessage ?? ''}`.trim(),
-          {
-            data: { status: response.statusCode },
-          },
-        ),
+        status === 401 || status === 403
+          ? new GatewayError(
+              'unauthorized',
+              status === 401
+                ? `the gateway refused the token (${answer})`
+                : `the gateway refused this connection's origin or host (${answer})`,
+              { data: { status } },
+            )
+          : new GatewayError('upgrade_refused', `the gateway refused the connection (${answer})`, {
+              data: { status },
+            }),
       );
       response.resume();
     });

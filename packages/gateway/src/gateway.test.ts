@@ -360,7 +360,14 @@ describe('auth and origin', () => {
     expect(await attempt({})).toBe(401);
     expect(await attempt({ authorization: 'Bearer wrong' })).toBe(401);
     expect(await attempt({ authorization: `Bearer ${TOKEN}`, origin: 'https://evil.example' })).toBe(403);
-    await expect(connectGateway(h.gateway.url, { token: 'nope' })).rejects.toThrow(/upgrade refused: 401/);
+    await expect(connectGateway(h.gateway.url, { token: 'nope' })).rejects.toMatchObject({
+      code: 'unauthorized',
+      message: 'the gateway refused the token (401 Unauthorized)',
+      data: { status: 401 },
+    });
+    await expect(
+      connectGateway(h.gateway.url.replace(/\/ws$/, '/elsewhere'), { token: TOKEN }),
+    ).rejects.toMatchObject({ code: 'upgrade_refused', data: { status: expect.any(Number) } });
     expect(h.manager.size).toBe(0);
   });
 

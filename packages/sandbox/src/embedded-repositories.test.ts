@@ -104,7 +104,9 @@ it('outside a repository it answers none without starting git (a fork of the cal
     expect(await embeddedRepositories(plain)).toEqual(NONE);
     mkdirSync(join(plain, 'sub'));
     expect(await embeddedRepositories(join(plain, 'sub'))).toEqual(NONE);
-    mkdirSync(join(plain, '.git'));
+    mkdirSync(join(plain, '.git')); // empty, as the sandbox's stand-in for an absent .git: git skips it
+    expect(await embeddedRepositories(join(plain, 'sub'))).toEqual(NONE);
+    writeFileSync(join(plain, '.git', 'HEAD'), 'ref: refs/heads/main\n');
     expect(await embeddedRepositories(join(plain, 'sub'))).toBeUndefined(); // a repository above: git asked
   } finally {
     process.env['PATH'] = path;

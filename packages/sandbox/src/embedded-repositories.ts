@@ -162,11 +162,20 @@ function gitlinks(
   });
 }
 
-/** Whether git finds a repository from `cwd`: a `.git` there or in a folder above (none if `cwd` is gone). */
+/**
+ * Whether git finds a repository from `cwd`: a `.git` file there or in a folder above, or a `.git`
+ * folder holding a `HEAD` (an empty one, such as the sandbox's stand-in for an absent `.git`, is
+ * skipped by git too). None if `cwd` is gone.
+ */
 function inRepository(cwd: string): boolean {
   if (lstatSync(cwd, { throwIfNoEntry: false }) === undefined) return false;
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    if (lstatSync(join(dir, '.git'), { throwIfNoEntry: false }) !== undefined) return true;
+    const dotGit = lstatSync(join(dir, '.git'), { throwIfNoEntry: false });
+    if (
+      dotGit !== undefined &&
+      (!dotGit.isDirectory() || lstatSync(join(dir, '.git', 'HEAD'), { throwIfNoEntry: false }) !== undefined)
+    )
+      return true;
     if (dirname(dir) === dir) return false;
   }
 }

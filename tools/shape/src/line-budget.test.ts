@@ -16,12 +16,12 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   pty: { lines: 3552, files: 18 },
   verification: { lines: 3040, files: 25 },
   harness: { lines: 2990, files: 12 },
-  gateway: { lines: 4187, files: 26 },
-  sandbox: { lines: 3309, files: 12 },
-  server: { lines: 6889, files: 30 },
+  gateway: { lines: 4197, files: 26 },
+  sandbox: { lines: 3318, files: 12 },
+  server: { lines: 6894, files: 30 },
   mcp: { lines: 1397, files: 8 },
   console: { lines: 3258, files: 10 },
-  cluster: { lines: 3400, files: 14 },
+  cluster: { lines: 3402, files: 14 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {

@@ -32,6 +32,10 @@ export const ErrorCodes = {
   screen_too_large: -32008,
   unknown_run: -32007,
   no_provider: -32010,
+  /** The client's connection was refused: the token (401) or the page's origin or host (403). */
+  unauthorized: -32011,
+  /** The client's connection was refused for another reason (a wrong path: 404); `data.status`. */
+  upgrade_refused: -32012,
 } as const;
 export type ErrorCodeName = keyof typeof ErrorCodes;
 
