@@ -42,18 +42,22 @@ export class LinkBanner {
         const retryIn = Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000));
         const since = Math.round((Date.now() - this.#downSince) / 1000);
         const queued = this.#queuedBytes();
+        // 1001: the server said it is shutting down; its terminals ended with it (each tab says so).
+        const shutDown = state.code === 1001;
         this.status.textContent = 'disconnected';
         this.element.replaceChildren(
-          h('b', {}, 'Disconnected from the server'),
-          ` for ${since} s (code ${state.code}). `,
+          h('b', {}, shutDown ? 'The server shut down' : 'Disconnected from the server'),
+          ` ${since} s ago (code ${state.code}). `,
           retryIn > 0 ? `Reconnecting in ${retryIn} s (try ${state.attempt}). ` : 'Reconnecting… ',
           h('button', { onclick: () => this.#connection.retryNow() }, 'Reconnect now'),
           h(
             'span',
             { class: 'queued' },
-            queued > 0
-              ? ` ${queued} bytes typed are queued and will be sent when the connection is back.`
-              : ' Your terminals keep running on the server; what you type is queued (up to 4 KiB a tab) and sent when the connection is back.',
+            shutDown
+              ? ' Its terminals ended with it, so what you type now is not kept.'
+              : queued > 0
+                ? ` ${queued} bytes typed are queued and will be sent when the connection is back.`
+                : ' Your terminals keep running on the server; what you type is queued (up to 4 KiB a tab) and sent when the connection is back.',
           ),
         );
         return;

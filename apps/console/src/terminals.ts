@@ -32,6 +32,14 @@ export function programLabel(command: string): string {
   return [program.slice(program.lastIndexOf('/') + 1) || program, ...rest].join(' ');
 }
 
+/**
+ * The model's command in how the server lists an agent's sandboxed command
+ * (`[bubblewrap] /bin/sh -c <command>`), for a page that did not see the run's `agent.shell`.
+ */
+export function agentCommandOf(command: string): string | undefined {
+  return /^\[(?:bubblewrap|sandbox-exec)\] \/bin\/sh -c ([\s\S]*)$/.exec(command)?.[1];
+}
+
 /** `4m 10s`, `35s`: a countdown in words short enough for a list row. */
 function duration(ms: number): string {
   const seconds = Math.max(0, Math.round(ms / 1000));
@@ -258,7 +266,12 @@ export class Terminals {
 
   /** What a session is called: the model's command for an agent's, the program for a user's. */
   labelOf(sessionId: string, command: string): string {
-    return this.#labels.get(sessionId) ?? programLabel(command);
+    return this.#labels.get(sessionId) ?? agentCommandOf(command) ?? programLabel(command);
+  }
+
+  /** Whether a session runs an agent's command: its run said so, or the server lists it so. */
+  #isAgent(session: ListedSession): boolean {
+    return this.#labels.has(session.sessionId) || agentCommandOf(session.command) !== undefined;
   }
 
   /**
@@ -305,7 +318,7 @@ export class Terminals {
   /** Ends a running session (its program gets SIGHUP), once the user confirms. */
   async end(session: ListedSession): Promise<void> {
     const label = brief(this.labelOf(session.sessionId, session.command), 80);
-    const question = this.#labels.has(session.sessionId)
+    const question = this.#isAgent(session)
       ? `End the agent's command “${label}”? The agent gets it as killed.`
       : `End “${label}”? Its program is sent SIGHUP, for every viewer.`;
     if (!window.confirm(question)) return;
@@ -406,7 +419,7 @@ export class Terminals {
 
   #sessionRow(session: ListedSession): HTMLElement {
     const ended = endOf(session);
-    const agent = this.#labels.has(session.sessionId);
+    const agent = this.#isAgent(session);
     const open = this.#tabOf(session.sessionId) !== undefined;
     const label = this.labelOf(session.sessionId, session.command);
     return h(

@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 3318, files: 12 },
   server: { lines: 6894, files: 30 },
   mcp: { lines: 1397, files: 8 },
-  console: { lines: 3258, files: 10 },
+  console: { lines: 3275, files: 10 },
   cluster: { lines: 3402, files: 14 },
 };
 
