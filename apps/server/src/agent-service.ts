@@ -50,6 +50,7 @@ import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
 import { TerminalShare, type ServerPtys } from './agent-ptys.js';
+import { gitOperations, gitOperationsWarning } from './git-operations.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import {
@@ -277,6 +278,15 @@ async function embeddedWarning(
     message: `the run ${what}: your next \`git status\` in ${cwd} runs their config (core.fsmonitor, hooks) as you${programs.length > 0 ? ` — ${programs.join('; ')}` : ''}; check their .git/config (\`git ls-files -s | grep ^160000\`), or \`git rm --cached\` them`,
     added: changed.map(({ path, programs: keys }) => ({ path, programs: keys })),
   };
+}
+
+/** `read()`, or undefined when it throws (a folder gone, not ours to read). */
+function safely<T>(read: () => T): T | undefined {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
 }
 
 /** What confined a run's commands, as agent.run and agent.done say it: `off` when nothing did. */
@@ -695,6 +705,8 @@ export class AgentService {
       this.#options.sandbox.backend === 'none'
         ? undefined
         : embeddedRepositories(realCwd).catch(() => undefined);
+    const operationsBefore =
+      this.#options.sandbox.backend === 'none' ? undefined : safely(() => gitOperations(realCwd));
     const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
     const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
       ({ path }) => !known.has(path),
@@ -825,6 +837,18 @@ export class AgentService {
           if (nested !== undefined) {
             logger.warn({ runId, cwd: realCwd }, nested.message);
             publish('agent.hook', { kind: 'warning', route: 'git', message: nested.message });
+          }
+          const operations =
+            this.#options.sandbox.backend === 'none'
+              ? undefined
+              : gitOperationsWarning(
+                  realCwd,
+                  operationsBefore,
+                  safely(() => gitOperations(realCwd)),
+                );
+          if (operations !== undefined) {
+            logger.warn({ runId, cwd: realCwd }, operations);
+            publish('agent.hook', { kind: 'warning', route: 'git', message: operations });
           }
           publish('agent.done', {
             terminateReason: result.terminateReason,

@@ -12,9 +12,10 @@ import {
   statSync,
   writeSync,
 } from 'node:fs';
+import { createRequire } from 'node:module';
 import { constants } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import * as nodePty from 'node-pty';
+import type * as NodePty from 'node-pty';
 import { PtyError } from './errors.js';
 import { processAlive, signalTree, treeAlive, type Scope } from './internal/process-tree.js';
 import { elfMismatch } from './internal/native-helpers.js';
@@ -39,6 +40,22 @@ import {
 } from './internal/spawner.js';
 import { unwatchSession, watchSession } from './internal/watchdog.js';
 import { Scrollback, type ReplayChunk } from './scrollback.js';
+
+/**
+ * node-pty, loaded so that its missing native module (its install script declined or failed) is
+ * said with the way out, not as node-pty's own stack trace.
+ */
+const nodePty: typeof NodePty = (() => {
+  try {
+    return createRequire(import.meta.url)('node-pty') as typeof NodePty;
+  } catch (error) {
+    const why = ((error as Error).message ?? String(error)).split('\n')[0];
+    throw new Error(
+      `@aleph/pty: node-pty could not be loaded (${why}). Its native module is built by its install script, which did not run or failed: with npm, \`npm install-scripts approve node-pty\` then \`npm rebuild node-pty\`; with pnpm, \`pnpm approve-builds\` then \`pnpm rebuild node-pty\` (it needs python3, make and a C++ compiler)`,
+      { cause: error },
+    );
+  }
+})();
 
 export type ExitReason = 'exited' | 'closed' | 'evicted' | 'expired' | 'shutdown';
 
@@ -203,7 +220,7 @@ function planSpawn(options: PtySpawnOptions): SpawnPlan {
 const spawnNow = (plan: SpawnPlan) => spawnWithoutFork(plan.command, plan.args, plan);
 const spawnLater = (plan: SpawnPlan) => spawnWithoutForkLater(plan.command, plan.args, plan);
 
-function spawnWithNodePty(plan: SpawnPlan): nodePty.IPty {
+function spawnWithNodePty(plan: SpawnPlan): NodePty.IPty {
   const wrapper = nodePtyWrapper(); // for node-pty: no inherited descriptor reaches the program
   return nodePty.spawn(
     wrapper ?? plan.command,
@@ -276,7 +293,7 @@ export class PtySession {
   #slaveFd: number | undefined;
   readonly #readBudget: number;
   readonly #killStepMs: number;
-  readonly #pty: nodePty.IPty;
+  readonly #pty: NodePty.IPty;
   /** The spawn helper below which this session's processes are (undefined: node-pty spawned it). */
   readonly #scope: Scope | undefined;
   /** Each listener, and whether it takes a view of the read buffer (onDataView) or a copy. */
@@ -302,7 +319,7 @@ export class PtySession {
    */
   static async start(options: PtySpawnOptions): Promise<PtySession> {
     const plan = planSpawn(options);
-    let pty: nodePty.IPty | undefined;
+    let pty: NodePty.IPty | undefined;
     try {
       pty = await spawnLater(plan);
     } catch (error) {
@@ -311,7 +328,7 @@ export class PtySession {
     return new PtySession(options, plan, pty ?? spawnFailure(plan, () => spawnWithNodePty(plan)));
   }
 
-  private constructor(options: PtySpawnOptions, plan: SpawnPlan, pty: nodePty.IPty) {
+  private constructor(options: PtySpawnOptions, plan: SpawnPlan, pty: NodePty.IPty) {
     this.id = randomUUID();
     this.command = plan.command;
     this.args = plan.args;

@@ -1,0 +1,46 @@
+// A git operation a run left half done, read from a real repository (git made the state): an
+// interactive rebase stopped at a `break`, with an `exec` line next.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { gitOperations, gitOperationsWarning } from './git-operations.js';
+
+const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-git-operations-')));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const git = (cwd: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
+  const ran = spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
+  expect(ran.status, ran.stderr).toBe(0);
+};
+
+it("names a rebase the run left stopped, with its todo list's exec lines; nothing when it was there before unchanged", () => {
+  git(root, ['init', '-q']);
+  for (const name of ['a', 'b']) {
+    writeFileSync(join(root, name), `${name}\n`);
+    git(root, ['add', name]);
+    git(root, ['commit', '-qm', name]);
+  }
+  const before = gitOperations(root);
+  expect(before?.inProgress).toEqual([]);
+  expect(gitOperationsWarning(root, before, gitOperations(root))).toBeUndefined();
+  // The model's command: a rebase that stops at once, an exec line next.
+  git(root, ['rebase', '-i', 'HEAD~1'], {
+    GIT_SEQUENCE_EDITOR: `printf 'break\\nexec touch ${join(root, 'ran')}\\n' >`,
+  });
+  const after = gitOperations(root);
+  expect(after?.inProgress).toEqual(['rebase-merge']);
+  expect(after?.execLines).toEqual([`exec touch ${join(root, 'ran')}`]);
+  expect(gitOperationsWarning(root, before, after)).toBe(
+    `the run left a git operation in progress in ${root} (rebase-merge); its todo list runs "exec touch ${join(root, 'ran')}" as you at \`git rebase --continue\`: check \`git status\` and the todo list before continuing it, or abort it (\`git rebase --abort\`, \`git cherry-pick --abort\`)`,
+  );
+  // A later run that leaves it as it was says nothing.
+  expect(gitOperationsWarning(root, after, gitOperations(root))).toBeUndefined();
+  // Outside a repository: nothing to say.
+  expect(gitOperations(tmpdir())).toBeUndefined();
+});
