@@ -22,8 +22,9 @@ import {
   writeSync,
   type Stats,
 } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
-import { parse as parseShell } from 'shell-quote';
+import type * as ShellQuote from 'shell-quote';
 import { SandboxError } from '../errors.js';
 import { isWithin, type ResolvedPolicy } from '../policy.js';
 
@@ -209,12 +210,17 @@ function configLines(text: string): string[] {
   return lines;
 }
 
+/** shell-quote, loaded at its first use (a config naming a program): the idle server never pays for it. */
+let shellQuoteModule: typeof ShellQuote | undefined;
+const shellQuote = (): typeof ShellQuote =>
+  (shellQuoteModule ??= createRequire(import.meta.url)('shell-quote') as typeof ShellQuote);
+
 /** The words a shell would make of `command` (quotes removed, variables left empty, operators dropped). */
 function shellWords(command: string): string[] {
   try {
-    return parseShell(command, () => '').filter(
-      (token): token is string => typeof token === 'string' && token !== '',
-    );
+    return shellQuote()
+      .parse(command, () => '')
+      .filter((token): token is string => typeof token === 'string' && token !== '');
   } catch {
     return command.split(/\s+/).filter((word) => word !== '');
   }
