@@ -341,32 +341,35 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await expect(a.publish('pty out', 's', {})).rejects.toThrow(ClusterError);
   });
 
-  it("batches a session's events up to the server's largest payload in bytes, multi-byte text included", async () => {
+  it("batches a session's events up to 127 KiB of JSON counted in bytes, text of any script intact; a larger event goes alone", async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');
     const bus = await JetStreamEventBus.open(connection);
     const got: BusEvent[] = [];
     const live = bus.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
     await live.ready;
-    // 40 events of 200 KB of UTF-8 each (100,000 two-byte characters): a batch counted in characters
-    // up to the payload would be twice too large for the server.
-    const text = 'é'.repeat(100_000);
+    // 40 events of 40 KB of UTF-8 each: three to a batch, where one counted in characters would take
+    // more (two of three are 20,000 two-byte characters). ASCII beside characters whose low byte is
+    // ASCII (Ł is U+0141), a four-byte one and escapes, in the same batches.
+    const texts = ['é'.repeat(20_000), `${'Ł'.repeat(19_990)}A🙂\u0000"\n`, 'plain text '.repeat(3_640)];
     const seqs = await Promise.all(
-      Array.from({ length: 40 }, (_, index) => bus.publish('agent.delta', 'run-utf8', { index, text })),
+      Array.from({ length: 40 }, (_, index) =>
+        bus.publish('agent.delta', 'run-utf8', { index, text: texts[index % 3] }),
+      ),
     );
     expect(seqs).toEqual(Array.from({ length: 40 }, (_, index) => index + 1));
     await expect.poll(() => got.length, { timeout: 10_000 }).toBe(40);
-    expect(
-      got.every(
-        (event, index) =>
-          (event.data as { index: number; text: string }).text === text &&
-          (event.data as { index: number }).index === index,
-      ),
-    ).toBe(true);
-    // Several to a message (each under the 1 MiB payload with its headers).
+    expect(got.map((event) => event.data)).toEqual(
+      Array.from({ length: 40 }, (_, index) => ({ index, text: texts[index % 3] })),
+    );
     const stored = (await connection.jsm.streams.info(`${cluster}_events`)).state.messages;
     expect(stored).toBeLessThan(40);
-    expect(stored).toBeGreaterThanOrEqual(9);
+    expect(stored).toBeGreaterThanOrEqual(14);
+    // One event over the batch's size goes in a message of its own, whole.
+    const large = { text: `${'x'.repeat(300_000)}é` };
+    expect(await bus.publish('agent.delta', 'run-utf8', large)).toBe(41);
+    await expect.poll(() => got.length, { timeout: 10_000 }).toBe(41);
+    expect(got[40]?.data).toEqual(large);
     live.unsubscribe();
   });
 

@@ -19,6 +19,7 @@ import { ClusterError } from './errors.js';
 import { beforeWrite, linger } from './internal/linger.js';
 import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
+import { byteLengthOf, textOf, writeText } from './internal/text.js';
 
 const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
@@ -28,6 +29,12 @@ const SESSION_HEADER = 'Aleph-Session';
 const BATCH_HEADER = 'Aleph-Batch';
 /** A batch's JSON in bytes stays this far under the server's largest payload (headers go beside it). */
 const PAYLOAD_HEADROOM = 64 * 1024;
+/**
+ * A batch's JSON in bytes stays under this: a reader decodes it as one string, and V8 keeps a string
+ * under 128 KiB with its other young objects, where a larger one takes pages of its own and a
+ * collection each (ten times what reading its bytes costs). A larger event goes alone.
+ */
+const BATCH_BYTES = 127 * 1024;
 const TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 
 /** A session id as one subject token: itself when it is one, else hex (`''` is `_`). */
@@ -37,13 +44,25 @@ export function sessionToken(sessionId: string): string {
   return `~${Buffer.from(sessionId, 'utf8').toString('hex')}`;
 }
 
-/** A batch's payload, `[[topic,data],…]` in UTF-8, from the events' encoded data: bytes copied once. */
-function batchBody(batch: readonly Queued[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const queued of batch)
-    parts.push(parts.length === 0 ? OPEN : BETWEEN, topicPrefix(queued.topic), queued.data);
-  parts.push(END);
-  return Buffer.concat(parts);
+/** A message's payload: one event's data, or a batch's `[[topic,data],…]`; UTF-8, written once into it. */
+function payloadOf(batch: readonly Queued[]): Buffer {
+  const single = batch.length === 1 ? batch[0] : undefined;
+  if (single !== undefined) {
+    const data = Buffer.allocUnsafe(single.bytes);
+    writeText(data, single.json, single.bytes, 0);
+    return data;
+  }
+  let size = OPEN.length - BETWEEN.length + END.length;
+  for (const queued of batch) size += BETWEEN.length + topicPrefix(queued.topic).length + queued.bytes;
+  const body = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const queued of batch) {
+    at += (at === 0 ? OPEN : BETWEEN).copy(body, at);
+    at += topicPrefix(queued.topic).copy(body, at);
+    at = writeText(body, queued.json, queued.bytes, at);
+  }
+  END.copy(body, at);
+  return body;
 }
 const OPEN = Buffer.from('[');
 const BETWEEN = Buffer.from('],');
@@ -67,8 +86,10 @@ function topicMatches(pattern: string, topic: string): boolean {
 /** An event waiting for its session's write. */
 interface Queued {
   readonly topic: string;
-  /** Its data as JSON, in UTF-8 (a message's payload when it goes alone). */
-  readonly data: Buffer;
+  /** Its data as JSON (a message's payload, in UTF-8, when it goes alone). */
+  readonly json: string;
+  /** The JSON's length in UTF-8. */
+  readonly bytes: number;
   readonly resolve: (seq: number) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -138,9 +159,10 @@ export class JetStreamEventBus implements EventBus {
     return new JetStreamEventBus(connection, options);
   }
 
-  /** The most bytes of JSON one batch carries: the server's largest payload (at most 1 MiB), less headroom. */
+  /** The most bytes of JSON one batch carries: BATCH_BYTES, within the server's largest payload less headroom. */
   #maxBatchBytes(): number {
-    return Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2) - PAYLOAD_HEADROOM;
+    const payload = Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2);
+    return Math.min(BATCH_BYTES, payload - PAYLOAD_HEADROOM);
   }
 
   #subject(sessionId: string): string {
@@ -178,8 +200,9 @@ export class JetStreamEventBus implements EventBus {
     }
     const known = tail;
     return new Promise<number>((resolve, reject) => {
-      // Encoded once, here: a write copies bytes into its message, never re-encodes text.
-      known.queue.push({ topic, data: Buffer.from(JSON.stringify(data ?? null)), resolve, reject });
+      // Encoded once, here, and written once, into its message.
+      const json = JSON.stringify(data ?? null);
+      known.queue.push({ topic, json, bytes: byteLengthOf(json), resolve, reject });
       if (!known.writing) {
         known.writing = true;
         // A write from idle waits a moment for what comes with it (a step's events come within a
@@ -194,7 +217,7 @@ export class JetStreamEventBus implements EventBus {
 
   /**
    * Writes a session's queued events, one write at a time: what was published while a write was
-   * under way goes as one message (a batch, up to the server's largest payload), so a session's throughput is
+   * under way goes as one message (a batch of up to BATCH_BYTES), so a session's throughput is
    * not one round trip per event, and every write is still fenced on the session's last message.
    */
   async #drain(sessionId: string, tail: Tail): Promise<void> {
@@ -205,7 +228,7 @@ export class JetStreamEventBus implements EventBus {
         let count = 0;
         for (const queued of tail.queue) {
           // `[topic,data],` in a batch: the topic's JSON and four bytes beside the data.
-          const size = queued.data.length + Buffer.byteLength(queued.topic) + 6;
+          const size = queued.bytes + Buffer.byteLength(queued.topic) + 6;
           if (count > 0 && bytes + size > most) break;
           bytes += size;
           count += 1;
@@ -227,7 +250,7 @@ export class JetStreamEventBus implements EventBus {
   /** One message with the batch's events; answers the first one's sequence. */
   async #write(sessionId: string, known: Tail, batch: readonly Queued[]): Promise<number> {
     const single = batch.length === 1 ? batch[0] : undefined;
-    const body = single !== undefined ? single.data : batchBody(batch);
+    const body = payloadOf(batch);
     for (let attempt = 0; ; attempt++) {
       if (known.streamSeq < 0) Object.assign(known, await this.#readTail(sessionId));
       const headers = natsHeaders();
@@ -278,8 +301,7 @@ export class JetStreamEventBus implements EventBus {
         if (replay && first + Math.max(count, 1) - 1 <= (afterSeq ?? 0)) continue;
         let events: [string, unknown][];
         try {
-          const { buffer, byteOffset, byteLength } = message.data;
-          const parsed: unknown = JSON.parse(Buffer.from(buffer, byteOffset, byteLength).toString('utf8'));
+          const parsed: unknown = JSON.parse(textOf(message.data));
           events =
             count > 0
               ? (parsed as [string, unknown][])
@@ -293,7 +315,8 @@ export class JetStreamEventBus implements EventBus {
           if (!topics.some((pattern) => topicMatches(pattern, topic))) continue;
           const event: BusEvent = { topic, sessionId: sessionOf, seq, data };
           try {
-            await listener(event);
+            const held = listener(event);
+            if (held !== undefined) await held; // (a listener that returns nothing costs no turn)
           } catch (error) {
             this.#onError(error, event);
           }
