@@ -25,16 +25,15 @@ const WRONG_LAST_SEQUENCE = 10071;
 const TOPIC_HEADER = 'Aleph-Topic';
 const SEQ_HEADER = 'Aleph-Seq';
 const SESSION_HEADER = 'Aleph-Session';
-/** A message holding several events of its session (JSON `[[topic, data], …]`), the first at Aleph-Seq. */
+/**
+ * A message holding several events of its session (JSON `[[topic, data], …]`), the first at
+ * Aleph-Seq. This version writes one event a line (JSON text has no line break of its own), so a
+ * reader parses each alone: a batch decoded as one string of more than 128 KiB would take V8 pages
+ * of its own and a scavenge (several times what reading its bytes costs). Read either way.
+ */
 const BATCH_HEADER = 'Aleph-Batch';
 /** A batch's JSON in bytes stays this far under the server's largest payload (headers go beside it). */
 const PAYLOAD_HEADROOM = 64 * 1024;
-/**
- * A batch's JSON in bytes stays under this: a reader decodes it as one string, and V8 keeps a string
- * under 128 KiB with its other young objects, where a larger one takes pages of its own and a
- * collection each (ten times what reading its bytes costs). A larger event goes alone.
- */
-const BATCH_BYTES = 127 * 1024;
 const TOKEN = /^[A-Za-z0-9_-]{1,200}$/;
 
 /** A session id as one subject token: itself when it is one, else hex (`''` is `_`). */
@@ -44,7 +43,7 @@ export function sessionToken(sessionId: string): string {
   return `~${Buffer.from(sessionId, 'utf8').toString('hex')}`;
 }
 
-/** A message's payload: one event's data, or a batch's `[[topic,data],…]`; UTF-8, written once into it. */
+/** A message's payload: one event's data, or a batch's `[[topic,data],\n…]`; UTF-8, written once into it. */
 function payloadOf(batch: readonly Queued[]): Buffer {
   const single = batch.length === 1 ? batch[0] : undefined;
   if (single !== undefined) {
@@ -65,7 +64,8 @@ function payloadOf(batch: readonly Queued[]): Buffer {
   return body;
 }
 const OPEN = Buffer.from('[');
-const BETWEEN = Buffer.from('],');
+const BETWEEN = Buffer.from('],\n');
+const LINE_BREAK = 0x0a;
 const END = Buffer.from(']]');
 /** `["topic",` in UTF-8, per topic (a few dozen topics exist). */
 const prefixes = new Map<string, Buffer>();
@@ -76,6 +76,22 @@ function topicPrefix(topic: string): Buffer {
     if (prefixes.size < 1024) prefixes.set(topic, prefix);
   }
   return prefix;
+}
+
+/** A batch's `[topic, data]` pairs: each line parsed alone, or the whole (one line: a batch of a version before). */
+function batchEvents(data: Uint8Array): [string, unknown][] {
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (bytes.indexOf(LINE_BREAK) < 0) return JSON.parse(textOf(bytes)) as [string, unknown][];
+  const events: [string, unknown][] = [];
+  // `[[topic,data],` then `[topic,data],` lines, the last `[topic,data]]`: the pair without its
+  // line's first `[` (the first line's) and last byte.
+  for (let start = 0; start < bytes.length;) {
+    const found = bytes.indexOf(LINE_BREAK, start);
+    const end = found < 0 ? bytes.length : found;
+    events.push(JSON.parse(textOf(bytes.subarray(start === 0 ? 1 : start, end - 1))) as [string, unknown]);
+    start = end + 1;
+  }
+  return events;
 }
 
 function topicMatches(pattern: string, topic: string): boolean {
@@ -159,10 +175,9 @@ export class JetStreamEventBus implements EventBus {
     return new JetStreamEventBus(connection, options);
   }
 
-  /** The most bytes of JSON one batch carries: BATCH_BYTES, within the server's largest payload less headroom. */
+  /** The most bytes of JSON one batch carries: the server's largest payload (at most 1 MiB), less headroom. */
   #maxBatchBytes(): number {
-    const payload = Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2);
-    return Math.min(BATCH_BYTES, payload - PAYLOAD_HEADROOM);
+    return Math.min(this.#connection.nc.info?.max_payload ?? 1024 ** 2, 1024 ** 2) - PAYLOAD_HEADROOM;
   }
 
   #subject(sessionId: string): string {
@@ -217,7 +232,7 @@ export class JetStreamEventBus implements EventBus {
 
   /**
    * Writes a session's queued events, one write at a time: what was published while a write was
-   * under way goes as one message (a batch of up to BATCH_BYTES), so a session's throughput is
+   * under way goes as one message (a batch, up to the server's largest payload), so a session's throughput is
    * not one round trip per event, and every write is still fenced on the session's last message.
    */
   async #drain(sessionId: string, tail: Tail): Promise<void> {
@@ -227,8 +242,8 @@ export class JetStreamEventBus implements EventBus {
         let bytes = 0;
         let count = 0;
         for (const queued of tail.queue) {
-          // `[topic,data],` in a batch: the topic's JSON and four bytes beside the data.
-          const size = queued.bytes + Buffer.byteLength(queued.topic) + 6;
+          // `[topic,data],\n` in a batch: the topic's JSON and five bytes beside the data.
+          const size = queued.bytes + Buffer.byteLength(queued.topic) + 7;
           if (count > 0 && bytes + size > most) break;
           bytes += size;
           count += 1;
@@ -301,11 +316,10 @@ export class JetStreamEventBus implements EventBus {
         if (replay && first + Math.max(count, 1) - 1 <= (afterSeq ?? 0)) continue;
         let events: [string, unknown][];
         try {
-          const parsed: unknown = JSON.parse(textOf(message.data));
           events =
             count > 0
-              ? (parsed as [string, unknown][])
-              : [[message.headers?.get(TOPIC_HEADER) ?? '', parsed]];
+              ? batchEvents(message.data)
+              : [[message.headers?.get(TOPIC_HEADER) ?? '', JSON.parse(textOf(message.data))]];
         } catch {
           continue; // not one of ours
         }

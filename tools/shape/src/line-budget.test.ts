@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 6632, files: 30 },
   mcp: { lines: 1397, files: 8 },
   console: { lines: 3258, files: 10 },
-  cluster: { lines: 3345, files: 14 },
+  cluster: { lines: 3359, files: 14 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
