@@ -1,7 +1,7 @@
 // JSON text to and from the bytes of a message. Nearly all of it is ASCII (base64 output, ids,
 // numbers), and ASCII is its own Latin-1: copied byte for byte, instead of through Node 20's UTF-8
-// decoder (a tenth of the speed) and encoder. Invariant: what comes out is exactly what UTF-8 gives
-// (text with any other character goes through UTF-8 itself).
+// decoder and encoder (twice the work or more). Invariant: what comes out is exactly what UTF-8
+// gives (text with any other character goes through UTF-8 itself).
 import { isAscii } from 'node:buffer';
 
 /** The text of UTF-8 bytes (a view of them is read, never copied first). */
