@@ -341,32 +341,50 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     await expect(a.publish('pty out', 's', {})).rejects.toThrow(ClusterError);
   });
 
-  it("batches a session's events up to the server's largest payload in bytes, multi-byte text included", async () => {
+  it("batches a session's events up to the server's largest payload in bytes, text of any script intact, read by either version", async () => {
     const cluster = name();
     const connection = await node(cluster, 'a');
     const bus = await JetStreamEventBus.open(connection);
     const got: BusEvent[] = [];
     const live = bus.subscribe({ topics: ['agent.*'] }, (event) => void got.push(event));
     await live.ready;
-    // 40 events of 200 KB of UTF-8 each (100,000 two-byte characters): a batch counted in characters
-    // up to the payload would be twice too large for the server.
-    const text = 'é'.repeat(100_000);
+    // 40 events of 200 KB of UTF-8 each: four to a batch, where one counted in characters would take
+    // more (two of three are 100,000 two-byte characters). ASCII beside characters whose low byte is
+    // ASCII (Ł is U+0141), a four-byte one and escapes (a line break among them), in the same batches.
+    const texts = ['é'.repeat(100_000), `${'Ł'.repeat(99_990)}A🙂\u0000"\n`, 'plain text '.repeat(18_200)];
     const seqs = await Promise.all(
-      Array.from({ length: 40 }, (_, index) => bus.publish('agent.delta', 'run-utf8', { index, text })),
+      Array.from({ length: 40 }, (_, index) =>
+        bus.publish('agent.delta', 'run-utf8', { index, text: texts[index % 3] }),
+      ),
     );
     expect(seqs).toEqual(Array.from({ length: 40 }, (_, index) => index + 1));
     await expect.poll(() => got.length, { timeout: 10_000 }).toBe(40);
-    expect(
-      got.every(
-        (event, index) =>
-          (event.data as { index: number; text: string }).text === text &&
-          (event.data as { index: number }).index === index,
-      ),
-    ).toBe(true);
-    // Several to a message (each under the 1 MiB payload with its headers).
+    expect(got.map((event) => event.data)).toEqual(
+      Array.from({ length: 40 }, (_, index) => ({ index, text: texts[index % 3] })),
+    );
     const stored = (await connection.jsm.streams.info(`${cluster}_events`)).state.messages;
     expect(stored).toBeLessThan(40);
     expect(stored).toBeGreaterThanOrEqual(9);
+    // A batch is one JSON array, as a node of the version before reads it.
+    const first = await connection.jsm.streams.getMessage(`${cluster}_events`, { seq: 1 });
+    const pairs = JSON.parse(Buffer.from(first!.data).toString('utf8')) as [string, unknown][];
+    expect(pairs.length).toBe(Number(first!.header.get('Aleph-Batch')));
+    expect(pairs[1]).toEqual(['agent.delta', { index: 1, text: texts[1] }]);
+    // And a batch such a node wrote (one line) is read.
+    const headers = natsHeaders();
+    headers.set('Aleph-Batch', '2');
+    headers.set('Aleph-Seq', '1');
+    headers.set('Aleph-Session', 'run-before');
+    const body = JSON.stringify([
+      ['agent.step', { n: 1 }],
+      ['agent.delta', { text: 'é' }],
+    ]);
+    await connection.js.publish(`${connection.names.eventsPrefix}run-before`, body, { headers });
+    await expect.poll(() => got.length, { timeout: 10_000 }).toBe(42);
+    expect(got.slice(40).map(({ topic, seq, data }) => [topic, seq, data])).toEqual([
+      ['agent.step', 1, { n: 1 }],
+      ['agent.delta', 2, { text: 'é' }],
+    ]);
     live.unsubscribe();
   });
 

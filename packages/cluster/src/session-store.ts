@@ -25,6 +25,7 @@ import { ClusterError } from './errors.js';
 import { beforeWrite } from './internal/linger.js';
 import { StreamReader } from './internal/reader.js';
 import { untilStored } from './internal/retry.js';
+import { textOf } from './internal/text.js';
 
 const SESSION_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const WRONG_LAST_SEQUENCE = 10071;
@@ -359,8 +360,7 @@ export class JetStreamSessionStore implements SessionStore {
       try {
         for await (const message of reader) {
           try {
-            const text = Buffer.from(message.data.buffer, message.data.byteOffset, message.data.byteLength);
-            const parsed = JSON.parse(text.toString('utf8')) as SessionEvent | SessionEvent[];
+            const parsed = JSON.parse(textOf(message.data)) as SessionEvent | SessionEvent[];
             if (message.headers?.has(BATCH_HEADER) === true && Array.isArray(parsed)) events.push(...parsed);
             else events.push(parsed as SessionEvent);
           } catch {
