@@ -20,7 +20,7 @@ describe('aleph run prints words', () => {
         totalTokens: 8_100,
         selfVerdict: 'PASS',
       }),
-    ).toBe('done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS');
+    ).toBe("done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · the model's verdict PASS");
     expect(
       endLine({
         terminateReason: { kind: 'error', error: { kind: 'llm', message: 'HTTP 401: invalid x-api-key' } },

@@ -115,7 +115,7 @@ export function describeEnd(reason: TerminateReason): string {
 }
 
 /**
- * `done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · verdict PASS · 7.9k in (6.0k cached),
+ * `done: the model stopped (4 turns, 12.3 s, 8.1k tokens) · the model's verdict PASS · 7.9k in (6.0k cached),
  * 200 out · first token 0.4 s · $0.0210`: the tokens in full when the run reports them, the mean time
  * to first token over its turns, the cost when the config has a price for the model.
  */
@@ -140,7 +140,7 @@ export function endLine(done: {
   );
   const mean = firsts.reduce((sum, value) => sum + value, 0) / Math.max(1, firsts.length);
   const tail = [
-    ...(done.selfVerdict ? [`verdict ${done.selfVerdict}`] : []),
+    ...(done.selfVerdict ? [`the model's verdict ${done.selfVerdict}`] : []),
     ...(usage === undefined
       ? []
       : [

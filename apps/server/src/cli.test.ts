@@ -121,7 +121,9 @@ it('`aleph run` never drops the events that arrive before agent.run answers (a r
       ALEPH_TOKEN: server.token,
     });
     expect(result.stdout).toContain('instant answer');
-    expect(result.stdout).toMatch(/done: the model stopped \(1 turn, \d+\.\d s, 19 tokens\) · verdict PASS/);
+    expect(result.stdout).toMatch(
+      /done: the model stopped \(1 turn, \d+\.\d s, 19 tokens\) · the model's verdict PASS/,
+    );
     expect(result.code).toBe(0);
   } finally {
     await proxy.close();

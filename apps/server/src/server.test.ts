@@ -335,7 +335,9 @@ describe('the server process', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/✓ write_file → wrote \d+ bytes to cli\.txt/);
     expect(result.stdout).toMatch(/\$ cat cli\.txt/);
-    expect(result.stdout).toMatch(/done: the model stopped \(3 turns, [\d.]+ s, 57 tokens\) · verdict PASS/);
+    expect(result.stdout).toMatch(
+      /done: the model stopped \(3 turns, [\d.]+ s, 57 tokens\) · the model's verdict PASS/,
+    );
     const listed = await runToExit([CLI, 'sessions'], env);
     expect(listed.stdout).toMatch(/agent runs \(1\)\n {2}\S+ {2}done \(model_stop\)/);
   });
