@@ -25,6 +25,7 @@ import {
 } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { isWithin, type ProtectedPath } from '@aleph/sandbox';
+import { identityOf } from './workdir-files.js';
 
 /** One agent run: its `cwd` (real path), from its start to its end (ms since the epoch). */
 export interface WriteWindow {
@@ -57,6 +58,17 @@ export function describeChange(change: RunChange, times = false): string {
   return `changed during ${run(change)}${
     movedBy === undefined ? '' : `, then moved into place (${movedBy.folder} changed) during ${run(movedBy)}`
   }`;
+}
+
+/**
+ * Why a config file is not read, when `writes` says a run could have written it (changed during a
+ * run in its folder or above, or moved into place): the reason, with what the user does about it.
+ */
+export function distrustedConfig(writes: ConfinedWrites, path: string): string | undefined {
+  const run = writes.changedDuringRun(path);
+  return run === undefined
+    ? undefined
+    : `${path} ${describeChange(run, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
 }
 
 /**
@@ -106,7 +118,7 @@ const MAX_MOVED = 1000;
 function identity(path: string): string | undefined {
   try {
     const stat = lstatSync(path, { throwIfNoEntry: false, bigint: true });
-    return stat === undefined ? undefined : `${stat.dev}:${stat.ino}`;
+    return stat === undefined ? undefined : identityOf(stat);
   } catch {
     return undefined; // not ours to look at
   }

@@ -4,7 +4,8 @@
 // files read-only (a rebase inside writes them); the server compares them before and after the run.
 import { createHash } from 'node:crypto';
 import { lstatSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { gitDirOf } from '@aleph/sandbox';
 
 /** Where git keeps an operation's state, and the todo list in it. */
 const STATES = [
@@ -22,26 +23,6 @@ export interface GitOperations {
   /** The operations in progress (`rebase-merge`…) and the `exec` lines of their todo lists. */
   readonly inProgress: readonly string[];
   readonly execLines: readonly string[];
-}
-
-/** The git dir of the repository `cwd` lies in: a `.git` folder, or what a `.git` file names. */
-function gitDirOf(cwd: string): string | undefined {
-  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    const dotGit = join(dir, '.git');
-    const stat = lstatSync(dotGit, { throwIfNoEntry: false });
-    if (stat?.isDirectory()) return dotGit;
-    if (stat?.isFile()) {
-      try {
-        const text = readFileSync(dotGit, 'utf8').slice(0, 4096);
-        return text.startsWith('gitdir: ')
-          ? resolve(dir, text.slice('gitdir: '.length).replace(/[\r\n]+$/, ''))
-          : undefined;
-      } catch {
-        return undefined;
-      }
-    }
-    if (dirname(dir) === dir) return undefined;
-  }
 }
 
 export function gitOperations(cwd: string): GitOperations | undefined {

@@ -232,7 +232,7 @@ async function send(
   // A streamed reply asked for and a success that is no event stream (an HTML page, a JSON reply):
   // the wrong base URL, or a server that ignores `stream`. Said as such, not as a reply with nothing in it.
   const contentType = response.headers['content-type'];
-  if (status >= 200 && status < 300 && STREAM_ASKED.test(payload) && !isEventStream(contentType)) {
+  if (status >= 200 && status < 300 && !isEventStream(contentType) && STREAM_ASKED.test(payload)) {
     response.destroy();
     throw new NotAStreamError(url, status, contentType);
   }

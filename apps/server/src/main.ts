@@ -4,7 +4,7 @@
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
-import { ConfinedWrites, describeChange } from './confined-writes.js';
+import { ConfinedWrites, distrustedConfig } from './confined-writes.js';
 import {
   deferOptimization,
   forgetLauncherSettings,
@@ -80,12 +80,7 @@ async function main(): Promise<number> {
   // folder or above, or during a run and then moved into place) is not read as configuration: it
   // could turn the sandbox off or add hooks.
   const confinedWrites = new ConfinedWrites(stateDir());
-  const distrust = (path: string): string | undefined => {
-    const run = confinedWrites.changedDuringRun(path);
-    return run === undefined
-      ? undefined
-      : `${path} ${describeChange(run, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
-  };
+  const distrust = (path: string): string | undefined => distrustedConfig(confinedWrites, path);
   let loaded;
   try {
     const cwd = invocationDir();

@@ -17,7 +17,7 @@ import { loadHooksFile } from '@aleph/verification';
 import pino, { type Logger } from 'pino';
 import { ServerPtys, shownCommand } from './agent-ptys.js';
 import { AgentService } from './agent-service.js';
-import { ConfinedWrites, describeChange } from './confined-writes.js';
+import { ConfinedWrites, distrustedConfig } from './confined-writes.js';
 import { clusterLater } from './cluster-later.js';
 import { startClusterMode, type ClusterMode } from './cluster-mode.js';
 import { ConfigError, type Config } from './config.js';
@@ -90,15 +90,13 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const cluster =
     config.cluster === undefined ? undefined : await openCluster(config, logger, confinedWrites);
   // The cluster knows the other nodes' runs: a config file one of them could have written is refused.
-  const changed =
+  const distrusted =
     cluster === undefined || options.configPath === undefined
       ? undefined
-      : confinedWrites.changedDuringRun(options.configPath);
-  if (changed !== undefined) {
+      : distrustedConfig(confinedWrites, options.configPath);
+  if (distrusted !== undefined) {
     await cluster?.close();
-    throw new ConfigError(
-      `${options.configPath} ${describeChange(changed, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${options.configPath}\` and start again.`,
-    );
+    throw new ConfigError(distrusted);
   }
   const sessions = cluster?.sessions ?? openSessionStore(config.store.dir ?? join(stateDir, 'sessions'));
   const defaultProvider = createProvider(config.agent, env);

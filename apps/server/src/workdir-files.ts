@@ -64,7 +64,8 @@ interface Identified {
   readonly identity: string;
 }
 
-const identityOf = (stats: BigIntStats): string => `${stats.dev}:${stats.ino}`;
+/** A file's identity, `dev:ino`, as the protected set keys it. */
+export const identityOf = (stats: BigIntStats): string => `${stats.dev}:${stats.ino}`;
 
 function identify(entries: readonly ProtectedEntry[]): Identified[] {
   const found: Identified[] = [];

@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import { lstatSync, readFileSync, realpathSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
-import { PROGRAM_KEY } from './internal/project-mounts.js';
+import { PROGRAM_KEY, readGitFile } from './internal/project-mounts.js';
 import { isWithin } from './policy.js';
 
 /** The most of git's output read for one repository's config; more is "unreadable to git". */
@@ -90,7 +90,7 @@ export interface EmbeddedRepositories {
  */
 export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepositories | undefined> {
   // A process costs its caller a fork (~10 ms of a large server's event loop): none outside a repository.
-  if (!inRepository(cwd)) return { repositories: [], unexamined: 0 };
+  if (gitDirOf(cwd) === undefined) return { repositories: [], unexamined: 0 };
   const listed = await gitlinks(cwd);
   if (!listed.ok)
     return /not a git repository/i.test(listed.stderr) ? { repositories: [], unexamined: 0 } : undefined;
@@ -163,20 +163,20 @@ function gitlinks(
 }
 
 /**
- * Whether git finds a repository from `cwd`: a `.git` file there or in a folder above, or a `.git`
- * folder holding a `HEAD` (an empty one, such as the sandbox's stand-in for an absent `.git`, is
- * skipped by git too). None if `cwd` is gone.
+ * The git dir git finds from `cwd`: a `.git` folder holding a `HEAD` there or in a folder above (an
+ * empty one, such as the sandbox's stand-in for an absent `.git`, is skipped, as git skips it), or
+ * what a `.git` file names (the file itself when it names nothing git can read). Undefined outside
+ * a repository, or when `cwd` is gone.
  */
-function inRepository(cwd: string): boolean {
-  if (lstatSync(cwd, { throwIfNoEntry: false }) === undefined) return false;
+export function gitDirOf(cwd: string): string | undefined {
+  if (lstatSync(cwd, { throwIfNoEntry: false }) === undefined) return undefined;
   for (let dir = resolve(cwd); ; dir = dirname(dir)) {
-    const dotGit = lstatSync(join(dir, '.git'), { throwIfNoEntry: false });
-    if (
-      dotGit !== undefined &&
-      (!dotGit.isDirectory() || lstatSync(join(dir, '.git', 'HEAD'), { throwIfNoEntry: false }) !== undefined)
-    )
-      return true;
-    if (dirname(dir) === dir) return false;
+    const dotGit = join(dir, '.git');
+    const stat = lstatSync(dotGit, { throwIfNoEntry: false });
+    if (stat?.isDirectory() && lstatSync(join(dotGit, 'HEAD'), { throwIfNoEntry: false }) !== undefined)
+      return dotGit;
+    if (stat !== undefined && !stat.isDirectory()) return readGitFile(dotGit) ?? dotGit;
+    if (dirname(dir) === dir) return undefined;
   }
 }
 

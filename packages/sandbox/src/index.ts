@@ -37,6 +37,7 @@ export {
 } from './model-file.js';
 export {
   embeddedRepositories,
+  gitDirOf,
   MAX_EXAMINED_GITLINKS,
   type EmbeddedRepositories,
   type EmbeddedRepository,

@@ -275,11 +275,25 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
   return { ...(hooks === undefined ? {} : { hooks }), includes, programs };
 }
 
-/**
- * The git dir a `.git` file names, as git reads it (`gitdir: ` then the path, only the line end
- * removed; relative to the file's folder), when it is a folder inside `cwd` other than `cwd`.
- */
+/** The git dir a `.git` file names (`readGitFile`), when it is a folder inside `cwd` other than `cwd`. */
 function gitFileTarget(file: string, cwd: string): string | undefined {
+  const named = readGitFile(file);
+  if (named === undefined) return undefined;
+  let target: string;
+  try {
+    target = realpathSync(named);
+  } catch {
+    return undefined;
+  }
+  return target !== cwd && isWithin(target, cwd) && kindOf(target) === 'dir' ? target : undefined;
+}
+
+/**
+ * The git dir a `.git` file names, as git reads it: `gitdir: ` then the path, only the line end
+ * removed, relative to the file's folder (absolute, not resolved further). Undefined when it is no
+ * such file.
+ */
+export function readGitFile(file: string): string | undefined {
   let text: string;
   try {
     text = readFileSync(file, 'utf8').slice(0, 4096);
@@ -287,14 +301,7 @@ function gitFileTarget(file: string, cwd: string): string | undefined {
     return undefined;
   }
   if (!text.startsWith('gitdir: ')) return undefined;
-  const named = text.slice('gitdir: '.length).replace(/[\r\n]+$/, '');
-  let target: string;
-  try {
-    target = realpathSync(resolve(dirname(file), named));
-  } catch {
-    return undefined;
-  }
-  return target !== cwd && isWithin(target, cwd) && kindOf(target) === 'dir' ? target : undefined;
+  return resolve(dirname(file), text.slice('gitdir: '.length).replace(/[\r\n]+$/, ''));
 }
 
 /**
