@@ -4,7 +4,6 @@
 import { closeSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { parseArgs } from 'node:util';
-import { ConfinedWrites, distrustedConfig } from './confined-writes.js';
 import {
   deferOptimization,
   forgetLauncherSettings,
@@ -64,12 +63,14 @@ async function main(): Promise<number> {
   }
   // The server's modules load only now, with V8's optimizing compiler held back until it is idle.
   const [
+    { ConfinedWrites, distrustedConfig },
     { VerificationError },
     { ConfigError, loadConfig },
     { mcpStartLines },
     { ProviderConfigError },
     { startServer },
   ] = await Promise.all([
+    import('./confined-writes.js'),
     import('@aleph/verification'),
     import('./config.js'),
     import('./mcp-tools.js'),
