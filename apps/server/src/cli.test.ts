@@ -180,6 +180,21 @@ it('`aleph run` says what happened: a failing shell command, a hook error, a vet
   }
 });
 
+it('aleph --version and aleph-server --version print the package version', async () => {
+  const { version } = JSON.parse(readFileSync(resolve(import.meta.dirname, '../package.json'), 'utf8')) as {
+    version: string;
+  };
+  for (const args of [
+    [CLI, '--version'],
+    [MAIN, '--version'],
+    [CLI, '-v'],
+  ]) {
+    const result = await runToExit(args, {});
+    expect(result.stdout).toBe(`${version}\n`);
+    expect(result.code).toBe(0);
+  }
+});
+
 it('bad input gets one line naming the thing and a non-zero exit, never a stack trace', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'aleph-cli-bad-'));
   writeFileSync(join(dir, 'a-file'), '');

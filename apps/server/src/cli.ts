@@ -20,7 +20,7 @@ import {
   toolLine,
 } from './cli-format.js';
 import { headerLines, type RunHeader } from './run-header.js';
-import { invocationDir, readServerInfo, stateDir } from './state.js';
+import { invocationDir, packageVersion, readServerInfo, stateDir } from './state.js';
 import { AlternateScreenWatch, restoreSequence } from './terminal-restore.js';
 
 /** The fields of the agent.* events this client reads. */
@@ -73,6 +73,7 @@ const USAGE = `usage:
   aleph run --continue [ID] "<prompt>"                a follow-up in session ID (default: the latest run here)
   aleph sessions [--running]                          list agent runs and terminals (--running: only running ones)
   aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
+  aleph --version                                     print this version
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
 
 /** An answer of one line, with its exit code: what a user can fix, never a stack trace. */
@@ -503,12 +504,17 @@ async function main(): Promise<number> {
         continue: { type: 'boolean' },
         running: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
       },
     });
   } catch (error) {
     throw new CliError(`${(error as Error).message}\n${USAGE}`);
   }
   const { values, positionals } = parsed;
+  if (values.version) {
+    console.log(packageVersion());
+    return 0;
+  }
   // `aleph run --continue [ID] "<prompt>"`: with two arguments the first is the session.
   const continued = values.continue === true && positionals[0] === 'run';
   const named = continued && positionals.length >= 3 ? positionals.splice(1, 1)[0] : undefined;

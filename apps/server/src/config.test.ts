@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from './config.js';
 
 describe('aleph.toml durations', () => {
@@ -84,5 +84,37 @@ describe('paths in aleph.toml', () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('aleph.toml errors say what a key must be', () => {
+  it.each([
+    [
+      '[stop_hooks]\nname = "a"\ncommand = "true"\n',
+      '[stop_hooks] must be an array of tables: write [[stop_hooks]] for each (line 1)',
+    ],
+    [
+      '[log]\nlevel = "verbose"\n',
+      '[log].level must be one of "trace", "debug", "info", "warn", "error", "fatal", "silent" (line 2)',
+    ],
+    ['[gateway]\nhost = 7\n', '[gateway].host must be a string (line 2)'],
+    // A key that is not written is found by its entry's header.
+    [
+      '[agent]\nmodel = "m"\n\n[[stop_hooks]]\nname = "x"\n',
+      '[stop_hooks][0].command must be a string (line 4)',
+    ],
+  ])('%j', (text, message) => {
+    expect(() => parseConfig(text)).toThrow(`aleph.toml: ${message}`);
+  });
+
+  it('an environment variable that overrides a key is named with its value', () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'aleph-config-env-'));
+    onTestFinished(() => rmSync(cwd, { recursive: true }));
+    expect(() => loadConfig({ cwd, env: { ALEPH_PORT: 'abc' } })).toThrow(
+      'ALEPH_PORT="abc": [gateway].port must be an integer from 0 to 65535',
+    );
+    expect(() => loadConfig({ cwd, env: { ALEPH_LOG_LEVEL: 'loud' } })).toThrow(
+      'ALEPH_LOG_LEVEL="loud": [log].level must be one of "trace", "debug"',
+    );
   });
 });

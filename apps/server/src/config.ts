@@ -194,13 +194,17 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** The line of `key =` inside `[section]` (or `[[section]]` number `index`), when it can be found. */
+/**
+ * The line of `key =` inside `[section]` (or `[[section]]` number `index`), when it can be found;
+ * for a key that is not written (a missing one), the section's header line.
+ */
 function lineOf(text: string, path: readonly PropertyKey[]): number | undefined {
   const lines = text.split('\n');
   const [section, second, third] = path;
   let inSection = path.length === 1;
   let arrayIndex = -1;
   const key = typeof second === 'number' ? third : second;
+  let headerLine: number | undefined;
   for (const [index, raw] of lines.entries()) {
     const line = raw.trim();
     const header = /^\[\[?\s*([^\]\s]+)\s*\]\]?/.exec(line);
@@ -209,6 +213,7 @@ function lineOf(text: string, path: readonly PropertyKey[]): number | undefined 
         arrayIndex += 1;
         inSection = typeof second !== 'number' || arrayIndex === second;
         if (inSection && key === undefined) return index + 1;
+        if (inSection) headerLine = index + 1;
       } else inSection = false;
       continue;
     }
@@ -221,8 +226,27 @@ function lineOf(text: string, path: readonly PropertyKey[]): number | undefined 
       return index + 1;
     }
   }
-  return undefined;
+  return headerLine;
 }
+
+/**
+ * zod's own wording ("Invalid input: expected array, received object") said as the other messages
+ * are: what the key must be. A schema's own message goes first.
+ */
+const configErrors: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code === 'invalid_type') {
+    if (issue.input === undefined) return 'is missing';
+    const [key, ...rest] = issue.path ?? [];
+    if (issue.expected === 'array' && rest.length === 0 && typeof issue.input === 'object') {
+      return `must be an array of tables: write [[${String(key)}]] for each`;
+    }
+    return `must be ${/^[aeiou]/.test(issue.expected) ? 'an' : 'a'} ${issue.expected}`;
+  }
+  if (issue.code === 'invalid_value') {
+    return `must be one of ${issue.values.map((value) => JSON.stringify(value)).join(', ')}`;
+  }
+  return undefined;
+};
 
 function describePath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return '(top level)';
@@ -242,7 +266,7 @@ export function parseConfig(text: string, source = 'aleph.toml'): Config {
       `${source}: invalid TOML${where}: ${(error as Error).message.split('\n')[0] ?? ''}`,
     );
   }
-  const parsed = configSchema.safeParse(table);
+  const parsed = configSchema.safeParse(table, { error: configErrors });
   if (parsed.success) return parsed.data;
   const messages = parsed.error.issues.map((issue) => {
     if (issue.code === 'unrecognized_keys') {
@@ -258,16 +282,17 @@ export function parseConfig(text: string, source = 'aleph.toml'): Config {
   throw new ConfigError(messages.flat().join('\n'));
 }
 
-const ENV_OVERRIDES: readonly [string, (config: Config, value: string) => void][] = [
-  ['ALEPH_HOST', (c, v) => (c.gateway.host = v)],
-  ['ALEPH_PORT', (c, v) => (c.gateway.port = Number(v))],
-  ['ALEPH_TOKEN', (c, v) => (c.gateway.token = v)],
-  ['ALEPH_PROVIDER', (c, v) => (c.agent.provider = v as Config['agent']['provider'])],
-  ['ALEPH_MODEL', (c, v) => (c.agent.model = v)],
-  ['ALEPH_BASE_URL', (c, v) => (c.agent.base_url = v)],
-  ['ALEPH_STORE_DIR', (c, v) => (c.store.dir = v)],
-  ['ALEPH_LOG_LEVEL', (c, v) => (c.log.level = v as Config['log']['level'])],
-  ['ALEPH_SANDBOX', (c, v) => (c.sandbox.mode = v as Config['sandbox']['mode'])],
+/** Each variable, the key it sets, and how. */
+const ENV_OVERRIDES: readonly [string, string, (config: Config, value: string) => void][] = [
+  ['ALEPH_HOST', 'gateway.host', (c, v) => (c.gateway.host = v)],
+  ['ALEPH_PORT', 'gateway.port', (c, v) => (c.gateway.port = Number(v))],
+  ['ALEPH_TOKEN', 'gateway.token', (c, v) => (c.gateway.token = v)],
+  ['ALEPH_PROVIDER', 'agent.provider', (c, v) => (c.agent.provider = v as Config['agent']['provider'])],
+  ['ALEPH_MODEL', 'agent.model', (c, v) => (c.agent.model = v)],
+  ['ALEPH_BASE_URL', 'agent.base_url', (c, v) => (c.agent.base_url = v)],
+  ['ALEPH_STORE_DIR', 'store.dir', (c, v) => (c.store.dir = v)],
+  ['ALEPH_LOG_LEVEL', 'log.level', (c, v) => (c.log.level = v as Config['log']['level'])],
+  ['ALEPH_SANDBOX', 'sandbox.mode', (c, v) => (c.sandbox.mode = v as Config['sandbox']['mode'])],
 ];
 
 export interface LoadedConfig {
@@ -328,17 +353,21 @@ export function loadConfig(
   const cluster = config.cluster;
   if (cluster?.creds_file !== undefined) cluster.creds_file = resolve(base, cluster.creds_file);
   if (cluster?.nkey_file !== undefined) cluster.nkey_file = resolve(base, cluster.nkey_file);
-  for (const [name, apply] of ENV_OVERRIDES) {
+  const applied = new Map<string, string>();
+  for (const [name, key, apply] of ENV_OVERRIDES) {
     const value = env[name];
-    if (value !== undefined && value !== '') apply(config, value);
+    if (value === undefined || value === '') continue;
+    apply(config, value);
+    applied.set(key, `${name}=${JSON.stringify(value)}`);
   }
   if (env['ALEPH_STORE_DIR']) config.store.dir = resolve(cwd, env['ALEPH_STORE_DIR']);
   // Re-validate after the environment had its say, so ALEPH_PORT=abc is as clear as a bad file.
-  const checked = configSchema.safeParse(config);
+  const checked = configSchema.safeParse(config, { error: configErrors });
   if (!checked.success) {
     const issue = checked.error.issues[0];
+    const variable = applied.get((issue?.path ?? []).join('.')) ?? 'environment override';
     throw new ConfigError(
-      `environment override: ${describePath(issue?.path ?? [])} ${issue?.message ?? 'is invalid'}`,
+      `${variable}: ${describePath(issue?.path ?? [])} ${issue?.message ?? 'is invalid'}`,
     );
   }
   return { config: checked.data, path };

@@ -10,11 +10,11 @@ import {
   releaseAfterWork,
   releaseStartupMemory,
 } from './idle-memory.js';
-import { invocationDir, stateDir } from './state.js';
+import { invocationDir, packageVersion, stateDir } from './state.js';
 import { restoreUserEnvironment } from './user-environment.js';
 
 const USAGE =
-  'usage: aleph-server [--config aleph.toml]\nThe config is --config, else ./aleph.toml (from the directory you ran the command in), else built-in defaults.';
+  'usage: aleph-server [--config aleph.toml] [--version]\nThe config is --config, else ./aleph.toml (from the directory you ran the command in), else built-in defaults.';
 
 /** Errors of the host or the address to listen on: a config problem, said in one line. */
 /** How often a server started by a package runner checks that the runner is still there. */
@@ -51,7 +51,11 @@ async function main(): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        config: { type: 'string', short: 'c' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
     }));
   } catch (error) {
     console.error(`aleph-server: ${(error as Error).message}\n${USAGE}`);
@@ -59,6 +63,10 @@ async function main(): Promise<number> {
   }
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.version) {
+    console.log(packageVersion());
     return 0;
   }
   // The server's modules load only now, with V8's optimizing compiler held back until it is idle.

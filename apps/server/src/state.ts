@@ -78,3 +78,9 @@ export function readServerInfo(dir: string): ServerInfo | undefined {
 export function invocationDir(env: NodeJS.ProcessEnv = process.env): string {
   return env['INIT_CWD'] || process.cwd();
 }
+
+/** This package's version (its package.json), for `--version`. */
+export function packageVersion(): string {
+  const manifest = readFileSync(new URL('../package.json', import.meta.url), 'utf8');
+  return (JSON.parse(manifest) as { version: string }).version;
+}
