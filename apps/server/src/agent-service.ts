@@ -2,7 +2,6 @@
 // events agent.step, agent.tool, agent.verdict and agent.done tell subscribers what happens.
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { GatewayError, type Gateway } from '@aleph/gateway';
@@ -46,7 +45,6 @@ import {
   VerifierChain,
 } from '@aleph/verification';
 import type { Logger } from 'pino';
-import type * as ShellQuote from 'shell-quote';
 import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
@@ -58,6 +56,7 @@ import {
   describeChange,
   entriesUnder,
   keptFrom,
+  quote,
   real,
   type ConfinedWrites,
   type WriteWindow,
@@ -280,11 +279,6 @@ async function embeddedWarning(
     added: changed.map(({ path, programs: keys }) => ({ path, programs: keys })),
   };
 }
-
-/** A command for the user's shell, its words quoted (shell-quote, loaded at the first such warning). */
-let shellQuoteModule: typeof ShellQuote | undefined;
-const quote = (words: readonly string[]): string =>
-  (shellQuoteModule ??= createRequire(import.meta.url)('shell-quote') as typeof ShellQuote).quote([...words]);
 
 /** `read()`, or undefined when it throws (a folder gone, not ours to read). */
 function safely<T>(read: () => T): T | undefined {

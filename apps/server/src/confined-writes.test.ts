@@ -4,11 +4,13 @@
 import { spawnSync } from 'node:child_process';
 import {
   appendFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
@@ -20,7 +22,7 @@ import { createSandbox } from '@aleph/sandbox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeLlm, type Brain, type FakeLlm } from '../test/fake-llm.js';
 import { MAIN, runToExit, startServerProcess } from '../test/server-process.js';
-import { ConfinedWrites, entriesUnder, keptFrom } from './confined-writes.js';
+import { ConfinedWrites, distrustedConfig, entriesUnder, keptFrom } from './confined-writes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'aleph-confined-writes-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -100,6 +102,25 @@ describe('ConfinedWrites', () => {
     expect(new ConfinedWrites(state).changedDuringRun(join(renamed, 'sub', 'settings.json'))).toMatchObject({
       runId: 'run-r',
     });
+  });
+
+  it('the remedy a user pastes touches the file the model named, and runs nothing the name holds', () => {
+    const { state, project } = folders('remedy');
+    const folder = join(project, "$(touch ran)`touch ran2`;touch ran3 'x'");
+    mkdirSync(folder);
+    const writes = new ConfinedWrites(state);
+    const end = writes.begin('run-remedy', project);
+    writeFileSync(join(folder, 'aleph.toml'), '');
+    end();
+    utimesSync(join(folder, 'aleph.toml'), new Date(0), new Date(0));
+    const reason = distrustedConfig(writes, join(folder, 'aleph.toml'))!;
+    const remedy = /if it is yours, `(.+)` and start again\.$/.exec(reason)?.[1];
+    expect(remedy, reason).toMatch(/^touch /);
+    const shell = spawnSync('sh', ['-c', remedy!], { cwd: project, encoding: 'utf8' });
+    expect(shell.status, shell.stderr).toBe(0);
+    for (const name of ['ran', 'ran2', 'ran3']) expect(existsSync(join(project, name))).toBe(false);
+    // The file itself was touched.
+    expect(statSync(join(folder, 'aleph.toml')).mtimeMs).toBeGreaterThan(0);
   });
 
   it('a file changed before the run is not its (a change time the model cannot set back)', () => {

@@ -23,8 +23,10 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { isWithin, type ProtectedPath } from '@aleph/sandbox';
+import type * as ShellQuote from 'shell-quote';
 import { identityOf } from './workdir-files.js';
 
 /** One agent run: its `cwd` (real path), from its start to its end (ms since the epoch). */
@@ -61,6 +63,14 @@ export function describeChange(change: RunChange, times = false): string {
 }
 
 /**
+ * A command for the user's shell, its words quoted: a remedy names a path the model chose, and a
+ * name holding `$(…)` must not run as the user who pastes it (shell-quote, loaded at first use).
+ */
+let shellQuoteModule: typeof ShellQuote | undefined;
+export const quote = (words: readonly string[]): string =>
+  (shellQuoteModule ??= createRequire(import.meta.url)('shell-quote') as typeof ShellQuote).quote([...words]);
+
+/**
  * Why a config file is not read, when `writes` says a run could have written it (changed during a
  * run in its folder or above, or moved into place): the reason, with what the user does about it.
  */
@@ -68,7 +78,7 @@ export function distrustedConfig(writes: ConfinedWrites, path: string): string |
   const run = writes.changedDuringRun(path);
   return run === undefined
     ? undefined
-    : `${path} ${describeChange(run, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`touch ${path}\` and start again.`;
+    : `${path} ${describeChange(run, true)}, whose commands could write there: it is not read as configuration. Read it; if it is yours, \`${quote(['touch', path])}\` and start again.`;
 }
 
 /**
