@@ -178,3 +178,30 @@ describe.skipIf(!available)('the console over a connection that drops', () => {
     expect(await page.getByRole('tab').count()).toBe(tabs + 1);
   });
 });
+
+describe.skipIf(!available)('the console when the server shuts down', () => {
+  it('says the server shut down and its terminals ended with it, not that typing is queued', async () => {
+    const [server, browser] = await Promise.all([startConsoleServer(consoleConfig()), launchChromium()]);
+    try {
+      const page = await openConsole(browser, server.consoleUrl);
+      page.on('dialog', (dialog) => void dialog.accept());
+      await page.keyboard.press('Alt+KeyN');
+      await page.locator('.term-tab:not([hidden]) .xterm').waitFor();
+      await waitForPrompt(page);
+      await server.stop(); // SIGTERM: the server ends its terminals and closes with 1001
+      const banner = page.locator('.link-banner');
+      await banner.filter({ hasText: 'The server shut down' }).waitFor({ timeout: 60_000 });
+      expect(await banner.innerText()).toContain('(code 1001)');
+      expect(await page.locator('.link-banner .queued').innerText()).toContain(
+        'Its terminals ended with it, so what you type now is not kept.',
+      );
+      await expect
+        .poll(() => page.locator('.term-tab:not([hidden])').innerText())
+        .toContain('Session ended — the server shut down');
+      await screenshot(page, 'reconnect-5-shutdown');
+    } finally {
+      await browser.close();
+      await server.stop();
+    }
+  });
+});
