@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connectGateway, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
+import { connectGateway, GatewayError, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TokenUsage, TurnFigures, TurnStep } from '@aleph/harness';
 import type { HookOutcome, VerifierVerdict } from '@aleph/verification';
 import {
@@ -274,12 +274,19 @@ async function run(
     else if (event.runId === runId) handle(topic, event);
   });
   await client.subscribe(['agent.*']);
-  const reply = await client.request<{ runId: string; sessionId: string; sandbox?: string }>('agent.run', {
-    prompt,
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-    ...(options.model ? { model: options.model } : {}),
-    ...(options.sessionId ? { sessionId: options.sessionId } : {}),
-  });
+  const reply = await client
+    .request<{ runId: string; sessionId: string; sandbox?: string }>('agent.run', {
+      prompt,
+      ...(options.cwd ? { cwd: options.cwd } : {}),
+      ...(options.model ? { model: options.model } : {}),
+      ...(options.sessionId ? { sessionId: options.sessionId } : {}),
+    })
+    .catch((error: unknown) => {
+      if (!(error instanceof GatewayError && error.code === 'unknown_session')) throw error;
+      throw new CliError(
+        `aleph run --continue: no agent session ${options.sessionId} (\`aleph sessions\` lists them)`,
+      );
+    });
   runId = reply.runId;
   status = 'thinking';
   print(`run ${runId} (session ${reply.sessionId}; sandbox: ${reply.sandbox ?? 'unknown'})`);

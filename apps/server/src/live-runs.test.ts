@@ -91,7 +91,9 @@ it('`aleph run --continue` sends the model the previous turns and the new prompt
   expect(conversations.at(-1)!.filter((turn) => turn.role === 'user')).toHaveLength(3);
   const unknown = await runToExit([CLI, 'run', '--continue', 'no-such-session', 'x', '--cwd', work], env);
   expect(unknown.code).not.toBe(0);
-  expect(unknown.stderr).toMatch(/unknown agent session no-such-session/);
+  expect(unknown.stderr).toBe(
+    'aleph run --continue: no agent session no-such-session (`aleph sessions` lists them)\n',
+  );
 });
 
 it('deltas held for a slow client merge within a turn: text adds on, a replace restates, other turns stay apart', () => {
