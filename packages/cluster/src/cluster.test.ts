@@ -93,6 +93,22 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     }
   });
 
+  it('a credentials file that cannot be read is an invalid option, naming it', async () => {
+    for (const [option, key] of [
+      ['credsFile', 'creds_file'],
+      ['nkeyFile', 'nkey_file'],
+    ] as const) {
+      const error = await connectCluster({ servers: [nats.url], [option]: '/nonexistent.creds' }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ClusterError);
+      expect((error as ClusterError).code).toBe('invalid_options');
+      expect((error as ClusterError).message).toBe(
+        `cluster ${key} /nonexistent.creds: cannot read it (ENOENT)`,
+      );
+    }
+  });
+
   it('refuses a second node with the name of a live one', async () => {
     const cluster = name();
     await node(cluster, 'a');
@@ -137,11 +153,16 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
       7_000 * 1_000_000,
     );
     expect((await a.jsm.streams.info(`${cluster}_runs`)).state.messages).toBe(1);
-    // A node with another lease TTL: the nodes bucket disagrees; refused at start, the bucket kept.
+    // A node with another lease TTL: the nodes bucket disagrees; refused at start, the bucket kept,
+    // and the refused node's connection closed (not left reconnecting).
+    const sockets = (): number =>
+      process.getActiveResourcesInfo().filter((kind) => kind === 'TCPSocketWrap').length;
+    const before = sockets();
     const other = await node(cluster, 'b', 5).catch((e: unknown) => e);
     expect((other as ClusterError).code).toBe('incompatible');
     expect((other as ClusterError).message).toContain(`bucket ${cluster}_nodes exists with a TTL of 2000 ms`);
     expect(await a.nodes()).toEqual(['a']);
+    await expect.poll(sockets).toBe(before);
   });
 
   it('fences a node whose session was taken over by another', async () => {
@@ -484,6 +505,57 @@ describe.skipIf(binary === undefined)('cluster over nats-server', () => {
     expect(aSignal?.aborted).toBe(false); // a cannot even learn it: it is cut off — its appends are fenced instead
     await queueB.close();
     await queueA.close();
+  });
+
+  it('a closing node hands back the run it stopped, once, and takes no run after; close() waits for its handlers', async () => {
+    const cluster = name();
+    const a = await JetStreamRunQueue.open(await node(cluster, 'a'), { secret: SECRET });
+    const taken: { node: string; redelivered: boolean }[] = [];
+    let handling = 0;
+    a.serve(async (_ticket, lease) => {
+      taken.push({ node: lease.node, redelivered: lease.redelivered });
+      handling += 1;
+      await new Promise<void>((resolve) => lease.signal.addEventListener('abort', () => resolve()));
+      await new Promise((resolve) => setTimeout(resolve, 200)); // a handler that takes a while to stop
+      handling -= 1;
+    });
+    await a.submit({ runId: 'run-h', sessionId: 's', request: {} });
+    await expect.poll(() => a.running, { timeout: 10_000 }).toBe(1);
+    await a.close();
+    expect(handling).toBe(0);
+    expect(a.running).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(taken).toEqual([{ node: 'a', redelivered: false }]);
+    // Handed back: another node takes it.
+    const b = await JetStreamRunQueue.open(await node(cluster, 'b'), { secret: SECRET });
+    b.serve((_ticket, lease) => {
+      taken.push({ node: lease.node, redelivered: lease.redelivered });
+      return Promise.resolve();
+    });
+    await expect.poll(() => taken.length, { timeout: 10_000 }).toBe(2);
+    expect(taken[1]).toEqual({ node: 'b', redelivered: true });
+    await b.close();
+  });
+
+  it('a run whose handler returned before the close is done: it is not run again', async () => {
+    const cluster = name();
+    const a = await JetStreamRunQueue.open(await node(cluster, 'a'), { secret: SECRET });
+    const runs: string[] = [];
+    a.serve((ticket) => {
+      runs.push(ticket.runId);
+      return Promise.resolve();
+    });
+    await a.submit({ runId: 'run-d', sessionId: 's', request: {} });
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1);
+    await a.close();
+    const b = await JetStreamRunQueue.open(await node(cluster, 'b'), { secret: SECRET });
+    b.serve((ticket) => {
+      runs.push(ticket.runId);
+      return Promise.resolve();
+    });
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(runs).toEqual(['run-d']);
+    await b.close();
   });
 
   it('cancels a run on the node that holds it', async () => {

@@ -41,10 +41,23 @@ export interface ClusterConnection {
   close(): Promise<void>;
 }
 
+/** A credentials file's bytes, or a ClusterError naming the option and why it cannot be read. */
+async function credentials(option: string, path: string): Promise<Uint8Array> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new ClusterError('invalid_options', `cluster ${option} ${path}: cannot read it (${code})`, {
+      cause: error,
+    });
+  }
+}
+
 async function authenticatorOf(options: ClusterOptions): Promise<Authenticator | undefined> {
-  if (options.credsFile !== undefined) return credsAuthenticator(await readFile(options.credsFile));
+  if (options.credsFile !== undefined)
+    return credsAuthenticator(await credentials('creds_file', options.credsFile));
   if (options.nkeyFile !== undefined) {
-    const seed = (await readFile(options.nkeyFile, 'utf8')).trim();
+    const seed = new TextDecoder().decode(await credentials('nkey_file', options.nkeyFile)).trim();
     return nkeyAuthenticator(new TextEncoder().encode(seed));
   }
   return undefined;
@@ -147,7 +160,13 @@ export async function connectCluster(input: ClusterOptions): Promise<ClusterConn
   };
 
   // The node's registration: created (refused while another of that name lives), then renewed.
-  const nodesKv = await kv(names.nodesBucket, options.leaseTtlMs);
+  let nodesKv: KV;
+  try {
+    nodesKv = await kv(names.nodesBucket, options.leaseTtlMs);
+  } catch (error) {
+    await nc.close(); // refused (a bucket of another TTL) or failed: nothing stays connected
+    throw error;
+  }
   const registration = JSON.stringify({ node: options.node, pid: process.pid, since: Date.now() });
   let revision: number;
   try {

@@ -46,3 +46,15 @@ describe("a node's default name", () => {
     },
   );
 });
+
+describe('bad options', () => {
+  it('a server that is not a URL is refused as invalid, naming it', () => {
+    for (const server of ['not a url', 'nats://', '']) {
+      expect(() => resolveOptions({ servers: [server] })).toThrow(
+        `cluster servers: ${JSON.stringify(server)} is not a URL`,
+      );
+    }
+    for (const server of ['nats://127.0.0.1:4222', '127.0.0.1:4222', 'tls://nats.example:4443', 'localhost'])
+      expect(resolveOptions({ servers: [server] }).servers).toEqual([server]);
+  });
+});

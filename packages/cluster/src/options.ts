@@ -54,6 +54,17 @@ export function resolveOptions(options: ClusterOptions): ResolvedOptions {
     );
   if (options.servers.length === 0)
     throw new ClusterError('invalid_options', 'cluster servers: at least one URL');
+  for (const server of options.servers) {
+    // As the NATS client reads them: a URL (nats://, tls://) or host:port.
+    let host = '';
+    try {
+      host = new URL(server.includes('://') ? server : `nats://${server}`).hostname;
+    } catch {
+      // said below
+    }
+    if (host === '')
+      throw new ClusterError('invalid_options', `cluster servers: ${JSON.stringify(server)} is not a URL`);
+  }
   const maxRuns = options.maxRuns ?? 4;
   const leaseTtlSecs = options.leaseTtlSecs ?? 10;
   const replicas = options.replicas ?? 1;

@@ -69,6 +69,10 @@ export class JetStreamRunQueue {
   readonly #auth: ForwardAuth;
   readonly #onError: (error: unknown, what: string) => void;
   #closed = false;
+  /** The reason `close()` aborts the handlers with: a run stopped by it is handed back, not acknowledged. */
+  readonly #closing = new ClusterError('closed', 'the node is closing');
+  /** Every delivery being taken or run: `close()` resolves once they are all done. */
+  readonly #takes = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
 
@@ -197,7 +201,16 @@ export class JetStreamRunQueue {
       }
       try {
         const batch = await this.#consumer.fetch({ max_messages: room, expires: 1_000 });
-        for await (const message of batch) void this.#take(message, handler);
+        for await (const message of batch) {
+          // Closing: what the open fetch still brings goes back at once, for another node.
+          if (this.#closed) {
+            message.nak();
+            continue;
+          }
+          const take = this.#take(message, handler);
+          this.#takes.add(take);
+          void take.finally(() => this.#takes.delete(take));
+        }
       } catch {
         await new Promise((resolve) => setTimeout(resolve, 250).unref());
       }
@@ -240,6 +253,12 @@ export class JetStreamRunQueue {
     } catch {
       // Still held (its node may be alive and slow, or dead with the lease not yet expired).
       delivered.nak(Math.max(100, Math.floor(this.#connection.options.leaseTtlMs / 10)));
+      return;
+    }
+    if (this.#closed) {
+      // Closed while the lease was being taken: let it go and hand the run back.
+      await this.#leases.delete(ticket.runId, { previousSeq: revision }).catch(() => undefined);
+      delivered.nak();
       return;
     }
     const controller = new AbortController();
@@ -338,8 +357,9 @@ export class JetStreamRunQueue {
       const reason: unknown = controller.signal.reason;
       const fenced = reason instanceof ClusterError && reason.code === 'fenced';
       if (!fenced) {
-        // A node that is shutting down hands the run back (another node resumes it from its log).
-        if (this.#closed) message().nak();
+        // A run the node's close stopped goes back (another node resumes it from its log); one
+        // whose handler returned on its own is done, closing or not.
+        if (reason === this.#closing) message().nak();
         else message().ack();
         await this.#leases.delete(ticket.runId, { previousSeq: revision }).catch(() => undefined);
       }
@@ -357,8 +377,10 @@ export class JetStreamRunQueue {
     this.#closed = true;
     this.#wake?.();
     this.#cancels.unsubscribe();
-    for (const controller of this.#running.values())
-      controller.abort(new ClusterError('closed', 'the node is closing'));
+    for (const controller of this.#running.values()) controller.abort(this.#closing);
     await this.#loop;
+    // The takes under way: a handler stopped above returns, a take that was still getting its
+    // lease hands the run back.
+    while (this.#takes.size > 0) await Promise.allSettled([...this.#takes]);
   }
 }

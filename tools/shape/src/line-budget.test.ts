@@ -21,7 +21,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   server: { lines: 7056, files: 31 },
   mcp: { lines: 1397, files: 8 },
   console: { lines: 3275, files: 10 },
-  cluster: { lines: 3461, files: 15 },
+  cluster: { lines: 3513, files: 15 },
 };
 
 it('every package sits at its CEILING of lines and files (within the slack), no more', () => {
