@@ -9,6 +9,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve, sep } from 'node:path';
@@ -182,6 +183,37 @@ describe('hostile servers are reported and skipped, never a hang', () => {
         /garbage: wrote a line on stdout that is not JSON-RPC: "this is not json"/.test(notice),
       ),
     ).toBe(true);
+  });
+
+  it('an HTTP server that refuses the connection or answers 401: the cause and the status are said', async () => {
+    const closed = createServer();
+    await new Promise<void>((ready) => closed.listen(0, '127.0.0.1', ready));
+    const closedPort = (closed.address() as { port: number }).port;
+    await new Promise((done) => closed.close(done)); // nothing listens there now
+    const refusing = createHttpServer((_request, response) => {
+      response.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"invalid token"}');
+    });
+    await new Promise<void>((ready) => refusing.listen(0, '127.0.0.1', ready));
+    const port = (refusing.address() as { port: number }).port;
+    try {
+      const { hub } = await start(
+        servers({
+          mcpServers: {
+            gone: { type: 'http', url: `http://127.0.0.1:${closedPort}/mcp` },
+            locked: { type: 'http', url: `http://127.0.0.1:${port}/mcp` },
+          },
+        }),
+      );
+      expect(hub.statuses[0]).toMatchObject({ state: 'failed' });
+      expect(hub.statuses[0]?.error).toMatch(
+        /^not started: fetch failed \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)$/,
+      );
+      expect(hub.statuses[1]).toMatchObject({ state: 'failed' });
+      expect(hub.statuses[1]?.error).toMatch(/^not started: HTTP 401: .*invalid token/);
+    } finally {
+      refusing.closeAllConnections();
+      await new Promise((done) => refusing.close(done));
+    }
   });
 
   it('never answering initialize: a start timeout, the server left out', async () => {

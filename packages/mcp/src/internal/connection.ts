@@ -4,7 +4,10 @@
 import { homedir } from 'node:os';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolResultSchema, ErrorCode, McpError, ToolSchema } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -59,9 +62,18 @@ const said = (name: unknown, quote = true): string => {
 /** What a server may keep of its tools: all of them up to the limits, or the hub's share for it. */
 type Share = { readonly tools: number; readonly chars: number };
 
+/**
+ * An error as the user reads it: a transport's HTTP status (`HTTP 401`) and the cause fetch hides
+ * behind "fetch failed" (`connect ECONNREFUSED 127.0.0.1:1`, a TLS error) are said too.
+ */
 const errorText = (error: unknown): string => {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.replace(/^MCP error -?\d+: /, '');
+  let message = (error instanceof Error ? error.message : String(error)).replace(/^MCP error -?\d+: /, '');
+  if (error instanceof StreamableHTTPError && error.code !== undefined && error.code >= 100)
+    message = `HTTP ${error.code}: ${message}`;
+  const cause = error instanceof Error ? (error.cause as { message?: unknown } | undefined) : undefined;
+  if (typeof cause?.message === 'string' && cause.message !== '' && !message.includes(cause.message))
+    message += ` (${cause.message})`;
+  return message;
 };
 
 /** Whether `value` nests deeper than `limit` levels of objects and arrays, walked without recursion. */
