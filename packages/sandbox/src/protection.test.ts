@@ -865,4 +865,53 @@ describe.skipIf(!linux)('core.hooksPath wherever git reads it', () => {
       expect(readdirSync(join(dir, hooks))).toEqual(['pre-commit']);
     }
   });
+  it("in a linked worktree or a subfolder of a work tree, what the repository's config names there is read-only", async () => {
+    count += 1;
+    const main = join(root, `repo${count}`);
+    mkdirSync(join(main, '.githooks'), { recursive: true });
+    mkdirSync(join(main, 'tools'));
+    writeFileSync(join(main, '.githooks', 'pre-commit'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    writeFileSync(join(main, 'tools', 'lint.sh'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+    expect(git(main, 'init', '-q').status).toBe(0);
+    expect(git(main, 'config', 'core.hooksPath', '.githooks').status).toBe(0);
+    expect(git(main, 'config', 'alias.lint', '!tools/lint.sh').status).toBe(0);
+    expect(git(main, 'add', '-A').status).toBe(0);
+    expect(git(main, 'commit', '-qm', 'first').status).toBe(0);
+    const worktree = join(root, `worktree${count}`);
+    expect(git(main, 'worktree', 'add', '-q', worktree).status).toBe(0);
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    for (const [cwd, hooks, lint] of [
+      [worktree, '.githooks', 'tools/lint.sh'],
+      [join(main, 'tools'), undefined, 'lint.sh'],
+    ] as const) {
+      const wrapped = box.wrap({
+        file: '/bin/sh',
+        args: [
+          '-c',
+          [
+            ...(hooks === undefined
+              ? []
+              : [`echo '${EVIL}' >> ${hooks}/pre-commit`, `echo x > ${hooks}/post-commit`]),
+            `echo '${EVIL}' >> ${lint}`,
+            'echo x > other.txt && echo writable',
+          ].join('; '),
+        ],
+        cwd,
+        env: process.env,
+      });
+      const ran = await run(wrapped);
+      wrapped.release();
+      expect(ran.stdout, ran.stderr).toBe('writable\n');
+      expect(ran.stderr).toMatch(/Read-only file system/);
+      rmSync(join(cwd, 'other.txt'));
+    }
+    for (const dir of [main, worktree]) {
+      expect(readFileSync(join(dir, '.githooks', 'pre-commit'), 'utf8'), dir).toBe('#!/bin/sh\nexit 0\n');
+      expect(readFileSync(join(dir, 'tools', 'lint.sh'), 'utf8'), dir).toBe('#!/bin/sh\nexit 0\n');
+    }
+    expect(existsSync(join(worktree, '.githooks', 'post-commit'))).toBe(false);
+    expect(git(worktree, 'commit', '-q', '--allow-empty', '-m', 'second').status).toBe(0);
+    expect(git(worktree, 'lint').status).toBe(0);
+    expect(existsSync(PWNED)).toBe(false);
+  });
 });

@@ -344,17 +344,14 @@ export function projectProtections(
     mounts.push({ path: gitDir, how: 'pin', absent: 'dir' });
     for (const [name, absent] of GIT_PATHS)
       mounts.push({ path: join(gitDir, name), how: 'read-only', absent });
-    // The repository's own config wins; the system's and the user's name hooks and programs too.
-    const configs = [...outerGitConfigs(policy.home), join(gitDir, 'config')];
-    const named = configs.map((config) => gitConfigPaths(config, cwd, 0, policy.home));
-    const hooks = named.reduce<string | undefined>((found, paths) => paths.hooks ?? found, undefined);
-    if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
-    for (const path of named.flatMap((paths) => paths.includes))
-      mounts.push({ path, how: 'read-only', absent: 'file' });
-    for (const path of named.flatMap((paths) => paths.programs))
-      if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
+    mounts.push(...configNamed(cwd, [join(gitDir, 'config')], policy.home));
   } else {
     mounts.push({ path: git, how: 'read-only', absent: 'dir' });
+    // Its git dir elsewhere (a linked worktree's or a submodule's `.git` file), or the cwd a folder
+    // of a work tree above it: the repository's config names hooks and programs from that work
+    // tree's top, which can lie in the cwd (`core.hooksPath = .githooks` in a linked worktree).
+    const outer = enclosingRepository(cwd, seen);
+    if (outer !== undefined) mounts.push(...configNamed(outer.top, outer.configs, policy.home));
   }
   // Where `.git` is no git dir (absent, or broken: a HEAD rewritten, refs removed), git takes the
   // folder itself for one when it holds a valid HEAD, objects/ and refs/, with a `config` beside
@@ -409,6 +406,53 @@ export function projectProtections(
     for (const path of homeLinksInto(policy.home, cwd))
       mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
   return mounts.filter(({ path }) => isWithin(path, cwd) && path !== cwd);
+}
+
+/**
+ * What git's configs make it run or read, from the work tree `top`: `core.hooksPath`, the files
+ * they include, the existing files their values name as programs. The repository's own configs
+ * (`repository`, in git's order) win; the system's and the user's name hooks and programs too.
+ */
+function configNamed(top: string, repository: readonly string[], home: string | undefined): ProtectedMount[] {
+  const named = [...outerGitConfigs(home), ...repository].map((config) =>
+    gitConfigPaths(config, top, 0, home),
+  );
+  const mounts: ProtectedMount[] = [];
+  const hooks = named.reduce<string | undefined>((found, paths) => paths.hooks ?? found, undefined);
+  if (hooks !== undefined) mounts.push({ path: hooks, how: 'read-only', absent: 'dir' });
+  for (const path of named.flatMap((paths) => paths.includes))
+    mounts.push({ path, how: 'read-only', absent: 'file' });
+  for (const path of named.flatMap((paths) => paths.programs))
+    if (kindOf(path) === 'file') mounts.push({ path, how: 'read-only', absent: 'file', existing: true });
+  return mounts;
+}
+
+/**
+ * The repository git finds from `cwd` when the cwd holds no git dir of its own, as git looks: the
+ * cwd's `.git` file, else the first folder above holding a `.git` file or a git dir. Its work
+ * tree's top, and its configs: the common dir's `config` (a `commondir` file followed) and the
+ * git dir's `config.worktree`.
+ */
+function enclosingRepository(
+  cwd: string,
+  seen: StandInsSeen,
+): { top: string; configs: string[] } | undefined {
+  for (let dir = cwd; ; dir = dirname(dir)) {
+    const dotGit = join(dir, '.git');
+    const gitDir =
+      readGitFile(dotGit) ??
+      (kindOf(join(dotGit, 'HEAD')) !== undefined && !ownStandIn(dotGit, seen) ? dotGit : undefined);
+    if (gitDir !== undefined) {
+      let common = gitDir;
+      try {
+        common = resolve(gitDir, readFileSync(join(gitDir, 'commondir'), 'utf8').replace(/[\r\n]+$/, ''));
+      } catch {
+        // no commondir: the git dir is its own common dir
+      }
+      return { top: dir, configs: [join(common, 'config'), join(gitDir, 'config.worktree')] };
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
 }
 
 /**
