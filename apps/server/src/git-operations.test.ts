@@ -1,7 +1,7 @@
 // A git operation a run left half done, read from a real repository (git made the state): an
 // interactive rebase stopped at a `break`, with an `exec` line next.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
@@ -43,4 +43,22 @@ it("names a rebase the run left stopped, with its todo list's exec lines; nothin
   expect(gitOperationsWarning(root, after, gitOperations(root))).toBeUndefined();
   // Outside a repository: nothing to say.
   expect(gitOperations(tmpdir())).toBeUndefined();
+});
+
+it('a todo list that is a FIFO is not read: named as in progress, without blocking', () => {
+  const dir = join(root, 'fifo');
+  git(root, ['init', '-q', dir]);
+  const state = join(dir, '.git', 'rebase-merge');
+  mkdirSync(state);
+  spawnSync('mkfifo', [join(state, 'git-rebase-todo')]);
+  // In a child: a blocking open fails the test (a timeout) instead of hanging it.
+  const script = `import { gitOperations } from ${JSON.stringify(join(import.meta.dirname, 'git-operations.ts'))};
+    console.log(JSON.stringify(gitOperations(${JSON.stringify(dir)})?.inProgress));`;
+  const ran = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    timeout: 60_000, // tsx starts slowly under load
+    encoding: 'utf8',
+    cwd: join(import.meta.dirname, '..'),
+  });
+  expect(ran.error?.message, ran.stderr).toBeUndefined();
+  expect(ran.stdout.trim(), ran.stderr).toBe('["rebase-merge"]');
 });

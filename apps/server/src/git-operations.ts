@@ -3,9 +3,9 @@
 // outside the sandbox, and `git status` shows only the next two steps. The sandbox cannot keep these
 // files read-only (a rebase inside writes them); the server compares them before and after the run.
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
-import { gitDirOf } from '@aleph/sandbox';
+import { gitDirOf, readModelWritableFile } from '@aleph/sandbox';
 
 /** Where git keeps an operation's state, and the todo list in it. */
 const STATES = [
@@ -34,14 +34,13 @@ export function gitOperations(cwd: string): GitOperations | undefined {
   for (const [state, todo] of STATES) {
     if (lstatSync(join(gitDir, state), { throwIfNoEntry: false }) === undefined) continue;
     inProgress.push(state);
-    let text = '';
-    try {
-      text = readFileSync(join(gitDir, state, todo))
-        .subarray(0, MAX_TODO_BYTES)
-        .toString('utf8');
-    } catch {
-      // no todo list (yet)
-    }
+    // No todo list (yet), or none that is a regular file: a FIFO in its place would block the
+    // server at the open, a link to /dev/zero in the read.
+    const file = readModelWritableFile(join(gitDir, state, todo), {
+      maxBytes: MAX_TODO_BYTES,
+      larger: 'head',
+    });
+    const text = file.kind === 'read' ? file.text : file.kind === 'refused' ? `(${file.reason})` : '';
     hash.update(`${state}\0${text}\0`);
     for (const line of text.split('\n'))
       if (/^\s*(x|exec)\s/.test(line) && execLines.length < 5) execLines.push(line.trim().slice(0, 200));

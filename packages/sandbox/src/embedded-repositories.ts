@@ -10,10 +10,11 @@
 // the caller).
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, realpathSync, type Stats } from 'node:fs';
+import { lstatSync, realpathSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
 import { PROGRAM_KEY, readGitFile } from './internal/project-mounts.js';
+import { readModelWritableFile } from './model-file.js';
 import { isWithin } from './policy.js';
 
 /** The most of git's output read for one repository's config; more is "unreadable to git". */
@@ -213,13 +214,10 @@ const realOr = (path: string): string => {
  * `config.worktree`), and each with its values, in git's order.
  */
 async function programSettings(gitDir: string): Promise<{ keys: string[]; settings: string[] }> {
-  let configDir = gitDir;
-  try {
-    const common = readFileSync(join(gitDir, 'commondir'), 'utf8').trim();
-    if (common !== '') configDir = resolve(gitDir, common);
-  } catch {
-    // no commondir: the git dir holds its own config
-  }
+  // No commondir (or none that is a regular file: a FIFO would block this process): its own config.
+  const commondir = readModelWritableFile(join(gitDir, 'commondir'), { maxBytes: 4096, larger: 'head' });
+  const common = commondir.kind === 'read' ? commondir.text.trim() : '';
+  const configDir = common === '' ? gitDir : resolve(gitDir, common);
   const keys = new Set<string>();
   const settings: string[] = [];
   for (const config of [join(configDir, 'config'), join(gitDir, 'config.worktree')]) {
@@ -230,7 +228,9 @@ async function programSettings(gitDir: string): Promise<{ keys: string[]; settin
       keys.add(`${name} (not a regular file)`);
       continue;
     }
-    const listed = await git(configDir, ['config', '--file', config, '--list', '-z']);
+    // Run from `/`: in the repository's git dir, git would first read its HEAD and commondir, where a
+    // FIFO blocks it until its time bound. Relative includes resolve from the file all the same.
+    const listed = await git('/', ['config', '--file', config, '--list', '-z']);
     if (!listed.ok) {
       keys.add(`${name} (unreadable to git)`);
       continue;

@@ -915,3 +915,48 @@ describe.skipIf(!linux)('core.hooksPath wherever git reads it', () => {
     expect(existsSync(PWNED)).toBe(false);
   });
 });
+
+describe.skipIf(!linux)('files read to find the protected set', () => {
+  it('a FIFO where a .git file, a git or Mercurial config or a commondir is read blocks nothing: read as absent', () => {
+    count += 1;
+    // What a command in the folder above could leave: FIFOs a later run's checks would open.
+    const project = join(root, `fifos${count}`);
+    mkdirSync(project, { recursive: true });
+    expect(git(project, 'init', '-q').status).toBe(0);
+    mkdirSync(join(project, 'nested'));
+    expect(git(join(project, 'nested'), 'init', '-q').status).toBe(0);
+    expect(git(join(project, 'nested'), 'commit', '-q', '--allow-empty', '-m', 'n').status).toBe(0);
+    expect(git(project, 'add', 'nested').status).toBe(0);
+    mkdirSync(join(project, 'git-fifo', 'deeper'), { recursive: true });
+    mkdirSync(join(project, 'hg', '.hg'), { recursive: true });
+    mkdirSync(join(project, 'pointer', 'gitdir'), { recursive: true });
+    writeFileSync(join(project, 'pointer', '.git'), 'gitdir: gitdir\n');
+    for (const fifo of [
+      'git-fifo/.git',
+      'hg/.hg/hgrc',
+      'pointer/gitdir/config',
+      'pointer/gitdir/commondir',
+      'nested/.git/commondir',
+    ])
+      spawnSync('mkfifo', [join(project, fifo)]);
+    // In a child: a blocking open fails the test (a timeout) instead of hanging it.
+    const script = `import { createSandbox } from ${JSON.stringify(join(import.meta.dirname, 'sandbox.ts'))};
+      import { embeddedRepositories, gitDirOf } from ${JSON.stringify(join(import.meta.dirname, 'embedded-repositories.ts'))};
+      const box = createSandbox({ network: 'off' }, { mode: 'required', home: ${JSON.stringify(join(root, 'nohome'))} });
+      for (const dir of ['git-fifo', 'git-fifo/deeper', 'hg', 'pointer']) {
+        const cwd = ${JSON.stringify(project)} + '/' + dir;
+        box.wrap({ file: '/bin/true', args: [], cwd, env: {} }).release();
+        box.protectedPaths(cwd);
+        gitDirOf(cwd);
+      }
+      const nested = await embeddedRepositories(${JSON.stringify(project)});
+      console.log(JSON.stringify(nested?.repositories.map(({ path, programs }) => [path, programs])));`;
+    const ran = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      timeout: 60_000, // tsx starts slowly under load
+      encoding: 'utf8',
+      cwd: join(import.meta.dirname, '..'),
+    });
+    expect(ran.error?.message, ran.stderr).toBeUndefined();
+    expect(ran.stdout.trim(), ran.stderr).toBe('[["nested",[]]]');
+  });
+});

@@ -26,6 +26,7 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type * as ShellQuote from 'shell-quote';
 import { SandboxError } from '../errors.js';
+import { readModelWritableFile } from '../model-file.js';
 import { isWithin, type ResolvedPolicy } from '../policy.js';
 
 /** A protected path, how it is kept, and what stands in for it when absent. */
@@ -113,14 +114,21 @@ const OTHER_VCS = [
   ['.jj', 'repo'],
 ] as const;
 
+/**
+ * The text of a config or pointer file read here (at most `maxBytes`), or undefined when there is
+ * none: never blocking, never reading a device. A folder the model could write before (a run in a
+ * folder above) can hold a FIFO in its place, whose open would block this process, or a link to
+ * `/dev/zero`, whose read never ends.
+ */
+function textOf(path: string, maxBytes?: number): string | undefined {
+  const file = readModelWritableFile(path, { maxBytes, larger: 'head' });
+  return file.kind === 'read' ? file.text : undefined;
+}
+
 /** The files an hgrc names with `%include` (relative to its folder), a few levels deep. */
 function hgIncludes(config: string, depth = 0): string[] {
-  let text: string;
-  try {
-    text = readFileSync(config, 'utf8');
-  } catch {
-    return [];
-  }
+  const text = textOf(config);
+  if (text === undefined) return [];
   return text.split('\n').flatMap((line) => {
     const named = /^%include\s+(.+?)\s*$/.exec(line)?.[1];
     if (named === undefined || named.startsWith('~') || named.includes('$')) return [];
@@ -228,12 +236,8 @@ function shellWords(command: string): string[] {
 
 /** The paths `config` and the files it includes (a few levels, as git follows them) name. */
 export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: string): GitConfigPaths {
-  let text: string;
-  try {
-    text = readFileSync(config, 'utf8');
-  } catch {
-    return { includes: [], programs: [] };
-  }
+  const text = textOf(config);
+  if (text === undefined) return { includes: [], programs: [] };
   let section = '';
   let subsection = ''; // `[filter "lfs"]`: its keys are `filter.lfs.*`
   let hooks: string | undefined;
@@ -294,13 +298,8 @@ function gitFileTarget(file: string, cwd: string): string | undefined {
  * such file.
  */
 export function readGitFile(file: string): string | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8').slice(0, 4096);
-  } catch {
-    return undefined;
-  }
-  if (!text.startsWith('gitdir: ')) return undefined;
+  const text = textOf(file, 4096);
+  if (text === undefined || !text.startsWith('gitdir: ')) return undefined;
   return resolve(dirname(file), text.slice('gitdir: '.length).replace(/[\r\n]+$/, ''));
 }
 
@@ -443,12 +442,9 @@ function enclosingRepository(
       readGitFile(dotGit) ??
       (kindOf(join(dotGit, 'HEAD')) !== undefined && !ownStandIn(dotGit, seen) ? dotGit : undefined);
     if (gitDir !== undefined) {
-      let common = gitDir;
-      try {
-        common = resolve(gitDir, readFileSync(join(gitDir, 'commondir'), 'utf8').replace(/[\r\n]+$/, ''));
-      } catch {
-        // no commondir: the git dir is its own common dir
-      }
+      // No commondir: the git dir is its own common dir.
+      const named = textOf(join(gitDir, 'commondir'), 4096)?.replace(/[\r\n]+$/, '');
+      const common = named === undefined || named === '' ? gitDir : resolve(gitDir, named);
       return { top: dir, configs: [join(common, 'config'), join(gitDir, 'config.worktree')] };
     }
     if (dirname(dir) === dir) return undefined;
