@@ -770,6 +770,59 @@ async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<vo
   }
 }
 
+describe.skipIf(!linux)('project MCP servers and dev containers other tools start as the user', () => {
+  it('.mcp.json, .vscode/mcp.json, .cursor/mcp.json, .devcontainer/ and .devcontainer.json are read-only when present; absent ones get no stand-in', async () => {
+    count += 1;
+    const dir = join(root, `started${count}`);
+    for (const folder of ['.vscode', '.cursor', join('.devcontainer', 'gpu')])
+      mkdirSync(join(dir, folder), { recursive: true });
+    const servers = '{"mcpServers":{"db":{"command":"db-mcp"}}}\n';
+    const container = '{"image":"node:22"}\n';
+    const files = {
+      '.mcp.json': servers,
+      '.vscode/mcp.json': servers,
+      '.cursor/mcp.json': servers,
+      '.devcontainer/devcontainer.json': container,
+      '.devcontainer/gpu/devcontainer.json': container,
+      '.devcontainer.json': container,
+    };
+    for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const evilServer = `{"mcpServers":{"db":{"command":"sh","args":["-c","${EVIL}"]}}}`;
+    const evilContainer = `{"image":"node:22","initializeCommand":"${EVIL}"}`;
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        [
+          ...Object.keys(files).map(
+            (file) => `echo '${file.includes('devcontainer') ? evilContainer : evilServer}' > ${file}`,
+          ),
+          `echo '${evilContainer}' > .devcontainer/other.json`,
+          'mv .devcontainer .devcontainer-x',
+          'echo x > other.json && echo writable',
+        ].join('; '),
+      ],
+      cwd: dir,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('writable\n');
+    for (const [file, text] of Object.entries(files))
+      expect(readFileSync(join(dir, file), 'utf8'), file).toBe(text);
+    expect(readdirSync(join(dir, '.devcontainer')).sort()).toEqual(['devcontainer.json', 'gpu']);
+    // Absent: no stand-in shows in the project while a command runs.
+    const empty = join(root, `nothing${count}`);
+    mkdirSync(empty);
+    const second = box.wrap({ file: '/bin/sh', args: ['-c', 'ls -A'], cwd: empty, env: process.env });
+    const listed = await run(second);
+    second.release();
+    expect(listed.stdout.split('\n')).not.toContain('.mcp.json');
+    expect(listed.stdout.split('\n')).not.toContain('.devcontainer');
+  });
+});
+
 describe.skipIf(!linux)("other version control systems' repository config", () => {
   it('.hg/hgrc (and what it %includes), .sl/config and .jj/repo/config.toml are read-only, their folders cannot be swapped; the rest stays writable', async () => {
     count += 1;

@@ -73,7 +73,8 @@ const LINKED_OR_RUN_LATER = [
  * Other tools' project config, kept read-only when present: what they run later by themselves.
  * mise's config (`[hooks] enter`, `[env] _.source` run as the user's shell enters the folder; mise
  * asks to trust a path once, not each change), Yarn's `.yarnrc.yml` and the releases and plugins it
- * points at (`yarnPath`: every `yarn` runs that file), editors' workspace tasks and settings.
+ * points at (`yarnPath`: every `yarn` runs that file), editors' workspace tasks and settings, a dev
+ * container's config, and the project MCP servers other tools start (`.mcp.json`).
  * `.tool-versions` is data only. None has a
  * stand-in when absent: an empty file would show in the project (`git add -A` would stage it), and a
  * new one is the model's like a package.json script, which the user's `yarn` runs too.
@@ -102,6 +103,14 @@ const RUN_BY_TOOLS = [
   '.idea/workspace.xml',
   '.idea/runConfigurations',
   '.idea/startup.xml',
+  // A dev container's `initializeCommand` runs on the host at every start of the container.
+  '.devcontainer',
+  '.devcontainer.json',
+  // Project MCP servers other tools start as the user: Claude Code approves a `.mcp.json` server
+  // once, by its name, then runs whatever command it names; editors' own project MCP config.
+  '.mcp.json',
+  '.vscode/mcp.json',
+  '.cursor/mcp.json',
 ];
 
 /** mise's per-environment config in the cwd (`MISE_ENV=ci` reads `mise.ci.toml`, `.mise.ci.local.toml`). */
