@@ -385,6 +385,9 @@ it(".mcp.json's cwd: one outside the project (written by the model) is left out,
       `⚠ mcp: ${join(project, '.mcp.json')}: mcpServers.outer.cwd: "${parent}" lies outside the project ${project}: a server of the project's .mcp.json runs in the project's sandbox, and starts only in a folder inside it; left out`,
     );
 
+    // A .mcp.json that is there is read-only to the model (other tools run it as the user): the
+    // user removes this one, and the model writes the next one anew.
+    rmSync(join(project, '.mcp.json'));
     mcpJson = JSON.stringify(inside);
     expect((await runToExit([CLI, 'run', 'set up MCP', '--cwd', project], env)).code).toBe(0);
     const third = await runToExit([CLI, 'run', 'go on', '--cwd', project], env);
