@@ -1011,5 +1011,40 @@ describe.skipIf(!linux)('files read to find the protected set', () => {
     });
     expect(ran.error?.message, ran.stderr).toBeUndefined();
     expect(ran.stdout.trim(), ran.stderr).toBe('[["nested",[]]]');
-  });
+  }, 90_000); // the child's own bound, and tsx's start under load
+
+  it('a config that includes itself many times is read once: what it includes is kept, at a bounded cost', () => {
+    count += 1;
+    const project = join(root, `includes${count}`);
+    mkdirSync(join(project, 'sub', 'hg', '.hg'), { recursive: true });
+    expect(git(join(project, 'sub'), 'init', '-q').status).toBe(0);
+    // Left by a command in the folder above: 40 includes of itself, 40 to the power of the depth followed.
+    const self = '[include]\n\tpath = config\n'.repeat(40);
+    appendFileSync(join(project, 'sub', '.git', 'config'), `${self}[include]\n\tpath = ../kept.gitconfig\n`);
+    writeFileSync(join(project, 'sub', 'kept.gitconfig'), '[user]\n');
+    writeFileSync(
+      join(project, 'sub', 'hg', '.hg', 'hgrc'),
+      `${'%include hgrc\n'.repeat(40)}%include ../kept.rc\n`,
+    );
+    writeFileSync(join(project, 'sub', 'hg', 'kept.rc'), '[ui]\n');
+    // In a child: a run that does not end fails the test (a timeout) instead of holding it.
+    const script = `import { spawnSync } from 'node:child_process';
+      import { createSandbox } from ${JSON.stringify(join(import.meta.dirname, 'sandbox.ts'))};
+      const box = createSandbox({ network: 'off' }, { mode: 'required', home: ${JSON.stringify(join(root, 'nohome'))} });
+      for (const [dir, file] of [['sub', 'kept.gitconfig'], ['sub/hg', 'kept.rc']]) {
+        const w = box.wrap({ file: '/bin/sh', args: ['-c', 'echo x >> ' + file + ' || echo kept'], cwd: ${JSON.stringify(project)} + '/' + dir, env: process.env });
+        const ran = spawnSync(w.file, w.args, { cwd: w.cwd, env: w.env, encoding: 'utf8' });
+        w.release();
+        process.stdout.write(ran.stdout);
+      }`;
+    const ran = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      timeout: 60_000, // tsx starts slowly under load
+      encoding: 'utf8',
+      cwd: join(import.meta.dirname, '..'),
+    });
+    expect(ran.error?.message, ran.stderr).toBeUndefined();
+    expect(ran.stdout, ran.stderr).toBe('kept\nkept\n');
+    expect(readFileSync(join(project, 'sub', 'kept.gitconfig'), 'utf8')).toBe('[user]\n');
+    expect(readFileSync(join(project, 'sub', 'hg', 'kept.rc'), 'utf8')).toBe('[ui]\n');
+  }, 90_000); // the child's own bound, and tsx's start under load
 });

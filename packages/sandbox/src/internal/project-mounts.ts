@@ -134,16 +134,32 @@ function textOf(path: string, maxBytes?: number): string | undefined {
   return file.kind === 'read' ? file.text : undefined;
 }
 
+/**
+ * Config files read for one config and what it includes, and include paths kept, at most: each file
+ * is read once, so a config including itself many times (written by a run in a folder above) costs
+ * that many reads, not that many to the power of the depth.
+ */
+const MAX_CONFIG_FILES = 64;
+const MAX_INCLUDES = 256;
+/** Words of program values looked up at most (each costs an lstat at every command's start). */
+const MAX_PROGRAMS = 4096;
+
 /** The files an hgrc names with `%include` (relative to its folder), a few levels deep. */
-function hgIncludes(config: string, depth = 0): string[] {
+function hgIncludes(config: string, depth = 0, read = new Set([config])): string[] {
   const text = textOf(config);
   if (text === undefined) return [];
-  return text.split('\n').flatMap((line) => {
+  const found: string[] = [];
+  for (const line of text.split('\n')) {
     const named = /^%include\s+(.+?)\s*$/.exec(line)?.[1];
-    if (named === undefined || named.startsWith('~') || named.includes('$')) return [];
+    if (named === undefined || named.startsWith('~') || named.includes('$')) continue;
     const path = resolve(dirname(config), named);
-    return [path, ...(depth < 4 ? hgIncludes(path, depth + 1) : [])];
-  });
+    if (found.length >= MAX_INCLUDES) break;
+    found.push(path);
+    if (depth >= 4 || read.has(path) || read.size >= MAX_CONFIG_FILES) continue;
+    read.add(path);
+    found.push(...hgIncludes(path, depth + 1, read).slice(0, MAX_INCLUDES - found.length));
+  }
+  return found;
 }
 
 type Kind = 'dir' | 'file' | 'symlink' | 'other';
@@ -243,8 +259,19 @@ function shellWords(command: string): string[] {
   }
 }
 
-/** The paths `config` and the files it includes (a few levels, as git follows them) name. */
-export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: string): GitConfigPaths {
+/**
+ * The paths `config` and the files it includes (a few levels, as git follows them) name. `read`:
+ * the files of this chain read so far (each is read once, at most `MAX_CONFIG_FILES`).
+ */
+export function gitConfigPaths(
+  config: string,
+  cwd: string,
+  depth = 0,
+  home?: string,
+  read = new Set<string>(),
+): GitConfigPaths {
+  if (read.has(config) || read.size >= MAX_CONFIG_FILES) return { includes: [], programs: [] };
+  read.add(config);
   const text = textOf(config);
   if (text === undefined) return { includes: [], programs: [] };
   let section = '';
@@ -253,12 +280,13 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
   const includes: string[] = [];
   const programs: string[] = [];
   const include = (path: string): void => {
+    if (includes.length >= MAX_INCLUDES) return;
     includes.push(path);
     if (depth >= 4) return;
-    const inner = gitConfigPaths(path, cwd, depth + 1, home);
+    const inner = gitConfigPaths(path, cwd, depth + 1, home, read);
     hooks = inner.hooks ?? hooks;
-    includes.push(...inner.includes);
-    programs.push(...inner.programs);
+    includes.push(...inner.includes.slice(0, MAX_INCLUDES - includes.length));
+    for (const program of inner.programs.slice(0, MAX_PROGRAMS - programs.length)) programs.push(program);
   };
   for (const raw of configLines(text)) {
     const line = raw.trim();
@@ -282,7 +310,8 @@ export function gitConfigPaths(config: string, cwd: string, depth = 0, home?: st
       // interpreter runs is the program as much as the interpreter. Only existing files are kept.
       const program = PROGRAM_KEY.test(`${section}${subsection}.${key}`) || value.trimStart().startsWith('!');
       for (const word of shellWords(value.trimStart().replace(/^!/, '')))
-        if (program || word.includes('/')) programs.push(resolve(cwd, word));
+        if ((program || word.includes('/')) && programs.length < MAX_PROGRAMS)
+          programs.push(resolve(cwd, word));
     }
   }
   return { ...(hooks === undefined ? {} : { hooks }), includes, programs };
