@@ -284,6 +284,37 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     ).toEqual(before);
   });
 
+  it('however many protected paths the cwd holds (a file per mise environment), the ones listed after them are kept', async () => {
+    count += 1;
+    const home = join(root, `crowdedhome${count}`);
+    const dotfiles = join(root, `crowded${count}`);
+    mkdirSync(home, { recursive: true });
+    mkdirSync(join(dotfiles, 'hooks'), { recursive: true });
+    writeFileSync(join(dotfiles, 'bashrc'), 'export A=1\n');
+    writeFileSync(join(dotfiles, 'hooks', 'extra.json'), '{}\n');
+    symlinkSync(join(dotfiles, 'bashrc'), join(home, '.bashrc'));
+    // What a command could make: each is protected, and they come before the home's links and the hooks files.
+    for (let index = 0; index < 300; index += 1) writeFileSync(join(dotfiles, `mise.e${index}.toml`), '');
+    const box = createSandbox(
+      { network: 'off', readOnly: [join(dotfiles, 'hooks', 'extra.json')] },
+      { mode: 'required', home },
+    );
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        `echo '${EVIL}' >> bashrc; echo '{"hooks":{}}' > hooks/extra.json; echo x > other && echo writable`,
+      ],
+      cwd: dotfiles,
+      env: process.env,
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    expect(ran.stdout, ran.stderr).toBe('writable\n');
+    expect(readFileSync(join(dotfiles, 'bashrc'), 'utf8')).toBe('export A=1\n');
+    expect(readFileSync(join(dotfiles, 'hooks', 'extra.json'), 'utf8')).toBe('{}\n');
+  });
+
   it('with the cwd in a dotfiles repository the home links into, what the links lead to is read-only', async () => {
     const p = project();
     const dotfiles = join(p.home, 'dotfiles');

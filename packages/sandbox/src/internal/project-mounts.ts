@@ -746,7 +746,10 @@ function collect(cwd: string, policy: ResolvedPolicy, create: boolean): Collecte
   const collected: Collected = { readOnly: new Set(), pins: new Set(), used: new Set(), linked: new Set() };
   const seen: StandInsSeen = new Map();
   const queue = projectProtections(cwd, policy, seen);
-  for (let index = 0; index < queue.length && index < 256; index += 1) {
+  // Every protected path is kept, however many the cwd makes (a file per `mise.<env>.toml`); of the
+  // link targets found inside them and queued after, a bounded number.
+  const bound = queue.length + 256;
+  for (let index = 0; index < queue.length && index < bound; index += 1) {
     const { path, how, absent, existing } = queue[index] as ProtectedMount;
     let mount = path;
     // A stand-in found empty (or made) just now: its kind is known, and there is nothing in it to scan.
