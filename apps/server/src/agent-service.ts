@@ -49,7 +49,7 @@ import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
 import { TerminalShare, type ServerPtys } from './agent-ptys.js';
-import { gitOperations, gitOperationsWarning } from './git-operations.js';
+import { gitOperations, gitOperationsWarning, hiddenChangesWarning } from './git-operations.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import {
@@ -236,11 +236,11 @@ type ListedRun = Omit<EarlierRun, 'state' | 'terminateReason'> & {
  * `core.fsmonitor` added), with the keys of its config that name a program. The sandbox cannot keep
  * it read-only (made and staged in one command); this says so once the run ended.
  */
-async function embeddedWarning(
+function embeddedWarning(
   cwd: string,
   before: EmbeddedRepositories,
-): Promise<{ message: string; added: { path: string; programs: readonly string[] }[] } | undefined> {
-  const after = await embeddedRepositories(cwd);
+  after: EmbeddedRepositories | undefined,
+): { message: string; added: { path: string; programs: readonly string[] }[] } | undefined {
   if (after === undefined)
     return {
       message: `${join(cwd, '.git', 'index')} is no longer an index git can read: check \`git ls-files -s | grep ^160000\` before running git there`,
@@ -833,22 +833,27 @@ export class AgentService {
             return result;
           }
           const before = await embeddedBefore;
-          const nested = before === undefined ? undefined : await embeddedWarning(realCwd, before);
+          const index =
+            before === undefined ? undefined : await embeddedRepositories(realCwd).catch(() => undefined);
+          const nested = before === undefined ? undefined : embeddedWarning(realCwd, before, index);
           if (nested !== undefined) {
             logger.warn({ runId, cwd: realCwd }, nested.message);
             publish('agent.hook', { kind: 'warning', route: 'git', message: nested.message });
           }
-          const operations =
-            this.#options.sandbox.backend === 'none'
-              ? undefined
-              : gitOperationsWarning(
-                  realCwd,
-                  operationsBefore,
-                  safely(() => gitOperations(realCwd)),
-                );
-          if (operations !== undefined) {
-            logger.warn({ runId, cwd: realCwd }, operations);
-            publish('agent.hook', { kind: 'warning', route: 'git', message: operations });
+          const operationsAfter =
+            this.#options.sandbox.backend === 'none' ? undefined : safely(() => gitOperations(realCwd));
+          for (const warning of [
+            operationsAfter && gitOperationsWarning(realCwd, operationsBefore, operationsAfter),
+            before &&
+              hiddenChangesWarning(
+                realCwd,
+                { index: before, operations: operationsBefore },
+                { index, operations: operationsAfter },
+              ),
+          ]) {
+            if (warning === undefined) continue;
+            logger.warn({ runId, cwd: realCwd }, warning);
+            publish('agent.hook', { kind: 'warning', route: 'git', message: warning });
           }
           publish('agent.done', {
             terminateReason: result.terminateReason,

@@ -411,6 +411,21 @@ files = ["../hooks/extra.json"]
     rmSync(join(home, 'linked'), { recursive: true, force: true });
   }, 180_000);
 
+  it("a change hidden from the user's git status (skip-worktree, info/exclude) is named at the run's end, with its undo", async (context) => {
+    requireVariant(context);
+    const outputs = await hostileRun([
+      "echo 'touch pwned' >> README.md && git update-index --skip-worktree README.md && echo planted > planted.py && echo planted.py >> .git/info/exclude && git status --short && echo step-hide",
+    ]);
+    expect(outputs[0]).toMatch(/^step-hide/m);
+    expect(outputs[0]).not.toMatch(/README|planted\.py/); // git status inside shows nothing already
+    expect(hookWarnings).toEqual([
+      `the run hid changes from your review in ${home}: it marked "README.md" skip-worktree or assume-unchanged, so their changes do not show (\`git update-index --no-skip-worktree --no-assume-unchanged -- README.md\`); it added "planted.py" to .git/info/exclude, so what they match does not show. Check them before you run or commit what is there`,
+    ]);
+    expect(git('update-index', '--no-skip-worktree', 'README.md').status).toBe(0);
+    expect(git('checkout', 'README.md').status).toBe(0);
+    rmSync(join(home, 'planted.py'));
+  }, 120_000);
+
   // A real host datagram socket receiving is in @aleph/sandbox's limits test; here, through the tool.
   it('the datagram route to a host socket is closed with the network off', async (context) => {
     requireVariant(context);

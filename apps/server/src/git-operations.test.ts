@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { gitOperations, gitOperationsWarning } from './git-operations.js';
+import { embeddedRepositories } from '@aleph/sandbox';
+import { gitOperations, gitOperationsWarning, hiddenChangesWarning } from './git-operations.js';
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-git-operations-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -61,4 +62,40 @@ it('a todo list that is a FIFO is not read: named as in progress, without blocki
   });
   expect(ran.error?.message, ran.stderr).toBeUndefined();
   expect(ran.stdout.trim(), ran.stderr).toBe('["rebase-merge"]');
+});
+
+it("names what the run did to hide a change from the user's git status, diff and show, and how to undo it", async () => {
+  const dir = join(root, 'hidden');
+  git(root, ['init', '-q', dir]);
+  for (const name of ['test.sh', 'b']) {
+    writeFileSync(join(dir, name), `${name}\n`);
+    git(dir, ['add', name]);
+    git(dir, ['commit', '-qm', name]);
+  }
+  git(dir, ['update-index', '--assume-unchanged', 'b']); // the user's own, before the run
+  const look = async () => ({ index: await embeddedRepositories(dir), operations: gitOperations(dir) });
+  const before = await look();
+  expect(hiddenChangesWarning(dir, before, await look())).toBeUndefined();
+  // The model's commands: a changed test.sh hidden from git status, a new file excluded, a replace ref.
+  writeFileSync(join(dir, 'test.sh'), 'touch pwned\n');
+  git(dir, ['update-index', '--skip-worktree', 'test.sh']);
+  writeFileSync(join(dir, 'sitecustomize.py'), 'import os\n');
+  writeFileSync(
+    join(dir, '.git', 'info', 'exclude'),
+    '# git ls-files --others --exclude-from=.git/info/exclude\nsitecustomize.py\n',
+  );
+  const status = spawnSync('git', ['status', '--short'], { cwd: dir, encoding: 'utf8' });
+  expect(status.stdout).toBe(''); // what the user's review would see
+  const head = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: dir, encoding: 'utf8' }).stdout.trim();
+  const first = spawnSync('git', ['rev-parse', 'HEAD~1'], { cwd: dir, encoding: 'utf8' }).stdout.trim();
+  git(dir, ['replace', head, first]);
+  const after = await look();
+  expect(hiddenChangesWarning(dir, before, after)).toBe(
+    `the run hid changes from your review in ${dir}: it marked "test.sh" skip-worktree or assume-unchanged, so their changes do not show (\`git update-index --no-skip-worktree --no-assume-unchanged -- test.sh\`); it added "sitecustomize.py" to .git/info/exclude, so what they match does not show; it added the replace refs "${head}", so \`git show\` and \`git log -p\` show other content than \`git push\` sends (\`git replace -d <ref>\`). Check them before you run or commit what is there`,
+  );
+  // Packed, the replace ref is still found; a later run that changes nothing says nothing.
+  git(dir, ['pack-refs', '--all']);
+  const packed = await look();
+  expect(packed.operations?.replaced).toEqual([head]);
+  expect(hiddenChangesWarning(dir, after, packed)).toBeUndefined();
 });

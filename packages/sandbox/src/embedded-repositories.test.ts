@@ -9,13 +9,14 @@ import { afterAll, expect, it } from 'vitest';
 import {
   embeddedRepositories,
   MAX_EXAMINED_GITLINKS,
+  MAX_HIDDEN_NAMED,
   type EmbeddedRepositories,
 } from './embedded-repositories.js';
 
 /** Each repository's path and program keys (its fingerprint is compared between looks, not shown). */
 const named = (found: EmbeddedRepositories | undefined) =>
   found?.repositories.map(({ path, programs }) => ({ path, programs }));
-const NONE = { repositories: [], unexamined: 0 };
+const NONE = { repositories: [], unexamined: 0, hidden: [], hiddenCount: 0 };
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-embedded-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -173,5 +174,26 @@ it('reads an index of many gitlinks as git writes it, examines the first ones an
   const ran = spawnSync('git', ['update-index', '--index-info'], { cwd: project, input: lines.join('') });
   expect(ran.status, String(ran.stderr)).toBe(0);
   // None checked out: none is a repository of its own; those past the first are only counted.
-  expect(await embeddedRepositories(project)).toEqual({ repositories: [], unexamined: 5000 });
+  expect(await embeddedRepositories(project)).toEqual({ ...NONE, unexamined: 5000 });
+});
+
+it('names the entries marked skip-worktree or assume-unchanged, whose changes git status does not show', async () => {
+  const project = join(root, 'hidden');
+  repository(project);
+  for (const name of ['a', 'b', 'c', 'with space\tand tab']) writeFileSync(join(project, name), `${name}\n`);
+  git(project, 'add', '.');
+  git(project, 'commit', '-qm', 'files');
+  git(project, 'update-index', '--skip-worktree', 'a');
+  git(project, 'update-index', '--assume-unchanged', 'b', 'with space\tand tab');
+  const found = await embeddedRepositories(project);
+  expect(found?.hidden).toEqual(['a', 'b', 'with space\tand tab']);
+  expect(found?.hiddenCount).toBe(3);
+  // Past the first ones, only counted.
+  const many = Array.from({ length: MAX_HIDDEN_NAMED + 10 }, (_, i) => `m${String(i).padStart(3, '0')}`);
+  for (const name of many) writeFileSync(join(project, name), '');
+  git(project, 'add', '.');
+  git(project, 'update-index', '--skip-worktree', ...many);
+  const counted = await embeddedRepositories(project);
+  expect(counted?.hidden).toHaveLength(MAX_HIDDEN_NAMED);
+  expect(counted?.hiddenCount).toBe(MAX_HIDDEN_NAMED + 13);
 });

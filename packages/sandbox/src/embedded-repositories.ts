@@ -79,7 +79,17 @@ export interface EmbeddedRepositories {
   readonly repositories: EmbeddedRepository[];
   /** Gitlinks past `MAX_EXAMINED_GITLINKS`, not examined: what they hold is not known. */
   readonly unexamined: number;
+  /**
+   * The index's entries marked skip-worktree or assume-unchanged (`git update-index`), whose changes
+   * `git status` and `git diff` do not show: the first `MAX_HIDDEN_NAMED` paths, relative to the cwd.
+   */
+  readonly hidden: readonly string[];
+  /** How many entries are so marked in all. */
+  readonly hiddenCount: number;
 }
+
+/** At most this many of the index's hidden entries are named. */
+export const MAX_HIDDEN_NAMED = 64;
 
 /**
  * The gitlinks of `cwd`'s index whose folder holds its own git dir: a `.git` folder, or a `.git`
@@ -91,10 +101,10 @@ export interface EmbeddedRepositories {
  */
 export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepositories | undefined> {
   // A process costs its caller a fork (~10 ms of a large server's event loop): none outside a repository.
-  if (gitDirOf(cwd) === undefined) return { repositories: [], unexamined: 0 };
+  const none = { repositories: [], unexamined: 0, hidden: [], hiddenCount: 0 };
+  if (gitDirOf(cwd) === undefined) return none;
   const listed = await gitlinks(cwd);
-  if (!listed.ok)
-    return /not a git repository/i.test(listed.stderr) ? { repositories: [], unexamined: 0 } : undefined;
+  if (!listed.ok) return /not a git repository/i.test(listed.stderr) ? none : undefined;
   const found: (EmbeddedRepository | undefined)[] = [];
   let next = 0;
   const examine = async (): Promise<void> => {
@@ -114,36 +124,50 @@ export async function embeddedRepositories(cwd: string): Promise<EmbeddedReposit
   return {
     repositories: found.filter((repository) => repository !== undefined),
     unexamined: listed.more,
+    hidden: listed.hidden,
+    hiddenCount: listed.hiddenCount,
   };
 }
 
 /**
  * The first `MAX_EXAMINED_GITLINKS` gitlinks' paths of `cwd`'s index and how many more there are,
- * from `git ls-files --stage -z` read as it comes.
+ * and the entries marked hidden from `git status`, from `git ls-files -v --stage -z` read as it comes.
  */
 function gitlinks(
   cwd: string,
-): Promise<{ ok: true; paths: string[]; more: number } | { ok: false; stderr: string }> {
+): Promise<
+  | { ok: true; paths: string[]; more: number; hidden: string[]; hiddenCount: number }
+  | { ok: false; stderr: string }
+> {
   return new Promise((done) => {
-    const child = spawn('git', ['-c', 'core.fsmonitor=false', 'ls-files', '--stage', '-z'], {
+    const child = spawn('git', ['-c', 'core.fsmonitor=false', 'ls-files', '-v', '--stage', '-z'], {
       cwd,
       env: gitEnv(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);
     const paths: string[] = [];
+    const hidden: string[] = [];
     let more = 0;
+    let hiddenCount = 0;
     let rest = Buffer.alloc(0);
     let stderr = '';
+    const pathOf = (entry: Buffer): string => {
+      const text = entry.toString('utf8');
+      return text.slice(text.indexOf('\t') + 1);
+    };
     child.stdout.on('data', (chunk: Buffer) => {
       let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
       for (let end = data.indexOf(0); end >= 0; end = data.indexOf(0)) {
-        // `<mode> <object> <stage>\t<path>`
-        if (data.subarray(0, 7).toString('latin1') === '160000 ') {
-          if (paths.length < MAX_EXAMINED_GITLINKS) {
-            const entry = data.subarray(0, end).toString('utf8');
-            paths.push(entry.slice(entry.indexOf('\t') + 1));
-          } else more += 1;
+        // `<tag> <mode> <object> <stage>\t<path>`: tag S is skip-worktree, a lower-case one assume-unchanged.
+        const tag = data[0]!;
+        if (tag === 0x53 || (tag >= 0x61 && tag <= 0x7a)) {
+          if (hidden.length < MAX_HIDDEN_NAMED) hidden.push(pathOf(data.subarray(0, end)));
+          hiddenCount += 1;
+        }
+        if (data.subarray(2, 9).toString('latin1') === '160000 ') {
+          if (paths.length < MAX_EXAMINED_GITLINKS) paths.push(pathOf(data.subarray(0, end)));
+          else more += 1;
         }
         data = data.subarray(end + 1);
       }
@@ -158,7 +182,11 @@ function gitlinks(
     });
     child.on('close', (code) => {
       clearTimeout(timer);
-      done(code === 0 ? { ok: true, paths, more } : { ok: false, stderr: stderr || `git exited ${code}` });
+      done(
+        code === 0
+          ? { ok: true, paths, more, hidden, hiddenCount }
+          : { ok: false, stderr: stderr || `git exited ${code}` },
+      );
     });
   });
 }

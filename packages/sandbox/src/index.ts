@@ -39,6 +39,7 @@ export {
   embeddedRepositories,
   gitDirOf,
   MAX_EXAMINED_GITLINKS,
+  MAX_HIDDEN_NAMED,
   type EmbeddedRepositories,
   type EmbeddedRepository,
 } from './embedded-repositories.js';
