@@ -609,7 +609,7 @@ const COMMONDIR = '.\n';
 function isStandIn(path: string, kind: StandIn): boolean {
   try {
     const stat = lstatSync(path);
-    if (kind === 'dir') return stat.isDirectory() && isEmptyDir(path);
+    if (kind === 'dir') return stat.isDirectory() && isEmptyDir(path, stat);
     if (!stat.isFile()) return false;
     return kind === 'file' ? stat.size === 0 : readFileSync(path, 'utf8') === COMMONDIR;
   } catch {
@@ -660,29 +660,37 @@ function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
   } finally {
     opened.closeSync();
   }
-  const listing = {
-    dev: stat.dev,
-    ino: stat.ino,
-    ctimeMs: stat.ctimeMs,
-    entries,
-    names: entries.map(({ name }) => name),
-    complete,
-  };
-  if (complete && stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
+  return keepListing(dir, stat, { entries, names: entries.map(({ name }) => name), complete });
+}
+
+/** Keeps a complete listing read just now, unless the folder changed within RACY_MS of it. */
+function keepListing(dir: string, stat: Stats, read: Omit<Listing, 'dev' | 'ino' | 'ctimeMs'>): Listing {
+  const listing = { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, ...read };
+  if (listing.complete && stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
     if (listings.size >= 1024) listings.clear();
     listings.set(dir, listing);
   } else listings.delete(dir);
   return listing;
 }
 
-/** Whether `dir` holds nothing (one entry read at most). */
-function isEmptyDir(dir: string): boolean {
+/**
+ * Whether `dir` holds nothing: the kept listing while the folder's identity and change time are
+ * unchanged (an entry made in it moves the time), else one entry read at most. A read waits on
+ * the folder's lock, which each bwrap mounting over the stand-in holds (at every command's start).
+ */
+function isEmptyDir(dir: string, stat: Stats): boolean {
+  const known = listings.get(dir);
+  if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs)
+    return known.names.length === 0;
   const opened = opendirSync(dir, { bufferSize: 1 });
+  let empty: boolean;
   try {
-    return opened.readSync() === null;
+    empty = opened.readSync() === null;
   } finally {
     opened.closeSync();
   }
+  if (empty) keepListing(dir, stat, { entries: [], names: [], complete: true });
+  return empty;
 }
 
 /** The names in `dir` (a link not followed), at most `MAX_LISTED`; throws as readdirSync does. */
