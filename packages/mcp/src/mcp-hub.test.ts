@@ -216,6 +216,18 @@ describe('hostile servers are reported and skipped, never a hang', () => {
     }
   });
 
+  it('a project .mcp.json server in a hub given no sandbox is left out, saying it runs only confined', async () => {
+    const project = tempDir();
+    writeFileSync(join(project, '.mcp.json'), JSON.stringify({ mcpServers: { p: { command: 'true' } } }));
+    const list = loadMcpServers({ env: {}, projectDir: project, startTimeoutMs: 20_000 });
+    expect(list.problems).toEqual([]);
+    const { hub } = await start([...list.servers]);
+    expect(hub.statuses[0]).toMatchObject({ state: 'failed' });
+    expect(hub.statuses[0]?.error).toBe(
+      "not started: a project .mcp.json server runs only confined, and this hub was given no sandbox (McpHubOptions' wrap)",
+    );
+  });
+
   it('never answering initialize: a start timeout, the server left out', async () => {
     const { hub } = await start(hostile('silent', { start: 1 }));
     expect(hub.statuses[0]).toMatchObject({ state: 'failed', tools: [] });

@@ -19,7 +19,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 4197, files: 26 },
   sandbox: { lines: 3450, files: 12 },
   server: { lines: 7158, files: 31 },
-  mcp: { lines: 1409, files: 8 },
+  mcp: { lines: 1414, files: 8 },
   console: { lines: 3275, files: 10 },
   cluster: { lines: 3513, files: 15 },
 };

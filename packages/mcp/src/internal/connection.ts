@@ -177,7 +177,12 @@ export class McpConnection {
         env: envOf(this.#options.env, config.env),
       });
     }
-    if (this.#options.wrap === undefined) throw new Error('sandbox = true, but no sandbox is available');
+    if (this.#options.wrap === undefined)
+      throw new Error(
+        config.project === true
+          ? "a project .mcp.json server runs only confined, and this hub was given no sandbox (McpHubOptions' wrap)"
+          : "sandbox = true, but this hub was given no sandbox (McpHubOptions' wrap)",
+      );
     // The sandbox gets the hub's environment only: what runs before its confinement (the wrapper
     // that joins the limits' cgroup) finds its programs on that PATH, never on one a server names.
     // The server's own `env` goes in by `env(1)`, inside.
