@@ -16,12 +16,13 @@ import {
   appendFileSync,
   lstatSync,
   mkdirSync,
-  readdirSync,
+  opendirSync,
   readFileSync,
   realpathSync,
   renameSync,
   statSync,
   writeFileSync,
+  type Dir,
 } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
@@ -88,14 +89,22 @@ export function distrustedConfig(writes: ConfinedWrites, path: string): string |
 export function entriesUnder(dir: string, max = 1000, depth = 6): { paths: string[] } | { cut: string } {
   const paths: string[] = [];
   const walk = (folder: string, level: number): string | undefined => {
-    let names: string[];
+    let opened: Dir;
     try {
-      names = readdirSync(folder);
+      opened = opendirSync(folder);
     } catch {
       return undefined; // missing, or not a folder
     }
-    for (const name of names) {
-      const path = join(folder, name);
+    try {
+      return walkOpened(opened, folder, level);
+    } finally {
+      opened.closeSync();
+    }
+  };
+  // Read an entry at a time: a folder of a million entries costs no more than the first `max`.
+  const walkOpened = (opened: Dir, folder: string, level: number): string | undefined => {
+    for (let entry = opened.readSync(); entry !== null; entry = opened.readSync()) {
+      const path = join(folder, entry.name);
       paths.push(path);
       if (paths.length > max) return `${dir} holds more than ${max} entries`;
       let folderThere = false;
@@ -123,7 +132,6 @@ const SLACK_MS = 2000;
 /** Files found moved into place, kept: the oldest go first once there are more. */
 const MAX_MOVED = 1000;
 
-/** `path`'s real path, else `path` resolved as it is (missing). */
 /** A file's identity, `dev:ino` (undefined when it is not there). */
 function identity(path: string): string | undefined {
   try {
@@ -134,6 +142,7 @@ function identity(path: string): string | undefined {
   }
 }
 
+/** `path`'s real path, else `path` resolved as it is (missing). */
 export const real = (path: string): string => {
   try {
     return realpathSync(path);
