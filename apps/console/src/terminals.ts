@@ -306,9 +306,13 @@ export class Terminals {
   async close(tab: TerminalTab | undefined): Promise<void> {
     if (tab === undefined || !this.#tabs.includes(tab)) return;
     this.#tabs = this.#tabs.filter((open) => open !== tab);
+    const focused = tab.element.contains(document.activeElement);
     tab.dispose();
     if (this.#active === tab) this.#active = this.#tabs.at(-1);
     if (this.#active !== undefined) this.select(this.#active);
+    // The last tab gone: a keyboard user goes on from "New terminal", not from the page's top.
+    else if (focused || document.activeElement === document.body)
+      document.getElementById('new-terminal')?.focus();
     this.#save();
     this.#render();
     await this.#subscribe().catch(() => {});

@@ -163,8 +163,21 @@ describe.skipIf(!available)('the console at every width, and a run people can re
     await expect.poll(() => terminalLines(page)).toContain(`${size.rows} ${size.cols}`);
     await waitForPrompt(page);
     await screenshot(page, 'console-390x844');
+    // From the terminal, Alt+A opens the drawer with the prompt focused: what is typed next is the
+    // agent's, not the shell's (the drawer slides in, yet takes the focus at once).
+    await page.locator('.term-tab:not([hidden]) .xterm').click();
+    await page.keyboard.press('Alt+KeyA');
+    await page.keyboard.type('for the agent');
+    await expect.poll(() => side.isVisible()).toBe(true);
+    const prompt = page.locator('#prompt');
+    expect(await prompt.inputValue()).toBe('for the agent');
+    expect(await terminalLines(page)).not.toContainEqual(expect.stringContaining('for the agent'));
+    await prompt.fill('');
+    await page.keyboard.press('Escape');
+    await expect.poll(() => side.isVisible()).toBe(false);
     await page.getByRole('button', { name: 'Agent' }).click();
     await expect.poll(() => side.isVisible()).toBe(true);
+    expect(await prompt.evaluate((element) => element === document.activeElement)).toBe(true);
     await screenshot(page, 'layout-phone-drawer');
     await page.keyboard.press('Escape');
     await expect.poll(() => side.isVisible()).toBe(false);

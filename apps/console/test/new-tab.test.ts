@@ -66,4 +66,17 @@ describe.skipIf(!available)('a new tab before its shell started', () => {
     expect(await tabs.nth(1).getAttribute('title')).toContain('not started');
     expect(await page.title()).toBe('not started — Aleph');
   });
+
+  it('the last tab closed with Alt+W leaves the keyboard on "New terminal", not on the page', async () => {
+    const tabs = page.locator('.tabs [role="tab"]');
+    while ((await tabs.count()) > 0) {
+      const count = await tabs.count();
+      await page.locator('.term-tab:not([hidden])').click();
+      await page.keyboard.press('Alt+KeyW');
+      await expect.poll(() => tabs.count()).toBe(count - 1);
+    }
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('new-terminal');
+    await page.keyboard.press('Enter'); // goes on from there: a new terminal
+    await expect.poll(() => tabs.count()).toBe(1);
+  });
 });

@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 3450, files: 12 },
   server: { lines: 7167, files: 31 },
   mcp: { lines: 1414, files: 8 },
-  console: { lines: 3275, files: 10 },
+  console: { lines: 3281, files: 10 },
   cluster: { lines: 3513, files: 15 },
 };
 
