@@ -212,6 +212,8 @@ it('bad input gets one line naming the thing and a non-zero exit, never a stack 
     [['run', '  '], /^aleph run: the prompt is empty\n$/],
     [['run', 'hi', '--bogus'], /^aleph: Unknown option '--bogus'.*\nusage:/],
     [['sessions'], new RegExp(`^aleph: no server running \\(the last one, pid ${gone.pid}, has exited\\)`)],
+    [['run'], /^aleph run: missing the prompt\nusage:/],
+    [['attach'], /^aleph attach: missing the terminal id\nusage:/],
   ];
   try {
     for (const [args, expected] of cases) {
@@ -220,6 +222,13 @@ it('bad input gets one line naming the thing and a non-zero exit, never a stack 
       expect(result.stderr).not.toMatch(/\n\s+at /);
       expect(result.code).not.toBe(0);
     }
+    // No server.json where this CLI looks: it says where that is.
+    const empty = join(dir, 'empty-state');
+    mkdirSync(empty);
+    const none = await runToExit([CLI, 'sessions'], { ...env, ALEPH_STATE_DIR: empty }, { cwd: dir });
+    expect(none.stderr).toBe(
+      `aleph: no server to connect to: none has written ${join(empty, 'server.json')} (a server started with another ALEPH_STATE_DIR writes it there); start one with \`pnpm start\`, or pass --url and --token\n`,
+    );
     const server = await runToExit([MAIN, '--config', dir], env);
     expect(server.stderr).toContain(`config file ${dir} is a directory, not a file`);
     expect(server.code).toBe(2);

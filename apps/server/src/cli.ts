@@ -4,7 +4,7 @@
 // terminal in raw mode on a gateway pty, replaying its scrollback (detach with Ctrl-]).
 import { existsSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connectGateway, GatewayError, TERMINAL_ANSWERS, type GatewayClient } from '@aleph/gateway/client';
 import type { TerminateReason, TokenUsage, TurnFigures, TurnStep } from '@aleph/harness';
@@ -72,7 +72,7 @@ const USAGE = `usage:
   aleph run "<prompt>" [--cwd DIR] [--model MODEL]   run an agent in DIR (default: here) and stream it
   aleph run --continue [ID] "<prompt>"                a follow-up in session ID (default: the latest run here)
   aleph sessions [--running]                          list agent runs and terminals (--running: only running ones)
-  aleph attach <ptySessionId>                         attach to a terminal (detach: Ctrl-])
+  aleph attach <terminal id>                          attach to a terminal (detach: Ctrl-])
   aleph --version                                     print this version
 connection: --url/--token, else ALEPH_URL/ALEPH_TOKEN, else the running server's state file`;
 
@@ -104,7 +104,10 @@ async function connect(values: {
   const url = values.url ?? process.env['ALEPH_URL'] ?? info?.url;
   const token = values.token ?? process.env['ALEPH_TOKEN'] ?? info?.token;
   if (url === undefined || token === undefined) {
-    throw new CliError('no server to connect to: start one with `pnpm start`, or pass --url and --token', 1);
+    throw new CliError(
+      `no server to connect to: none has written ${join(stateDir(), 'server.json')} (a server started with another ALEPH_STATE_DIR writes it there); start one with \`pnpm start\`, or pass --url and --token`,
+      1,
+    );
   }
   try {
     return await connectGateway(url, { token });
@@ -531,7 +534,9 @@ async function main(): Promise<number> {
     return command === undefined && !values.help ? 2 : 0;
   }
   if ((command === 'run' || command === 'attach') && argument === undefined) {
-    console.error(`aleph ${command}: missing argument\n${USAGE}`);
+    console.error(
+      `aleph ${command}: missing ${command === 'run' ? 'the prompt' : 'the terminal id'}\n${USAGE}`,
+    );
     return 2;
   }
   if (!['run', 'sessions', 'attach'].includes(command)) {
