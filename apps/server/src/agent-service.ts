@@ -834,7 +834,9 @@ export class AgentService {
           }
           const before = await embeddedBefore;
           const index =
-            before === undefined ? undefined : await embeddedRepositories(realCwd).catch(() => undefined);
+            this.#options.sandbox.backend === 'none'
+              ? undefined
+              : await embeddedRepositories(realCwd).catch(() => undefined);
           const nested = before === undefined ? undefined : embeddedWarning(realCwd, before, index);
           if (nested !== undefined) {
             logger.warn({ runId, cwd: realCwd }, nested.message);
@@ -844,12 +846,14 @@ export class AgentService {
             this.#options.sandbox.backend === 'none' ? undefined : safely(() => gitOperations(realCwd));
           for (const warning of [
             operationsAfter && gitOperationsWarning(realCwd, operationsBefore, operationsAfter),
-            before &&
-              hiddenChangesWarning(
-                realCwd,
-                { index: before, operations: operationsBefore },
-                { index, operations: operationsAfter },
-              ),
+            // A start whose look failed (an index git could not read) counts as nothing hidden then.
+            this.#options.sandbox.backend === 'none'
+              ? undefined
+              : hiddenChangesWarning(
+                  realCwd,
+                  { index: before, operations: operationsBefore },
+                  { index, operations: operationsAfter },
+                ),
           ]) {
             if (warning === undefined) continue;
             logger.warn({ runId, cwd: realCwd }, warning);

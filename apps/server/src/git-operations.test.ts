@@ -99,3 +99,23 @@ it("names what the run did to hide a change from the user's git status, diff and
   expect(packed.operations?.replaced).toEqual([head]);
   expect(hiddenChangesWarning(dir, after, packed)).toBeUndefined();
 });
+
+it('names lines added to info/attributes, and a file grown past what is read, rather than passing it', async () => {
+  const dir = join(root, 'attributes');
+  git(root, ['init', '-q', dir]);
+  writeFileSync(join(dir, 'test.sh'), 'echo ok\n');
+  git(dir, ['add', 'test.sh']);
+  git(dir, ['commit', '-qm', 'test.sh']);
+  const before = { operations: gitOperations(dir) };
+  writeFileSync(join(dir, '.git', 'info', 'attributes'), 'test.sh -diff\n');
+  // A comment of over a MiB, then a pattern past what is read.
+  writeFileSync(join(dir, '.git', 'info', 'exclude'), `#${'x'.repeat(1024 * 1024 + 10)}\nconftest.py\n`);
+  expect(hiddenChangesWarning(dir, before, { operations: gitOperations(dir) })).toBe(
+    `the run hid changes from your review in ${dir}: it added "test.sh -diff" to .git/info/attributes, so \`git diff\` may not show their changes; it made ".git/info/exclude" larger than is read here, so what it added there is not known. Check them before you run or commit what is there`,
+  );
+  // Nothing looked at when the run started (an index git could not read then): what is hidden now counts.
+  git(dir, ['update-index', '--skip-worktree', 'test.sh']);
+  expect(hiddenChangesWarning(dir, {}, { index: await embeddedRepositories(dir) })).toMatch(
+    /it marked "test\.sh" skip-worktree or assume-unchanged/,
+  );
+});

@@ -6,7 +6,7 @@
 // skip-worktree or assume-unchanged, a pattern added to `info/exclude`, a replace ref (`git show`
 // then shows another commit than the one `git push` sends).
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync } from 'node:fs';
+import { lstatSync, opendirSync, type Dir } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { gitDirOf, readModelWritableFile, type EmbeddedRepositories } from '@aleph/sandbox';
 import { quote } from './confined-writes.js';
@@ -29,39 +29,69 @@ export interface GitOperations {
   readonly execLines: readonly string[];
   /** The patterns of `info/exclude` (its first MAX_LISTED lines that are patterns). */
   readonly excluded: readonly string[];
+  /** The lines of `info/attributes` (`test.sh -diff` hides a change from `git diff`). */
+  readonly attributes: readonly string[];
   /** The replace refs, loose and packed (the first MAX_LISTED). */
   readonly replaced: readonly string[];
+  /** Of these files and folders, those past what is read (their rest is not known). */
+  readonly unread: readonly string[];
 }
 
-/** The most lines of `info/exclude` or `packed-refs` read, and of patterns or refs kept. */
+/** The most of `info/exclude`, `info/attributes` or `packed-refs` read, and of lines or refs kept. */
 const MAX_REFS_BYTES = 1024 * 1024;
 const MAX_LISTED = 1000;
 
-/** A model-writable file's text, or '' when it is none a regular file holds. */
-const textOf = (path: string): string => {
+/** A model-writable file's text ('' when it is none a regular file holds), and whether all of it. */
+const textOf = (path: string): { text: string; whole: boolean } => {
   const file = readModelWritableFile(path, { maxBytes: MAX_REFS_BYTES, larger: 'head' });
-  return file.kind === 'read' ? file.text : '';
+  return file.kind === 'read' ? { text: file.text, whole: file.whole } : { text: '', whole: true };
 };
 
-/** The patterns of `info/exclude` and the replace refs, in the repository's common dir. */
-function reviewed(gitDir: string): Pick<GitOperations, 'excluded' | 'replaced'> {
-  const named = textOf(join(gitDir, 'commondir')).trim();
-  const common = named === '' ? gitDir : resolve(gitDir, named);
-  const excluded = textOf(join(common, 'info', 'exclude'))
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'))
-    .slice(0, MAX_LISTED);
-  let loose: string[] = [];
+/** A folder's first MAX_LISTED names, read an entry at a time, and whether that was all. */
+function namesIn(folder: string): { names: string[]; whole: boolean } {
+  const names: string[] = [];
+  let opened: Dir;
   try {
-    loose = readdirSync(join(common, 'refs', 'replace')).slice(0, MAX_LISTED);
+    opened = opendirSync(folder);
   } catch {
-    // none
+    return { names, whole: true }; // none
   }
-  const packed = textOf(join(common, 'packed-refs'))
+  try {
+    for (let entry = opened.readSync(); entry !== null; entry = opened.readSync()) {
+      if (names.length === MAX_LISTED) return { names, whole: false };
+      names.push(entry.name);
+    }
+    return { names, whole: true };
+  } finally {
+    opened.closeSync();
+  }
+}
+
+/** What hides a change from review, in the repository's common dir. */
+function reviewed(gitDir: string): Pick<GitOperations, 'excluded' | 'attributes' | 'replaced' | 'unread'> {
+  const named = textOf(join(gitDir, 'commondir')).text.trim();
+  const common = named === '' ? gitDir : resolve(gitDir, named);
+  const unread: string[] = [];
+  const linesOf = (name: string): string[] => {
+    const { text, whole } = textOf(join(common, name));
+    const lines = text
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
+    if (!whole || lines.length > MAX_LISTED) unread.push(`.git/${name}`);
+    return lines.slice(0, MAX_LISTED);
+  };
+  const excluded = linesOf('info/exclude');
+  const attributes = linesOf('info/attributes');
+  const loose = namesIn(join(common, 'refs', 'replace'));
+  if (!loose.whole) unread.push('.git/refs/replace');
+  const packedRefs = textOf(join(common, 'packed-refs'));
+  if (!packedRefs.whole) unread.push('.git/packed-refs');
+  const packed = packedRefs.text
     .split('\n')
     .flatMap((line) => /^[0-9a-f]+ refs\/replace\/(\S+)$/.exec(line)?.[1] ?? []);
-  return { excluded, replaced: [...new Set([...loose, ...packed])].slice(0, MAX_LISTED) };
+  const replaced = [...new Set([...loose.names, ...packed])].slice(0, MAX_LISTED);
+  return { excluded, attributes, replaced, unread };
 }
 
 export function gitOperations(cwd: string): GitOperations | undefined {
@@ -147,6 +177,16 @@ export function hiddenChangesWarning(
   if (after.operations !== undefined) {
     const excludedBefore = new Set(before.operations?.excluded ?? []);
     const excluded = after.operations.excluded.filter((line) => !excludedBefore.has(line));
+    const attributesBefore = new Set(before.operations?.attributes ?? []);
+    const attributes = after.operations.attributes.filter((line) => !attributesBefore.has(line));
+    if (attributes.length > 0)
+      parts.push(
+        `added ${listed(attributes)} to .git/info/attributes, so \`git diff\` may not show their changes`,
+      );
+    const unreadBefore = new Set(before.operations?.unread ?? []);
+    const unread = after.operations.unread.filter((name) => !unreadBefore.has(name));
+    if (unread.length > 0)
+      parts.push(`made ${listed(unread)} larger than is read here, so what it added there is not known`);
     if (excluded.length > 0)
       parts.push(`added ${listed(excluded)} to .git/info/exclude, so what they match does not show`);
     const replacedBefore = new Set(before.operations?.replaced ?? []);
