@@ -49,7 +49,12 @@ import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
 import { TerminalShare, type ServerPtys } from './agent-ptys.js';
-import { gitOperations, gitOperationsWarning, hiddenChangesWarning } from './git-operations.js';
+import {
+  gitOperations,
+  gitOperationsWarning,
+  hiddenChangesWarning,
+  historyWarning,
+} from './git-operations.js';
 import type { HookWarning } from './cli-format.js';
 import { GoalGateVerifier } from './goal-gate-verifier.js';
 import {
@@ -854,6 +859,7 @@ export class AgentService {
                   { index: before, operations: operationsBefore },
                   { index, operations: operationsAfter },
                 ),
+            await historyWarning(realCwd, operationsBefore, operationsAfter),
           ]) {
             if (warning === undefined) continue;
             logger.warn({ runId, cwd: realCwd }, warning);

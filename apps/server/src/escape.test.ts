@@ -424,7 +424,18 @@ files = ["../hooks/extra.json"]
     expect(git('update-index', '--no-skip-worktree', 'README.md').status).toBe(0);
     expect(git('checkout', 'README.md').status).toBe(0);
     rmSync(join(home, 'planted.py'));
-  }, 120_000);
+    // The user's last commit amended, its message kept: HEAD no longer contains what it named.
+    const head = git('rev-parse', 'HEAD').stdout.trim();
+    const amend = await hostileRun([
+      "echo 'touch pwned' >> README.md && git -c user.name=t -c user.email=t@t commit -qa --amend --no-edit && echo step-amend",
+    ]);
+    expect(amend[0]).toMatch(/^step-amend/m);
+    const amended = git('rev-parse', 'HEAD').stdout.trim();
+    expect(hookWarnings).toEqual([
+      `the run moved HEAD in ${home} from ${head.slice(0, 12)} to ${amended.slice(0, 12)}, which does not contain it (an amend, a rebase, a reset or another branch): what \`git log\` shows there is not what you left; compare with \`git diff ${head.slice(0, 12)} HEAD\` before you build or push`,
+    ]);
+    expect(git('reset', '-q', '--hard', head).status).toBe(0);
+  }, 180_000);
 
   // A real host datagram socket receiving is in @aleph/sandbox's limits test; here, through the tool.
   it('the datagram route to a host socket is closed with the network off', async (context) => {

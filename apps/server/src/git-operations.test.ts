@@ -6,7 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { embeddedRepositories } from '@aleph/sandbox';
-import { gitOperations, gitOperationsWarning, hiddenChangesWarning } from './git-operations.js';
+import {
+  gitOperations,
+  gitOperationsWarning,
+  hiddenChangesWarning,
+  historyWarning,
+} from './git-operations.js';
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-git-operations-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -117,5 +122,30 @@ it('names lines added to info/attributes, and a file grown past what is read, ra
   git(dir, ['update-index', '--skip-worktree', 'test.sh']);
   expect(hiddenChangesWarning(dir, {}, { index: await embeddedRepositories(dir) })).toMatch(
     /it marked "test\.sh" skip-worktree or assume-unchanged/,
+  );
+});
+
+it('names HEAD moved to a commit that does not contain the one before (an amend), not new commits on top', async () => {
+  const dir = join(root, 'history');
+  git(root, ['init', '-q', dir]);
+  writeFileSync(join(dir, 'test.sh'), 'echo ok\n');
+  git(dir, ['add', 'test.sh']);
+  git(dir, ['commit', '-qm', 'tests']);
+  const before = gitOperations(dir);
+  expect(before?.head).toMatch(/^[0-9a-f]{40}$/);
+  // A commit on top: history kept, nothing said.
+  writeFileSync(join(dir, 'b'), 'b\n');
+  git(dir, ['add', 'b']);
+  git(dir, ['commit', '-qm', 'b']);
+  const onTop = gitOperations(dir);
+  expect(await historyWarning(dir, before, onTop)).toBeUndefined();
+  // The last commit amended with the same message: git log reads as before.
+  writeFileSync(join(dir, 'test.sh'), 'echo ok; touch pwned\n');
+  git(dir, ['commit', '-qa', '--amend', '--no-edit']);
+  git(dir, ['pack-refs', '--all']); // the branch now only in packed-refs
+  const amended = gitOperations(dir);
+  expect(amended?.head).not.toBe(onTop?.head);
+  expect(await historyWarning(dir, onTop, amended)).toBe(
+    `the run moved HEAD in ${dir} from ${onTop!.head!.slice(0, 12)} to ${amended!.head!.slice(0, 12)}, which does not contain it (an amend, a rebase, a reset or another branch): what \`git log\` shows there is not what you left; compare with \`git diff ${onTop!.head!.slice(0, 12)} HEAD\` before you build or push`,
   );
 });

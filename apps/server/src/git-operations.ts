@@ -5,6 +5,7 @@
 // So it does for what hides a change from the user's review: an entry of the index marked
 // skip-worktree or assume-unchanged, a pattern added to `info/exclude`, a replace ref (`git show`
 // then shows another commit than the one `git push` sends).
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, opendirSync, type Dir } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -35,6 +36,8 @@ export interface GitOperations {
   readonly replaced: readonly string[];
   /** Of these files and folders, those past what is read (their rest is not known). */
   readonly unread: readonly string[];
+  /** The commit HEAD names, when it names one (read from HEAD and the refs, no git run). */
+  readonly head: string | undefined;
 }
 
 /** The most of `info/exclude`, `info/attributes` or `packed-refs` read, and of lines or refs kept. */
@@ -68,7 +71,9 @@ function namesIn(folder: string): { names: string[]; whole: boolean } {
 }
 
 /** What hides a change from review, in the repository's common dir. */
-function reviewed(gitDir: string): Pick<GitOperations, 'excluded' | 'attributes' | 'replaced' | 'unread'> {
+function reviewed(
+  gitDir: string,
+): Pick<GitOperations, 'excluded' | 'attributes' | 'replaced' | 'unread' | 'head'> {
   const named = textOf(join(gitDir, 'commondir')).text.trim();
   const common = named === '' ? gitDir : resolve(gitDir, named);
   const unread: string[] = [];
@@ -91,7 +96,19 @@ function reviewed(gitDir: string): Pick<GitOperations, 'excluded' | 'attributes'
     .split('\n')
     .flatMap((line) => /^[0-9a-f]+ refs\/replace\/(\S+)$/.exec(line)?.[1] ?? []);
   const replaced = [...new Set([...loose.names, ...packed])].slice(0, MAX_LISTED);
-  return { excluded, attributes, replaced, unread };
+  // HEAD is the work tree's own; the branch it names lies in the common dir, loose or packed.
+  const headText = textOf(join(gitDir, 'HEAD')).text.trim();
+  const ref = /^ref: (refs\/\S+)$/.exec(headText)?.[1];
+  const commit = (text: string): string | undefined => (/^[0-9a-f]{40,64}$/.test(text) ? text : undefined);
+  const head =
+    ref === undefined
+      ? commit(headText)
+      : (commit(textOf(join(common, ref)).text.trim()) ??
+        packedRefs.text
+          .split('\n')
+          .flatMap((line) => (line.endsWith(` ${ref}`) ? [line.slice(0, line.indexOf(' '))] : []))
+          .map(commit)[0]);
+  return { excluded, attributes, replaced, unread, head };
 }
 
 export function gitOperations(cwd: string): GitOperations | undefined {
@@ -199,4 +216,29 @@ export function hiddenChangesWarning(
   return parts.length === 0
     ? undefined
     : `the run hid changes from your review in ${cwd}: it ${parts.join('; it ')}. Check them before you run or commit what is there`;
+}
+
+/**
+ * When HEAD moved during the run to a commit that does not contain the one it named before (an
+ * amend, a rebase, a reset, another branch), a warning: the user's `git log` then shows the run's
+ * commits where theirs were. git itself answers (`merge-base --is-ancestor`), off the event loop.
+ */
+export async function historyWarning(
+  cwd: string,
+  before: GitOperations | undefined,
+  after: GitOperations | undefined,
+): Promise<string | undefined> {
+  const [old, now] = [before?.head, after?.head];
+  if (old === undefined || now === undefined || old === now) return undefined;
+  const contained = await new Promise<boolean | undefined>((done) => {
+    execFile(
+      'git',
+      ['-c', 'core.fsmonitor=false', 'merge-base', '--is-ancestor', old, now],
+      { cwd, env: { ...process.env, GIT_OPTIONAL_LOCKS: '0' }, timeout: 20_000, killSignal: 'SIGKILL' },
+      (error) => done(error === null ? true : error.code === 1 ? false : undefined),
+    );
+  });
+  if (contained !== false) return undefined; // a descendant (new commits on top), or git could not say
+  const short = (commit: string): string => commit.slice(0, 12);
+  return `the run moved HEAD in ${cwd} from ${short(old)} to ${short(now)}, which does not contain it (an amend, a rebase, a reset or another branch): what \`git log\` shows there is not what you left; compare with \`git diff ${short(old)} HEAD\` before you build or push`;
 }
