@@ -98,6 +98,12 @@ describe('aleph.toml errors say what a key must be', () => {
       '[log].level must be one of "trace", "debug", "info", "warn", "error", "fatal", "silent" (line 2)',
     ],
     ['[gateway]\nhost = 7\n', '[gateway].host must be a string (line 2)'],
+    // A nested table is named as its header names it, found at its line.
+    [
+      '[sandbox]\nmode = "off"\n\n[sandbox.limits]\ntmp_mib = "x"\n',
+      '[sandbox.limits].tmp_mib must be a positive integer (line 5)',
+    ],
+    ['[sandbox.limits]\nbogus = 1\n', 'unknown key [sandbox.limits].bogus (line 2)'],
     // A key that is not written is found by its entry's header.
     [
       '[agent]\nmodel = "m"\n\n[[stop_hooks]]\nname = "x"\n',

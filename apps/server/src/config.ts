@@ -248,6 +248,24 @@ const configErrors: z.core.$ZodErrorMap = (issue) => {
   return undefined;
 };
 
+/**
+ * A path with its nested tables joined as their header names them: `[sandbox.limits].tmp_mib`,
+ * not `[sandbox].limits.tmp_mib` (an array's index stays: `[stop_hooks][0].command`).
+ */
+function asWritten(table: unknown, path: readonly PropertyKey[]): PropertyKey[] {
+  const [first, ...rest] = path;
+  if (first === undefined) return [];
+  let header = String(first);
+  let value = (table as Record<string, unknown> | undefined)?.[header];
+  while (rest.length > 1 && typeof rest[0] === 'string') {
+    const next = (value as Record<string, unknown> | undefined)?.[rest[0]];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) break;
+    header += `.${rest.shift() as string}`;
+    value = next;
+  }
+  return [header, ...rest];
+}
+
 function describePath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return '(top level)';
   const [section, ...rest] = path;
@@ -268,10 +286,11 @@ export function parseConfig(text: string, source = 'aleph.toml'): Config {
   }
   const parsed = configSchema.safeParse(table, { error: configErrors });
   if (parsed.success) return parsed.data;
-  const messages = parsed.error.issues.map((issue) => {
+  const messages = parsed.error.issues.map((raw) => {
+    const issue = { ...raw, path: asWritten(table, raw.path) };
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => {
-        const path = [...issue.path, key];
+        const path = asWritten(table, [...raw.path, key]);
         const line = lineOf(text, path);
         return `${source}: unknown key ${describePath(path)}${line ? ` (line ${line})` : ''}`;
       });
