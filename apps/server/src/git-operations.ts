@@ -8,8 +8,8 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, opendirSync, type Dir } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { gitDirOf, readModelWritableFile, type EmbeddedRepositories } from '@aleph/sandbox';
+import { join } from 'node:path';
+import { commonDirOf, gitDirOf, readModelWritableFile, type EmbeddedRepositories } from '@aleph/sandbox';
 import { quote } from './confined-writes.js';
 
 /** Where git keeps an operation's state, and the todo list in it. */
@@ -74,8 +74,7 @@ function namesIn(folder: string): { names: string[]; whole: boolean } {
 function reviewed(
   gitDir: string,
 ): Pick<GitOperations, 'excluded' | 'attributes' | 'replaced' | 'unread' | 'head'> {
-  const named = textOf(join(gitDir, 'commondir')).text.trim();
-  const common = named === '' ? gitDir : resolve(gitDir, named);
+  const common = commonDirOf(gitDir);
   const unread: string[] = [];
   const linesOf = (name: string): string[] => {
     const { text, whole } = textOf(join(common, name));

@@ -13,8 +13,7 @@ import { createHash } from 'node:crypto';
 import { lstatSync, realpathSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, resolve } from 'node:path';
-import { PROGRAM_KEY, readGitFile } from './internal/project-mounts.js';
-import { readModelWritableFile } from './model-file.js';
+import { commonDirOf, PROGRAM_KEY, readGitFile } from './internal/project-mounts.js';
 import { isWithin } from './policy.js';
 
 /** The most of git's output read for one repository's config; more is "unreadable to git". */
@@ -242,10 +241,7 @@ const realOr = (path: string): string => {
  * `config.worktree`), and each with its values, in git's order.
  */
 async function programSettings(gitDir: string): Promise<{ keys: string[]; settings: string[] }> {
-  // No commondir (or none that is a regular file: a FIFO would block this process): its own config.
-  const commondir = readModelWritableFile(join(gitDir, 'commondir'), { maxBytes: 4096, larger: 'head' });
-  const common = commondir.kind === 'read' ? commondir.text.trim() : '';
-  const configDir = common === '' ? gitDir : resolve(gitDir, common);
+  const configDir = commonDirOf(gitDir);
   const keys = new Set<string>();
   const settings: string[] = [];
   for (const config of [join(configDir, 'config'), join(gitDir, 'config.worktree')]) {

@@ -44,5 +44,6 @@ export {
   type EmbeddedRepository,
 } from './embedded-repositories.js';
 export { DEFAULT_LIMITS, type SandboxLimits } from './internal/limits.js';
+export { commonDirOf } from './internal/project-mounts.js';
 export { SandboxError, type SandboxErrorCode } from './errors.js';
 export { unsafeCwd, type UnsafeCwd } from './cwd.js';

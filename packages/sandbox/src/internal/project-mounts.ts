@@ -342,6 +342,15 @@ export function readGitFile(file: string): string | undefined {
 }
 
 /**
+ * A git dir's common dir, as git finds it: what its `commondir` file names (relative to the git
+ * dir), else the git dir itself (a main checkout's, or a `commondir` that is no regular file).
+ */
+export function commonDirOf(gitDir: string): string {
+  const named = textOf(join(gitDir, 'commondir'), 4096)?.replace(/[\r\n]+$/, '');
+  return named === undefined || named === '' ? gitDir : resolve(gitDir, named);
+}
+
+/**
  * The configs git reads before the repository's own, in its order: the system's, then the user's
  * (`$GIT_CONFIG_GLOBAL`, else `$XDG_CONFIG_HOME/git/config` and `~/.gitconfig`). Their relative
  * `core.hooksPath` and programs resolve in each work tree, the cwd's too.
@@ -480,10 +489,8 @@ function enclosingRepository(
       readGitFile(dotGit) ??
       (kindOf(join(dotGit, 'HEAD')) !== undefined && !ownStandIn(dotGit, seen) ? dotGit : undefined);
     if (gitDir !== undefined) {
-      // No commondir: the git dir is its own common dir.
-      const named = textOf(join(gitDir, 'commondir'), 4096)?.replace(/[\r\n]+$/, '');
-      const common = named === undefined || named === '' ? gitDir : resolve(gitDir, named);
-      return { top: dir, configs: [join(common, 'config'), join(gitDir, 'config.worktree')] };
+      const configs = [join(commonDirOf(gitDir), 'config'), join(gitDir, 'config.worktree')];
+      return { top: dir, configs };
     }
     if (dirname(dir) === dir) return undefined;
   }
