@@ -2,7 +2,7 @@
 // paths, and the environment it gets. Paths that do not exist, relative paths and the root are
 // errors naming the key; the built-in secrets under $HOME are denied where they exist when each
 // command starts (`denyNow`), so one made while the server runs is hidden too.
-import { lstatSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, realpathSync, statfsSync, statSync, type Stats } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, sep } from 'node:path';
 import { SandboxError } from './errors.js';
@@ -303,10 +303,28 @@ const unchanged = (check: Check): boolean => {
 };
 
 /**
- * A folder changed this recently may change again within the same tick of the file system's clock,
- * leaving its change time as it was: an answer resting on it is not kept (git's "racy" entries).
+ * How recently changed a folder may be for an answer resting on its change time to be kept: one
+ * changed more recently may change again within the same tick of the file system's clock, leaving
+ * its change time as it was (git's "racy" entries). On file systems that keep change times in
+ * nanoseconds from the kernel's clock (ext4, XFS, Btrfs, tmpfs, overlayfs, F2FS), a tick is at most
+ * 10 ms: 100 ms. Elsewhere (a network file system's times come from its server's clock; FAT's are 2
+ * s apart) 2 s. Until then the folder is read again at each command.
  */
-const RACY_MS = 2000;
+const FINE_TIMES = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x794c7630, 0xf2f52010]);
+const RACY_MS = { fine: 100, coarse: 2000 };
+const racyByDevice = new Map<number, number>();
+export function racyMs(path: string, dev: number): number {
+  let racy = racyByDevice.get(dev);
+  if (racy === undefined) {
+    try {
+      racy = FINE_TIMES.has(statfsSync(path).type) ? RACY_MS.fine : RACY_MS.coarse;
+    } catch {
+      return RACY_MS.coarse;
+    }
+    racyByDevice.set(dev, racy);
+  }
+  return racy;
+}
 
 /** denyNow's last answer for each policy's paths, with its checks. */
 const answers = new WeakMap<ResolvedPolicy['denyPaths'], { denied: DeniedPath[]; checks: Check[] }>();
@@ -358,7 +376,7 @@ export function denyNow(policy: Pick<ResolvedPolicy, 'denyPaths'>): DeniedPath[]
       racy = true; // not even the root: keep nothing
     else {
       check(folder, where, { ctimeMs: where.ctimeMs });
-      if (where.ctimeMs > started - RACY_MS) racy = true;
+      if (where.ctimeMs > started - racyMs(folder, where.dev)) racy = true;
     }
     return []; // absent: nothing to hide
   });

@@ -653,6 +653,32 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     end();
     expect(readdirSync(join(dir, '.claude'))).toEqual(['settings.json']); // not a stand-in: left
   });
+
+  it('a file made in a cwd whose listing was kept is protected from the next command on', async () => {
+    count += 1;
+    const dir = join(root, `listed${count}`);
+    mkdirSync(dir);
+    const box = createSandbox({ network: 'off' }, { mode: 'required', home: join(root, 'nohome') });
+    const end = box.keep(dir);
+    box.wrap({ file: 'true', args: [], cwd: dir, env: {} }).release();
+    await sleep(300); // past the window in which a changed folder is read again at each command
+    box.wrap({ file: 'true', args: [], cwd: dir, env: {} }).release(); // the cwd's listing is kept now
+    const made = box.wrap({ file: '/bin/sh', args: ['-c', 'echo {} > .mcp.json'], cwd: dir, env: {} });
+    expect((await run(made)).code).toBe(0);
+    made.release();
+    const wrapped = box.wrap({
+      file: '/bin/sh',
+      args: ['-c', 'echo \'{"mcpServers":{}}\' > .mcp.json; echo done'],
+      cwd: dir,
+      env: {},
+    });
+    const ran = await run(wrapped);
+    wrapped.release();
+    end();
+    expect(ran.stdout).toBe('done\n');
+    expect(ran.stderr).toMatch(/Read-only file system/);
+    expect(readFileSync(join(dir, '.mcp.json'), 'utf8')).toBe('{}\n');
+  });
 });
 
 describe.skipIf(!linux)('what runs later or is shared through hard links stays unwritten', () => {

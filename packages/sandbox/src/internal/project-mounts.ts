@@ -27,7 +27,7 @@ import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type * as ShellQuote from 'shell-quote';
 import { SandboxError } from '../errors.js';
 import { readModelWritableFile } from '../model-file.js';
-import { isWithin, type ResolvedPolicy } from '../policy.js';
+import { isWithin, racyMs, type ResolvedPolicy } from '../policy.js';
 
 /** A protected path, how it is kept, and what stands in for it when absent. */
 export interface ProtectedMount {
@@ -378,11 +378,18 @@ export function projectProtections(
   seen: StandInsSeen = new Map(),
 ): ProtectedMount[] {
   const git = join(cwd, '.git');
+  // The cwd's names, from its kept listing while it is unchanged: a path whose first part is not
+  // among them is absent, with no lstat (most of the paths looked for are absent).
+  const names = cwdNames(cwd);
+  const inCwd = (relative: string): Kind | undefined =>
+    names !== undefined && !names.has(relative.split(sep, 1)[0] ?? relative)
+      ? undefined
+      : kindOf(join(cwd, relative));
   const mounts: ProtectedMount[] = [{ path: join(cwd, '.claude'), how: 'read-only', absent: 'dir' }];
   // An empty `.git` stand-in another command (or a kept series) holds is no git dir: kept read-only.
   // A `.git` file (kept read-only) naming a git dir inside the cwd (`--separate-git-dir=.gitdir`):
   // that git dir is kept as `.git` would be.
-  const kind = kindOf(git);
+  const kind = inCwd('.git');
   const gitDir =
     kind === 'dir' && !ownStandIn(git, seen) ? git : kind === 'file' ? gitFileTarget(git, cwd) : undefined;
   if (gitDir !== undefined) {
@@ -396,7 +403,7 @@ export function projectProtections(
     // Its git dir elsewhere (a linked worktree's or a submodule's `.git` file), or the cwd a folder
     // of a work tree above it: the repository's config names hooks and programs from that work
     // tree's top, which can lie in the cwd (`core.hooksPath = .githooks` in a linked worktree).
-    const outer = enclosingRepository(cwd, seen);
+    const outer = enclosingRepository(cwd, seen, kind === undefined);
     if (outer !== undefined) mounts.push(...configNamed(outer.top, outer.configs, policy.home));
   }
   // Where `.git` is no git dir (absent, or broken: a HEAD rewritten, refs removed), git takes the
@@ -410,7 +417,7 @@ export function projectProtections(
   // repository to the user's tools while the command runs.
   for (const [dir, config] of OTHER_VCS) {
     const path = join(cwd, dir);
-    if (kindOf(path) !== 'dir' || ownStandIn(path, seen)) continue;
+    if (inCwd(dir) !== 'dir' || ownStandIn(path, seen)) continue;
     mounts.push({ path, how: 'pin', absent: 'dir' });
     // `.jj/repo` is the store jj writes at each command, or a workspace's file naming another.
     const kept =
@@ -425,10 +432,10 @@ export function projectProtections(
   // What git hook managers run: husky's hook bodies, pre-commit's and lefthook's commands. And
   // pnpm's virtual store, whose files are hard links into the user's store: written in place, they
   // would change every project installed from it.
-  const miseEnvFiles = cwdNames(cwd).filter((name) => MISE_ENV_FILE.test(name));
+  const miseEnvFiles = [...(names ?? [])].filter((name) => MISE_ENV_FILE.test(name));
   for (const name of [...LINKED_OR_RUN_LATER, ...RUN_BY_TOOLS, ...miseEnvFiles]) {
     const path = join(cwd, name);
-    const kind = kindOf(path);
+    const kind = inCwd(name);
     // A link is kept by what it leads to in the cwd.
     if (kind === 'dir' || kind === 'file' || kind === 'symlink')
       mounts.push({ path, how: 'read-only', absent: kind === 'dir' ? 'dir' : 'file', existing: true });
@@ -482,12 +489,15 @@ function configNamed(top: string, repository: readonly string[], home: string | 
 function enclosingRepository(
   cwd: string,
   seen: StandInsSeen,
+  noDotGit = false,
 ): { top: string; configs: string[] } | undefined {
   for (let dir = cwd; ; dir = dirname(dir)) {
     const dotGit = join(dir, '.git');
     const gitDir =
-      readGitFile(dotGit) ??
-      (kindOf(join(dotGit, 'HEAD')) !== undefined && !ownStandIn(dotGit, seen) ? dotGit : undefined);
+      dir === cwd && noDotGit // the cwd's listing has no `.git`
+        ? undefined
+        : (readGitFile(dotGit) ??
+          (kindOf(join(dotGit, 'HEAD')) !== undefined && !ownStandIn(dotGit, seen) ? dotGit : undefined));
     if (gitDir !== undefined) {
       const configs = [join(commonDirOf(gitDir), 'config'), join(gitDir, 'config.worktree')];
       return { top: dir, configs };
@@ -528,21 +538,24 @@ function homeLinksInto(home: string, cwd: string): string[] {
  * entries some that run later could be left unprotected: refused (SandboxError `cwd_crowded`).
  */
 function allNames(dir: string): string[] {
+  return [...(cwdNames(dir) ?? [])];
+}
+
+/** The same as a set, or undefined when it cannot be read (then each path is looked at). */
+function cwdNames(dir: string): ReadonlySet<string> | undefined {
   let listing: Listing;
   try {
     listing = listingOf(dir);
   } catch {
-    return [];
+    return undefined;
   }
   if (!listing.complete)
     throw new SandboxError(
       'cwd_crowded',
       `${dir} holds more than ${MAX_LISTED.toLocaleString('en-US')} entries: a command there cannot be confined, since what in it runs later (mise's files, the home's dot files) cannot all be checked; move most of them into a subfolder`,
     );
-  return listing.names;
+  return listing.nameSet;
 }
-
-const cwdNames = allNames;
 
 function dotEntries(dir: string): string[] {
   return allNames(dir).filter((name) => name.startsWith('.'));
@@ -628,8 +641,8 @@ function isStandIn(path: string, kind: StandIn): boolean {
  * Folders' names as last read, by the folder's identity and change time, which every entry made,
  * removed or renamed in it moves: while both are as they were, so are the names. A readdir waits
  * on the folder's lock, which each bwrap mounting over it (a stand-in, `.git/hooks`) holds: with
- * 50 commands starting at once it was most of wrap()'s time. A folder changed in the last RACY_MS
- * before its reading is not kept (a change within the same tick of the clock leaves the time).
+ * 50 commands starting at once it was most of wrap()'s time. A folder changed within `racyMs` of
+ * its reading is not kept (a change within the same tick of the clock leaves the time).
  */
 interface Listing {
   readonly dev: number;
@@ -637,12 +650,11 @@ interface Listing {
   readonly ctimeMs: number;
   /** An entry's type changes only by its removal and a new one: the folder's time moves too. */
   readonly entries: readonly Dirent[];
-  readonly names: string[];
+  readonly nameSet: ReadonlySet<string>;
   /** All of the folder's entries; false past `MAX_LISTED` (the rest were not read). */
   readonly complete: boolean;
 }
 const listings = new Map<string, Listing>();
-const RACY_MS = 2000;
 /**
  * The most entries of one folder read at a command's start: a folder the model filled with a
  * million files would otherwise hold the caller (the server's event loop) for seconds each time.
@@ -667,13 +679,13 @@ function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
   } finally {
     opened.closeSync();
   }
-  return keepListing(dir, stat, { entries, names: entries.map(({ name }) => name), complete });
+  return keepListing(dir, stat, { entries, nameSet: new Set(entries.map(({ name }) => name)), complete });
 }
 
-/** Keeps a complete listing read just now, unless the folder changed within RACY_MS of it. */
+/** Keeps a complete listing read just now, unless the folder changed within `racyMs` of it. */
 function keepListing(dir: string, stat: Stats, read: Omit<Listing, 'dev' | 'ino' | 'ctimeMs'>): Listing {
   const listing = { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, ...read };
-  if (listing.complete && stat.ctimeMs < Date.now() - RACY_MS && stat.isDirectory()) {
+  if (listing.complete && stat.isDirectory() && stat.ctimeMs < Date.now() - racyMs(dir, stat.dev)) {
     if (listings.size >= 1024) listings.clear();
     listings.set(dir, listing);
   } else listings.delete(dir);
@@ -688,7 +700,7 @@ function keepListing(dir: string, stat: Stats, read: Omit<Listing, 'dev' | 'ino'
 function isEmptyDir(dir: string, stat: Stats): boolean {
   const known = listings.get(dir);
   if (known?.ino === stat.ino && known.dev === stat.dev && known.ctimeMs === stat.ctimeMs)
-    return known.names.length === 0;
+    return known.nameSet.size === 0;
   const opened = opendirSync(dir, { bufferSize: 1 });
   let empty: boolean;
   try {
@@ -696,13 +708,13 @@ function isEmptyDir(dir: string, stat: Stats): boolean {
   } finally {
     opened.closeSync();
   }
-  if (empty) keepListing(dir, stat, { entries: [], names: [], complete: true });
+  if (empty) keepListing(dir, stat, { entries: [], nameSet: new Set(), complete: true });
   return empty;
 }
 
 /** The names in `dir` (a link not followed), at most `MAX_LISTED`; throws as readdirSync does. */
 function namesIn(dir: string, stat?: Stats): string[] {
-  return listingOf(dir, stat).names;
+  return [...listingOf(dir, stat).nameSet];
 }
 
 /**
