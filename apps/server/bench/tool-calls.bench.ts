@@ -9,16 +9,18 @@
 // one run only, the figures of a fresh server). Beside it, in the same round and over the same
 // model, the AI SDK's own loop running the same commands through child_process (sdk-shell-peer.ts).
 // Reports, per level: calls/s, CPU per call of the server (and with its spawn helpers) and of the
-// peer, and meanwhile a `pty.list` sent every 50 ms: its p99. Medians of ROUNDS rounds, the order of
+// peer, the CPU of all the bench's processes per call (the commands with bubblewrap, the model, the
+// bench: from it, how far concurrency can go on this machine's cores), and meanwhile a `pty.list`
+// sent every 50 ms: its p99. Medians of ROUNDS rounds, the order of
 // the two systems alternating; the idle server's resident set with its helpers. PROF=1 writes a CPU
 // profile of the server per round (--cpu-prof) into PROF_DIR. AGENT_NICE=N: the server's `[pty] agent_nice`.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { connectGateway, type GatewayClient } from '@aleph/gateway/client';
-import { MIN_RUNS, runPool } from './pool.js';
+import { allCpuOf, cpuOf as cpusOf, MIN_RUNS, runPool } from './pool.js';
 
 const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
 const WARM = process.env['WARM'] ?? '1';
@@ -28,7 +30,6 @@ const LEVELS = (process.env['LEVELS'] ?? '1,10,50').split(',').map(Number);
 const AGENT_NICE = process.env['AGENT_NICE'];
 const PROF_DIR =
   process.env['PROF'] === '1' ? (process.env['PROF_DIR'] ?? '/tmp/aleph-tool-calls-prof') : undefined;
-const TICK_MS = 1000 / 100; // CLK_TCK: 100 on Linux
 const HERE = import.meta.dirname;
 const LAUNCHER = join(HERE, '../bin/aleph-server');
 
@@ -41,6 +42,11 @@ interface Level {
   /** The server process (all its threads); with its spawn helpers (not the programs they run). */
   readonly cpuMs: number;
   readonly helpersCpuMs?: number;
+  /**
+   * Every process of the bench's: the system's own, the commands (reaped by the spawn helpers, or
+   * the peer), the scripted model and this bench's process.
+   */
+  readonly allCpuMs?: number;
   /** Server: pty.list round trips every 50 ms, p99; peer: its event loop's delay p99. */
   readonly probeP99Ms: number;
 }
@@ -60,15 +66,7 @@ const percentile = (values: readonly number[], p: number): number => {
 };
 
 /** A process's own CPU (utime + stime, not its reaped children's), in ms; 0 once gone. */
-function cpuOf(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-  } catch {
-    return 0;
-  }
-}
+const cpuOf = (pid: number): number => cpusOf(pid).own;
 
 function rssOf(pid: number): number {
   try {
@@ -104,7 +102,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
   });
 
 /** The scripted model's process, once it printed its URL. */
-async function scriptedModel(): Promise<{ baseUrl: string; stop(): void; failures(): number }> {
+async function scriptedModel(): Promise<{ baseUrl: string; pid: number; stop(): void; failures(): number }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'scripted-model.ts')], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -120,7 +118,7 @@ async function scriptedModel(): Promise<{ baseUrl: string; stop(): void; failure
     lines.once('line', resolve);
     child.once('exit', (code) => reject(new Error(`the scripted model exited with ${code}`)));
   });
-  return { baseUrl, stop: () => void child.kill('SIGTERM'), failures: () => failures };
+  return { baseUrl, pid: child.pid!, stop: () => void child.kill('SIGTERM'), failures: () => failures };
 }
 
 function serverConfig(baseUrl: string): string {
@@ -223,6 +221,7 @@ async function serverRound(
   baseUrl: string,
   work: string,
   round: number,
+  modelPid: number,
 ): Promise<{ levels: Level[]; idleRss: number }> {
   const flags = PROF_DIR
     ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=server-${round}.cpuprofile`]
@@ -259,7 +258,8 @@ async function serverRound(
     for (const level of LEVELS) {
       const helpers = helpersOf(pid);
       const helperCpu = (): number => helpers.reduce((sum, helper) => sum + cpuOf(helper), 0);
-      const [cpu, helpersCpu] = [cpuOf(pid), helperCpu()];
+      const everything = (): number => allCpuOf([pid, ...helpers, modelPid, 'self']);
+      const [cpu, helpersCpu, all] = [cpuOf(pid), helperCpu(), everything()];
       const probing = probe(prober);
       const started = performance.now();
       const stops = await runPool(level, oneRun);
@@ -275,6 +275,7 @@ async function serverRound(
         wallMs,
         cpuMs: cpuOf(pid) - cpu,
         helpersCpuMs: helperCpu() - helpersCpu,
+        allCpuMs: everything() - all,
         probeP99Ms: percentile(times, 99),
       });
       process.stderr.write(
@@ -289,11 +290,11 @@ async function serverRound(
   }
 }
 
-async function peerRound(baseUrl: string): Promise<Level[]> {
+async function peerRound(baseUrl: string, modelPid: number): Promise<Level[]> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', join(HERE, 'sdk-shell-peer.ts'), baseUrl, String(CALLS), ...LEVELS.map(String)],
-    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, WARM } },
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, WARM, MODEL_PID: String(modelPid) } },
   );
   children.add(child);
   child.once('exit', () => children.delete(child));
@@ -323,11 +324,11 @@ try {
     const order = round % 2 === 0 ? ['server', 'peer'] : ['peer', 'server'];
     for (const system of order) {
       if (system === 'server') {
-        const { levels, idleRss } = await serverRound(model.baseUrl, work, round);
+        const { levels, idleRss } = await serverRound(model.baseUrl, work, round, model.pid);
         server.push(levels);
         idle.push(idleRss);
       } else {
-        peer.push(await peerRound(model.baseUrl));
+        peer.push(await peerRound(model.baseUrl, model.pid));
       }
     }
     process.stderr.write(`round ${round + 1}/${ROUNDS} done (load ${load()})\n`);
@@ -342,6 +343,7 @@ interface Summary {
   cpuPerCallMs: number;
   withHelpersPerCallMs: number | undefined;
   probeP99Ms: number;
+  allPerCallMs: number;
   stops: string;
 }
 function summarize(rounds: Level[][], level: number): Summary {
@@ -354,13 +356,14 @@ function summarize(rounds: Level[][], level: number): Summary {
         ? undefined
         : median(at.map((figures) => (figures.cpuMs + (figures.helpersCpuMs ?? 0)) / figures.calls)),
     probeP99Ms: median(at.map((figures) => figures.probeP99Ms)),
+    allPerCallMs: median(at.map((figures) => (figures.allCpuMs ?? NaN) / figures.calls)),
     stops: `${at.reduce((sum, figures) => sum + figures.stops, 0)}/${at.reduce((sum, figures) => sum + figures.runs, 0)}`,
   };
 }
 
 const pad = (text: string, width: number): string => text.padEnd(width);
 console.log(
-  `${pad('system', 36)}${pad('at once', 9)}${pad('calls/s', 10)}${pad('cpu ms/call', 13)}${pad('+helpers', 10)}${pad('p99 ms', 9)}model stops`,
+  `${pad('system', 36)}${pad('at once', 9)}${pad('calls/s', 10)}${pad('cpu ms/call', 13)}${pad('+helpers', 10)}${pad('all', 9)}${pad('p99 ms', 9)}model stops`,
 );
 const rows: [string, Level[][], string][] = [
   ['server (sandboxed shell, pty)', server, 'pty.list every 50 ms'],
@@ -370,11 +373,13 @@ for (const level of LEVELS) {
   for (const [label, rounds] of rows) {
     const figures = summarize(rounds, level);
     console.log(
-      `${pad(label, 36)}${pad(String(level), 9)}${pad(figures.callsPerSecond.toFixed(1), 10)}${pad(figures.cpuPerCallMs.toFixed(2), 13)}${pad(figures.withHelpersPerCallMs?.toFixed(2) ?? '—', 10)}${pad(figures.probeP99Ms.toFixed(1), 9)}${figures.stops}`,
+      `${pad(label, 36)}${pad(String(level), 9)}${pad(figures.callsPerSecond.toFixed(1), 10)}${pad(figures.cpuPerCallMs.toFixed(2), 13)}${pad(figures.withHelpersPerCallMs?.toFixed(2) ?? '—', 10)}${pad(figures.allPerCallMs.toFixed(1), 9)}${pad(figures.probeP99Ms.toFixed(1), 9)}${figures.stops}`,
     );
   }
 }
-console.log(`p99: the server's is a pty.list round trip every 50 ms; the peer's its event loop's delay`);
+console.log(
+  `all: the CPU of every process of the bench's per call (the system, the commands with bubblewrap, the scripted model, the bench), ms; p99: the server's is a pty.list round trip every 50 ms; the peer's its event loop's delay`,
+);
 for (const level of LEVELS) {
   const [ours, theirs] = [summarize(server, level), summarize(peer, level)];
   console.log(
@@ -388,6 +393,13 @@ const mib = median(idle) / 2 ** 20;
 const allStopped = server.flat().every((figures) => figures.stops === figures.runs) && model.failures() === 0;
 console.log(
   `target: server CPU per call at ${top} at once: ${most.cpuPerCallMs.toFixed(2)} ms (target ≤ 2 ms) ${verdict(most.cpuPerCallMs <= 2)}`,
+);
+// One run at a time already keeps (machine CPU per call × calls/s) of the cores busy: concurrency
+// can add at most what is left of them.
+const cores = availableParallelism();
+const ceiling = cores / ((one.allPerCallMs * one.callsPerSecond) / 1000);
+console.log(
+  `one run at a time keeps ${((one.allPerCallMs * one.callsPerSecond) / 1000).toFixed(2)} of ${cores} cores busy (${one.allPerCallMs.toFixed(1)} ms of CPU a call in all): concurrency can reach at most ${ceiling.toFixed(2)}× its calls/s here`,
 );
 console.log(
   `target: calls/s at ${top} at once over 1 run at a time: ${(most.callsPerSecond / one.callsPerSecond).toFixed(2)}× (target ≥ 3×) ${verdict(most.callsPerSecond >= 3 * one.callsPerSecond)}`,
