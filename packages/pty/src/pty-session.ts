@@ -347,7 +347,7 @@ export class PtySession {
     if (internals !== undefined) {
       this.#fd = internals.fd;
       this.#socket = internals.socket;
-      this.#holdSlave(internals.slavePath);
+      this.#holdSlave(internals.slavePath, internals.slaveFd);
     }
     this.createdAt = Date.now();
     this.#lastActivityAt = this.createdAt;
@@ -453,8 +453,9 @@ export class PtySession {
    * to 200 ms for the master to close), we read what is left, then let go of the slave, and the
    * master closes at once: the exit is reported right after the last output.
    */
-  #holdSlave(slavePath: string | undefined): void {
-    if (slavePath !== undefined) {
+  #holdSlave(slavePath: string | undefined, open?: number): void {
+    if (open !== undefined) this.#slaveFd = open;
+    else if (slavePath !== undefined) {
       try {
         this.#slaveFd = openSync(slavePath, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
       } catch {

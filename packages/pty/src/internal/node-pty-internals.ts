@@ -19,12 +19,15 @@ export interface TerminalInternals {
   readonly socket: { readonly readableLength: number; readonly destroyed: boolean } | undefined;
   /** The slave side's path. */
   readonly slavePath: string | undefined;
+  /** A descriptor of the slave side already open, to hold instead of opening the path (the spawn helper's terminal). */
+  readonly slaveFd?: number | undefined;
 }
 
 interface Private {
   _fd?: unknown;
   _socket?: unknown;
   _pty?: unknown;
+  _slaveFd?: unknown;
   _writeStream?: { _writeQueue?: unknown };
 }
 
@@ -37,6 +40,7 @@ export function internalsOf(pty: IPty): TerminalInternals | undefined {
     fd: fields._fd,
     socket: typeof socket?.destroyed === 'boolean' ? socket : undefined,
     slavePath: typeof fields._pty === 'string' ? fields._pty : undefined,
+    ...(typeof fields._slaveFd === 'number' ? { slaveFd: fields._slaveFd } : {}),
   };
 }
 

@@ -536,9 +536,8 @@ function prepareRequest(
 
 /** The terminal the helper's answer gives, or undefined (node-pty spawns); throws if the program cannot start. */
 function settle({ started, term }: Pending, answer: Answer): IPty | undefined {
-  // The program holds its side of the terminal now (PtySession holds another, by path).
-  closeQuietly(term.slave);
   if (answer.kind !== 'ran') {
+    closeQuietly(term.slave);
     closeQuietly(term.master); // hangs up its terminal: a program it may have started gets SIGHUP
     // The program itself cannot start (exec or chdir failed): node-pty would fail the same way.
     if (answer.kind === 'failed') throw new Error(answer.why);
@@ -558,7 +557,9 @@ function settle({ started, term }: Pending, answer: Answer): IPty | undefined {
     return undefined;
   }
   started.strikes = 0;
-  const terminal = new HelperTerminal(answer.pid, answer.startTime, term.master, term.pty, started);
+  // The program holds its side of the terminal now; ours goes to the PtySession (internalsOf's
+  // slaveFd), which holds it until the program's output is all read.
+  const terminal = new HelperTerminal(answer.pid, answer.startTime, term, started);
   started.terminals.set(answer.pid, terminal);
   started.stdout.ref(); // until the helper reports this exit, as node-pty's exit watch would
   return terminal as unknown as IPty;
@@ -629,6 +630,8 @@ class HelperTerminal {
   readonly scope: Scope;
   readonly _fd: number;
   readonly _pty: string;
+  /** Our descriptor of the slave side, for the PtySession to hold (see internalsOf). */
+  readonly _slaveFd: number;
   readonly _socket: ReadStream;
   readonly _writeStream = { _writeQueue: [] as { buffer: Buffer; offset: number }[] };
   /** Set once the program has exited (PtySession watches it to drain what is left). */
@@ -645,8 +648,7 @@ class HelperTerminal {
   constructor(
     pid: number,
     startTime: number | undefined,
-    master: number,
-    slavePath: string,
+    { master, slave, pty }: Pending['term'],
     started: Helper,
   ) {
     this.pid = pid;
@@ -654,7 +656,8 @@ class HelperTerminal {
     this.helper = started.pid;
     this.scope = { helper: started.pid, leaders: started.terminals, sessions: started.sessions };
     this._fd = master;
-    this._pty = slavePath;
+    this._pty = pty;
+    this._slaveFd = slave;
     this.#native = started.native;
     // Each read lands in the shared read buffer (no allocation, no stream in between); listeners
     // get a view of it and copy what they keep before returning (PtySession does). Paused, the
