@@ -305,25 +305,24 @@ const unchanged = (check: Check): boolean => {
 /**
  * How recently changed a folder may be for an answer resting on its change time to be kept: one
  * changed more recently may change again within the same tick of the file system's clock, leaving
- * its change time as it was (git's "racy" entries). On file systems that keep change times in
- * nanoseconds from the kernel's clock (ext4, XFS, Btrfs, tmpfs, overlayfs, F2FS), a tick is at most
- * 10 ms: 100 ms. Elsewhere (a network file system's times come from its server's clock; FAT's are 2
- * s apart) 2 s. Until then the folder is read again at each command.
+ * its change time as it was (git's "racy" entries). Where the change time has a fraction of a second
+ * on a file system that keeps it in nanoseconds from the kernel's clock (ext4, XFS, Btrfs, tmpfs,
+ * overlayfs, F2FS), a tick is at most 10 ms: 100 ms. Elsewhere 2 s: times in whole seconds (ext4's
+ * small inodes, ext3), a network file system's from its server's clock, FAT's 2 s apart.
  */
 const FINE_TIMES = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0x794c7630, 0xf2f52010]);
-const RACY_MS = { fine: 100, coarse: 2000 };
-const racyByDevice = new Map<number, number>();
-export function racyMs(path: string, dev: number): number {
-  let racy = racyByDevice.get(dev);
-  if (racy === undefined) {
+const fineByDevice = new Map<number, boolean>();
+export function racyMs(path: string, { dev, ctimeMs }: Pick<Stats, 'dev' | 'ctimeMs'>): number {
+  let fine = fineByDevice.get(dev);
+  if (fine === undefined) {
     try {
-      racy = FINE_TIMES.has(statfsSync(path).type) ? RACY_MS.fine : RACY_MS.coarse;
+      fine = FINE_TIMES.has(statfsSync(path).type);
     } catch {
-      return RACY_MS.coarse;
+      return 2000;
     }
-    racyByDevice.set(dev, racy);
+    fineByDevice.set(dev, fine);
   }
-  return racy;
+  return fine && ctimeMs % 1000 !== 0 ? 100 : 2000;
 }
 
 /** denyNow's last answer for each policy's paths, with its checks. */
@@ -376,7 +375,7 @@ export function denyNow(policy: Pick<ResolvedPolicy, 'denyPaths'>): DeniedPath[]
       racy = true; // not even the root: keep nothing
     else {
       check(folder, where, { ctimeMs: where.ctimeMs });
-      if (where.ctimeMs > started - racyMs(folder, where.dev)) racy = true;
+      if (where.ctimeMs > started - racyMs(folder, where)) racy = true;
     }
     return []; // absent: nothing to hide
   });

@@ -16,6 +16,8 @@ import {
   readFileSync,
   realpathSync,
   rmSync,
+  statfsSync,
+  statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
@@ -24,6 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSandbox, type ConfiguredSandbox, type WrappedCommand } from './sandbox.js';
 import { SandboxError } from './errors.js';
+import { racyMs } from './policy.js';
 import { gitConfigValue, MAX_LISTED } from './internal/project-mounts.js';
 
 const linux = process.platform === 'linux';
@@ -652,6 +655,14 @@ describe.skipIf(!linux)('protected paths keep their protection under every renam
     expect(readFileSync(join(dir, 'hook.sh'), 'utf8')).toBe('#!/bin/sh\nexit 0\n');
     end();
     expect(readdirSync(join(dir, '.claude'))).toEqual(['settings.json']); // not a stand-in: left
+  });
+
+  it('a folder is kept once unchanged for 100 ms where its change time has nanoseconds, else 2 s', () => {
+    const { dev } = statSync(root);
+    // Whole seconds (ext4's small inodes, ext3): a change within the same second leaves the time.
+    expect(racyMs(root, { dev, ctimeMs: 1_700_000_000_000 })).toBe(2000);
+    const fine = [0xef53, 0x01021994].includes(statfsSync(root).type); // ext4, tmpfs
+    if (fine) expect(racyMs(root, { dev, ctimeMs: 1_700_000_000_123.456 })).toBe(100);
   });
 
   it('a file made in a cwd whose listing was kept is protected from the next command on', async () => {

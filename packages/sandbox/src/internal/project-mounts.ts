@@ -685,7 +685,7 @@ function listingOf(dir: string, stat: Stats = lstatSync(dir)): Listing {
 /** Keeps a complete listing read just now, unless the folder changed within `racyMs` of it. */
 function keepListing(dir: string, stat: Stats, read: Omit<Listing, 'dev' | 'ino' | 'ctimeMs'>): Listing {
   const listing = { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, ...read };
-  if (listing.complete && stat.isDirectory() && stat.ctimeMs < Date.now() - racyMs(dir, stat.dev)) {
+  if (listing.complete && stat.isDirectory() && stat.ctimeMs < Date.now() - racyMs(dir, stat)) {
     if (listings.size >= 1024) listings.clear();
     listings.set(dir, listing);
   } else listings.delete(dir);
