@@ -305,6 +305,8 @@ const NO_PROVIDER =
 export class AgentService {
   readonly #options: AgentServiceOptions;
   readonly #runs = new Map<string, RunRecord>();
+  /** Set as the node shuts down: a run the closing queue stops is handed back, not ended (see handBack). */
+  #handingBack = false;
   /** Cluster runs' event gates (by run id): a run's events leave this node only while it holds the run. */
   readonly #gates = new Map<string, RunEventGate>();
   readonly #goals = new Map<string, Goal>();
@@ -696,7 +698,10 @@ export class AgentService {
     cluster?.lease.addEventListener(
       'abort',
       () => {
-        if ((cluster.lease.reason as { code?: string } | undefined)?.code === 'fenced')
+        // Fenced, or handed back as this node shuts down (the queue aborts its runs as it closes):
+        // the run's end is not this node's to log; another node continues it from its log.
+        const code = (cluster.lease.reason as { code?: string } | undefined)?.code;
+        if (code === 'fenced' || (code === 'closed' && this.#handingBack))
           this.#options.queue?.relinquish(sessionId); // before the run's end tries to log itself
         controller.abort(cluster.lease.reason);
       },
@@ -1161,6 +1166,16 @@ export class AgentService {
   }
 
   /** Cancels every run and waits for them to end. */
+  /**
+   * Cluster mode, as this node shuts down: the runs it took from the queue go back to it, each
+   * stopped here without logging an end, for another node to continue from its log (as after a
+   * crash, without waiting for the lease to lapse). Then `shutdown` cancels the rest.
+   */
+  async handBack(): Promise<void> {
+    this.#handingBack = true;
+    await this.#options.queue?.close();
+  }
+
   async shutdown(): Promise<void> {
     for (const run of this.#runs.values()) run.controller.abort(new Error('server shutting down'));
     await Promise.allSettled([...this.#runs.values()].map((run) => run.done));

@@ -439,77 +439,85 @@ describe.skipIf(binary === undefined)(
       }
     });
 
-    it('moves a run whose node is SIGKILLed mid-run to another node, which finishes it without repeating a step', async () => {
-      const nodes = await startNodes('e2e2');
-      const probe = await connectCluster({
-        servers: [nats.url],
-        name: 'e2e2',
-        node: 'probe',
-        leaseTtlSecs: 2,
-      });
-      const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
-      try {
-        const front = nodes[0] as ServerProcess;
-        const viewer = await client(front);
-        await viewer.subscribe(['agent.*']);
-        const events: { topic: string; params: Record<string, unknown> }[] = [];
-        viewer.onEvent((topic, params) => events.push({ topic, params: params as Record<string, unknown> }));
-        const { runId } = await viewer.request<{ runId: string }>('agent.run', {
-          prompt: 'ten steps',
-          cwd: work,
+    it.each([
+      ['is SIGKILLed', 'SIGKILL', 'e2e2'],
+      ['shuts down (SIGTERM: it hands the run back)', 'SIGTERM', 'e2e2t'],
+    ] as const)(
+      'moves a run whose node %s mid-run to another node, which finishes it without repeating a step',
+      async (_how, signal, name) => {
+        const nodes = await startNodes(name);
+        const probe = await connectCluster({
+          servers: [nats.url],
+          name,
+          node: 'probe',
+          leaseTtlSecs: 2,
         });
-        const toolsSeen = () =>
-          events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
-        await expect.poll(() => toolsSeen().length, { timeout: 60_000 }).toBeGreaterThanOrEqual(5);
-        const holder = (await queue.holder(runId))?.node;
-        expect(holder).toBeDefined();
-        const victim = nodes[['a', 'b', 'c'].indexOf(holder as string)] as ServerProcess;
-        let viewerNode = front;
-        if (victim === front) {
-          // The client's own node dies: it reconnects to another and follows the run there.
-          viewerNode = nodes.find((node) => node !== victim) as ServerProcess;
-        }
-        const killedAt = Date.now();
-        await victim.stop('SIGKILL');
-        const follower = viewerNode === front ? viewer : await client(viewerNode);
-        if (follower !== viewer) {
-          await follower.subscribe(['agent.*']);
-          follower.onEvent((topic, params) =>
+        const queue = await JetStreamRunQueue.open(probe, { secret: TOKEN });
+        try {
+          const front = nodes[0] as ServerProcess;
+          const viewer = await client(front);
+          await viewer.subscribe(['agent.*']);
+          const events: { topic: string; params: Record<string, unknown> }[] = [];
+          viewer.onEvent((topic, params) =>
             events.push({ topic, params: params as Record<string, unknown> }),
           );
-        }
-        await expect
-          .poll(
-            () => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+          const { runId } = await viewer.request<{ runId: string }>('agent.run', {
+            prompt: 'ten steps',
+            cwd: work,
+          });
+          const toolsSeen = () =>
+            events.filter((event) => event.topic === 'agent.tool' && event.params['runId'] === runId);
+          await expect.poll(() => toolsSeen().length, { timeout: 60_000 }).toBeGreaterThanOrEqual(5);
+          const holder = (await queue.holder(runId))?.node;
+          expect(holder).toBeDefined();
+          const victim = nodes[['a', 'b', 'c'].indexOf(holder as string)] as ServerProcess;
+          let viewerNode = front;
+          if (victim === front) {
+            // The client's own node dies: it reconnects to another and follows the run there.
+            viewerNode = nodes.find((node) => node !== victim) as ServerProcess;
+          }
+          const killedAt = Date.now();
+          await victim.stop(signal);
+          const follower = viewerNode === front ? viewer : await client(viewerNode);
+          if (follower !== viewer) {
+            await follower.subscribe(['agent.*']);
+            follower.onEvent((topic, params) =>
+              events.push({ topic, params: params as Record<string, unknown> }),
+            );
+          }
+          await expect
+            .poll(
+              () => events.find((event) => event.topic === 'agent.done' && event.params['runId'] === runId),
+              {
+                timeout: 60_000,
+              },
+            )
+            .toBeDefined();
+          const newHolderStepAt = events.findIndex(
+            (event) => event.topic === 'agent.step' && event.params['runId'] === runId,
+          );
+          expect(newHolderStepAt).toBeGreaterThanOrEqual(0);
+          const done = events.find(
+            (event) => event.topic === 'agent.done' && event.params['runId'] === runId,
+          )?.params;
+          expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
+          expect(Date.now() - killedAt).toBeLessThan(60_000);
+          // The log holds each completed step once: tool results of step-1..step-10, no step twice.
+          const history = await follower.request<{ events: { type: string; output?: string }[] }>(
+            'agent.history',
             {
-              timeout: 60_000,
+              sessionId: runId,
             },
-          )
-          .toBeDefined();
-        const newHolderStepAt = events.findIndex(
-          (event) => event.topic === 'agent.step' && event.params['runId'] === runId,
-        );
-        expect(newHolderStepAt).toBeGreaterThanOrEqual(0);
-        const done = events.find(
-          (event) => event.topic === 'agent.done' && event.params['runId'] === runId,
-        )?.params;
-        expect((done?.['terminateReason'] as { kind: string }).kind).toBe('model_stop');
-        expect(Date.now() - killedAt).toBeLessThan(60_000);
-        // The log holds each completed step once: tool results of step-1..step-10, no step twice.
-        const history = await follower.request<{ events: { type: string; output?: string }[] }>(
-          'agent.history',
-          {
-            sessionId: runId,
-          },
-        );
-        const outputs = stepsInLog(history.events);
-        expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
-        expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
-      } finally {
-        await queue.close();
-        await probe.close();
-      }
-    });
+          );
+          const outputs = stepsInLog(history.events);
+          expect(outputs).toEqual(Array.from({ length: STEPS }, (_, index) => `step-${index + 1}`));
+          expect(history.events.filter((event) => event.type === 'user')).toHaveLength(1);
+        } finally {
+          await queue.close();
+          await probe.close();
+        }
+      },
+    );
 
     it('runs from the start, once, a run whose node died after taking it and before logging anything', async () => {
       const nodes = await startNodes('e2e5');

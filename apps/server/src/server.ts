@@ -218,6 +218,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     cluster,
     close() {
       closing ??= (async () => {
+        await agents.handBack(); // cluster mode: the queue's runs go back to it, for another node
         await agents.shutdown(); // runs cancelled first: their tools' ptys go with the gateway next
         await gateway.close(); // every pty's process group ended (reason: shutdown)
         await sessions.close?.();
