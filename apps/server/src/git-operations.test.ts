@@ -220,13 +220,34 @@ it('names a tracked file changed behind an index that says it is not (its file t
   });
   await start!.release();
   expect(hiddenChangesWarning(dir, before, after)).toBe(
-    `the run hid changes from your review in ${dir}: it changed "test.sh" while their index entries say they are unchanged (file times written into the index), so \`git status\` and \`git diff\` do not show it (\`touch -- test.sh\` makes git read them again). Check them before you run or commit what is there`,
+    `the run hid changes from your review in ${dir}: it changed "test.sh" in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`touch -- test.sh\` makes git read them again). Check them before you run or commit what is there`,
   );
   expect(existsSync(start!.folder)).toBe(false);
   // What it says undoes it.
   git(dir, ['-c', 'core.fsmonitor=false', 'status']); // nothing changes by itself
   spawnSync('touch', ['--', 'test.sh'], { cwd: dir });
   expect(statusOf(dir)).toMatch(/^ M test\.sh$/m);
+});
+
+it('names a file changed with its size and mtime kept where the user trusts no ctime (core.trustctime=false)', async () => {
+  const dir = join(root, 'trustctime');
+  git(root, ['init', '-q', dir]);
+  git(dir, ['config', 'core.trustctime', 'false']); // the user's own setting
+  writeFileSync(join(dir, 'test.sh'), 'echo ok\n');
+  git(dir, ['add', 'test.sh']);
+  git(dir, ['commit', '-qm', 'test.sh']);
+  const hourAgo = new Date(Date.now() - 3600_000);
+  utimesSync(join(dir, 'test.sh'), hourAgo, hourAgo);
+  git(dir, ['update-index', '--refresh']);
+  const start = await reviewStart(dir);
+  await new Promise((resolveWait) => setTimeout(resolveWait, 1100)); // git compares ctimes in seconds
+  // The model: the same size, the mtime put back; no index written.
+  writeFileSync(join(dir, 'test.sh'), 'exit 99\n');
+  utimesSync(join(dir, 'test.sh'), hourAgo, hourAgo);
+  expect(statusOf(dir)).toBe('');
+  const unseen = await unseenChanges(dir, start!);
+  await start!.release();
+  expect(unseen?.stale).toEqual({ kind: 'paths', paths: ['test.sh'], count: 1 });
 });
 
 it('reads again only the files whose times changed since the run started, not the whole work tree', async () => {

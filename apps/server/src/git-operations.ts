@@ -212,7 +212,7 @@ function unseenParts(unseen: UnseenChanges | undefined): string[] {
   const stale = unseen?.stale;
   if (stale?.kind === 'paths' && stale.count > 0)
     parts.push(
-      `changed ${listed(stale.paths, stale.count)} while their index entries say they are unchanged (file times written into the index), so \`git status\` and \`git diff\` do not show it (\`${quote(['touch', '--', ...stale.paths])}\` makes git read them again)`,
+      `changed ${listed(stale.paths, stale.count)} in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`${quote(['touch', '--', ...stale.paths])}\` makes git read them again)`,
     );
   else if (stale?.kind === 'unknown')
     parts.push(

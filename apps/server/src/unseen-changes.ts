@@ -5,7 +5,8 @@
 //   reads nothing. The index as the run found it is copied at its start: its file times are the
 //   user's git's, and a file written since has a newer ctime, which no one can set back. The index's
 //   entries are put on that copy (`read-tree --reset` keeps a copied entry's times where its object
-//   is the same), so git compares again exactly the files that changed during the run.
+//   is the same), so git compares again exactly the files that changed during the run (git compares
+//   ctimes in whole seconds: a change in the second the user last changed that file is not seen).
 // - newly ignored paths: untracked paths changed during the run (their ctime) that a rule file
 //   changed during the run ignores (a `.gitignore` that ignores itself, a line added to a tracked one).
 // git itself answers, as a child with a time bound (killed past it), output read as it comes and
@@ -224,7 +225,17 @@ async function staleEntries(top: string, gitDir: string, start: ReviewStart): Pr
     GIT_OBJECT_DIRECTORY: join(start.folder, 'objects'),
     GIT_ALTERNATE_OBJECT_DIRECTORIES: join(commonDirOf(gitDir), 'objects'),
   };
-  const copied = { ...env, GIT_INDEX_FILE: join(start.folder, 'index') };
+  // The copy's file times are checked whole, whatever the user's config trusts less (a file's
+  // ctime, with core.trustctime=false, or all but its mtime and size with core.checkStat=minimal).
+  const copied = {
+    ...env,
+    GIT_INDEX_FILE: join(start.folder, 'index'),
+    GIT_CONFIG_COUNT: '2',
+    GIT_CONFIG_KEY_0: 'core.checkStat',
+    GIT_CONFIG_VALUE_0: 'default',
+    GIT_CONFIG_KEY_1: 'core.trustctime',
+    GIT_CONFIG_VALUE_1: 'true',
+  };
   const listedIndex = { ...env, GIT_INDEX_FILE: join(start.folder, 'listed') };
   // The files the copy says differ from the index's entries, git reading again those whose times
   // changed since the run started.
