@@ -133,22 +133,27 @@ function records(stream: Readable, each: (record: Buffer) => boolean): void {
   });
 }
 
-/** The NUL-separated paths `git <args>` prints, the first MAX_PATHS; `full` when that was all. */
+/**
+ * The NUL-separated paths `git <args>` prints that `keep` keeps (each asked as it comes), of the
+ * first MAX_PATHS; `full` when that was all.
+ */
 async function pathsOf(
   cwd: string,
   args: readonly string[],
-  env: Record<string, string> = {},
+  options: { env?: Record<string, string>; keep?: (path: string) => boolean } = {},
 ): Promise<{ ok: true; paths: string[]; full: boolean } | { ok: false; reason: string }> {
-  const run = git(cwd, args, env);
+  const run = git(cwd, args, options.env);
   const paths: string[] = [];
+  let read = 0;
   let full = true;
   records(run.stdout, (record) => {
-    if (paths.length === MAX_PATHS) {
+    if (read++ === MAX_PATHS) {
       full = false;
       run.kill();
       return false;
     }
-    paths.push(record.toString('utf8'));
+    const path = record.toString('utf8');
+    if (options.keep?.(path) ?? true) paths.push(path);
     return true;
   });
   const ended = await run.ended;
@@ -210,6 +215,10 @@ function changedSince(path: string, since: number): boolean {
   return stat !== undefined && stat.ctimeNs >= BigInt(since) * 1_000_000n;
 }
 
+/** A path in GIT_ALTERNATE_OBJECT_DIRECTORIES: C-quoted when it holds the list's delimiter. */
+const alternate = (path: string): string =>
+  path.includes(delimiter) || path.startsWith('"') ? JSON.stringify(path) : path;
+
 /** The tag `ls-files -v` gives an entry marked skip-worktree (`S`) or assume-unchanged (lower case). */
 const marked = (tag: number): boolean => tag === 0x53 || (tag >= 0x61 && tag <= 0x7a);
 
@@ -223,7 +232,7 @@ async function staleEntries(top: string, gitDir: string, start: ReviewStart): Pr
   // Trees git builds go to a private object folder; the repository's objects are read beside it.
   const env = {
     GIT_OBJECT_DIRECTORY: join(start.folder, 'objects'),
-    GIT_ALTERNATE_OBJECT_DIRECTORIES: join(commonDirOf(gitDir), 'objects'),
+    GIT_ALTERNATE_OBJECT_DIRECTORIES: alternate(join(commonDirOf(gitDir), 'objects')),
   };
   // The copy's file times are checked whole, whatever the user's config trusts less (a file's
   // ctime, with core.trustctime=false, or all but its mtime and size with core.checkStat=minimal).
@@ -274,7 +283,7 @@ async function staleEntries(top: string, gitDir: string, start: ReviewStart): Pr
     const refreshed = await git(top, ['update-index', '-q', '--ignore-submodules', '--refresh'], copied)
       .ended;
     if (!refreshed.ok) return refreshed;
-    return pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all'], copied);
+    return pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all'], { env: copied });
   };
   const [differ, visible] = await Promise.all([
     differing(),
@@ -302,16 +311,14 @@ async function newlyIgnored(
   start: ReviewStart,
 ): Promise<UnseenChanges['ignored']> {
   const none = { kind: 'paths', paths: [], count: 0 } as const;
-  const ignored = await pathsOf(cwd, [
-    'ls-files',
-    '-z',
-    '--others',
-    '--ignored',
-    '--exclude-standard',
-    '--directory',
-  ]);
+  // Each path's times looked at as git names it (a few thousand a chunk of its output).
+  const ignored = await pathsOf(
+    cwd,
+    ['ls-files', '-z', '--others', '--ignored', '--exclude-standard', '--directory'],
+    { keep: (path) => path !== './' && changedSince(join(cwd, path), start.since) },
+  );
   if (!ignored.ok) return { kind: 'unknown', reason: ignored.reason };
-  const fresh = ignored.paths.filter((path) => path !== './' && changedSince(join(cwd, path), start.since));
+  const fresh = ignored.paths;
   const unread = ignored.full ? undefined : `more than ${MAX_PATHS} ignored paths`;
   if (fresh.length === 0) return unread === undefined ? none : { kind: 'unknown', reason: unread };
   const common = commonDirOf(gitDir);
