@@ -853,6 +853,7 @@ export class AgentService {
                   embeddedRepositories(realCwd).catch(() => undefined),
                   start && unseenChanges(realCwd, start).catch(() => undefined),
                 ]);
+          await start?.release(); // before agent.done: a server stopped after it would leave the copy
           const nested = before === undefined ? undefined : embeddedWarning(realCwd, before, index);
           if (nested !== undefined) {
             logger.warn({ runId, cwd: realCwd }, nested.message);

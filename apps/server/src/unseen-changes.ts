@@ -38,7 +38,7 @@ export interface ReviewStart {
   readonly since: number;
   /** A private folder holding `index`, the copy of the index as the run found it (if it had one). */
   readonly folder: string;
-  /** Removes the folder; idempotent. */
+  /** Removes the folder; idempotent, never rejects. */
   readonly release: () => Promise<void>;
 }
 
@@ -187,7 +187,8 @@ export async function reviewStart(cwd: string): Promise<ReviewStart | undefined>
   const folder = await mkdtemp(join(tmpdir(), 'aleph-review-'));
   await mkdir(join(folder, 'objects'));
   let released: Promise<void> | undefined;
-  const release = (): Promise<void> => (released ??= rm(folder, { recursive: true, force: true }));
+  const release = (): Promise<void> =>
+    (released ??= rm(folder, { recursive: true, force: true }).catch(() => undefined));
   try {
     // Opened without following a link or blocking (a FIFO in its place), read only as a regular file.
     const index = await open(
