@@ -25,7 +25,7 @@ import { commonDirOf, gitDirOf, isWithin } from '@aleph/sandbox';
 const GIT_TIMEOUT_MS = 20_000;
 /** An index larger than this is not copied: every tracked file is then read again (within the time bound). */
 const MAX_INDEX_BYTES = 512 * 1024 * 1024;
-/** The most of paths git names that are held, of one list; past it the look is not conclusive. */
+/** The most paths of one list held (those kept, of git's); past it the look is not conclusive. */
 const MAX_PATHS = 100_000;
 /** At most this many paths are named in a result; the rest are counted. */
 export const MAX_UNSEEN_NAMED = 10;
@@ -134,8 +134,8 @@ function records(stream: Readable, each: (record: Buffer) => boolean): void {
 }
 
 /**
- * The NUL-separated paths `git <args>` prints that `keep` keeps (each asked as it comes), of the
- * first MAX_PATHS; `full` when that was all.
+ * The NUL-separated paths `git <args>` prints that `keep` keeps (each asked as it comes), the first
+ * MAX_PATHS kept; `full` when that was all. Those not kept are only bounded by git's time.
  */
 async function pathsOf(
   cwd: string,
@@ -144,16 +144,16 @@ async function pathsOf(
 ): Promise<{ ok: true; paths: string[]; full: boolean } | { ok: false; reason: string }> {
   const run = git(cwd, args, options.env);
   const paths: string[] = [];
-  let read = 0;
   let full = true;
   records(run.stdout, (record) => {
-    if (read++ === MAX_PATHS) {
+    const path = record.toString('utf8');
+    if (!(options.keep?.(path) ?? true)) return true;
+    if (paths.length === MAX_PATHS) {
       full = false;
       run.kill();
       return false;
     }
-    const path = record.toString('utf8');
-    if (options.keep?.(path) ?? true) paths.push(path);
+    paths.push(path);
     return true;
   });
   const ended = await run.ended;
@@ -320,7 +320,7 @@ async function newlyIgnored(
   );
   if (!ignored.ok) return { kind: 'unknown', reason: ignored.reason };
   const fresh = ignored.paths;
-  const unread = ignored.full ? undefined : `more than ${MAX_PATHS} ignored paths`;
+  const unread = ignored.full ? undefined : `more than ${MAX_PATHS} ignored paths changed`;
   if (fresh.length === 0) return unread === undefined ? none : { kind: 'unknown', reason: unread };
   const common = commonDirOf(gitDir);
   const check = git(cwd, ['check-ignore', '-v', '-z', '--no-index', '--stdin']);
