@@ -9,10 +9,10 @@
 //   ctimes in whole seconds: a change in the second the user last changed that file is not seen).
 // - newly ignored paths: untracked paths changed during the run (their ctime) that a rule file
 //   changed during the run ignores (a `.gitignore` that ignores itself, a line added to a tracked one).
-// git itself answers, as a child with a time bound (killed past it), output read as it comes and
-// bounded, with no fsmonitor, no optional locks, and only PATH (its absolute entries) and HOME of
-// this process's environment; nothing is written to the repository (the copy and the trees git
-// builds lie in a private temporary folder, removed by `release`).
+// git itself answers, its children under one time bound for the whole look (killed past it),
+// output read as it comes and bounded, with no fsmonitor, no optional locks, and only PATH (its
+// absolute entries) and HOME of this process's environment; nothing is written to the repository
+// (the copy and the trees git builds lie in a private temporary folder, removed by `release`).
 import { spawn } from 'node:child_process';
 import { constants, lstatSync } from 'node:fs';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
@@ -22,7 +22,8 @@ import { pipeline } from 'node:stream/promises';
 import { Transform, type Readable, type Writable } from 'node:stream';
 import { commonDirOf, gitDirOf, isWithin } from '@aleph/sandbox';
 
-const GIT_TIMEOUT_MS = 20_000;
+/** The whole look at a run's end gives up (its git children killed) past this. */
+const LOOK_TIMEOUT_MS = 30_000;
 /** An index larger than this is not copied: every tracked file is then read again (within the time bound). */
 const MAX_INDEX_BYTES = 512 * 1024 * 1024;
 /** The most paths of one list held (those kept, of git's); past it the look is not conclusive. */
@@ -77,18 +78,27 @@ interface GitChild {
   readonly kill: () => void;
 }
 
-/** `git -c core.fsmonitor=false <args>` in `cwd`, killed (SIGKILL) past GIT_TIMEOUT_MS. */
-function git(cwd: string, args: readonly string[], env: Record<string, string> = {}): GitChild {
+/** How a git child runs: extra environment, and when (ms since the epoch) it is killed. */
+interface GitOptions {
+  readonly env?: Record<string, string>;
+  readonly until: number;
+}
+
+/** `git -c core.fsmonitor=false <args>` in `cwd`, killed (SIGKILL) at `until`. */
+function git(cwd: string, args: readonly string[], options: GitOptions): GitChild {
   const child = spawn('git', ['-c', 'core.fsmonitor=false', ...args], {
     cwd,
-    env: gitEnv(env),
+    env: gitEnv(options.env ?? {}),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    child.kill('SIGKILL');
-  }, GIT_TIMEOUT_MS);
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    },
+    Math.max(0, options.until - Date.now()),
+  );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => {
     if (stderr.length < 4096) stderr += chunk.toString('utf8');
@@ -104,7 +114,7 @@ function git(cwd: string, args: readonly string[], env: Record<string, string> =
       if (code === 0) return done({ ok: true });
       const said = stderr.trim().split('\n')[0]?.slice(0, 200);
       const reason = timedOut
-        ? `timed out after ${GIT_TIMEOUT_MS / 1000} s`
+        ? `timed out: the look's bound is ${LOOK_TIMEOUT_MS / 1000} s`
         : said || (signal !== null ? `killed by ${signal}` : `exited ${code}`);
       done({ ok: false, reason: `git ${args[0]}: ${reason}` });
     });
@@ -140,9 +150,9 @@ function records(stream: Readable, each: (record: Buffer) => boolean): void {
 async function pathsOf(
   cwd: string,
   args: readonly string[],
-  options: { env?: Record<string, string>; keep?: (path: string) => boolean } = {},
+  options: GitOptions & { keep?: (path: string) => boolean },
 ): Promise<{ ok: true; paths: string[]; full: boolean } | { ok: false; reason: string }> {
-  const run = git(cwd, args, options.env);
+  const run = git(cwd, args, options);
   const paths: string[] = [];
   let full = true;
   records(run.stdout, (record) => {
@@ -165,9 +175,9 @@ async function pathsOf(
 async function outputOf(
   cwd: string,
   args: readonly string[],
-  env: Record<string, string> = {},
+  options: GitOptions,
 ): Promise<{ ok: true; text: string } | { ok: false; reason: string }> {
-  const run = git(cwd, args, env);
+  const run = git(cwd, args, options);
   let text = '';
   run.stdout.on('data', (chunk: Buffer) => {
     if (text.length < 64 * 1024) text += chunk.toString('utf8');
@@ -229,7 +239,12 @@ const marked = (tag: number): boolean => tag === 0x53 || (tag >= 0x61 && tag <= 
  * assume-unchanged are left to the look that names those, and conflicted ones to `git status`,
  * which lists them.
  */
-async function staleEntries(top: string, gitDir: string, start: ReviewStart): Promise<UnseenPaths> {
+async function staleEntries(
+  top: string,
+  gitDir: string,
+  start: ReviewStart,
+  until: number,
+): Promise<UnseenPaths> {
   // Trees git builds go to a private object folder; the repository's objects are read beside it.
   const env = {
     GIT_OBJECT_DIRECTORY: join(start.folder, 'objects'),
@@ -252,8 +267,8 @@ async function staleEntries(top: string, gitDir: string, start: ReviewStart): Pr
   const differing = async (): Promise<Awaited<ReturnType<typeof pathsOf>>> => {
     // The index's entries, but the marked and conflicted ones, as an index of their own: its tree is
     // what git builds from entries alone (the index's own cache of trees is the model's to forge).
-    const listing = git(top, ['ls-files', '-v', '--stage', '-z']);
-    const listed = git(top, ['update-index', '-z', '--index-info'], listedIndex);
+    const listing = git(top, ['ls-files', '-v', '--stage', '-z'], { until });
+    const listed = git(top, ['update-index', '-z', '--index-info'], { env: listedIndex, until });
     let rest = Buffer.alloc(0);
     const unmarked = new Transform({
       transform(chunk: Buffer, _encoding, done) {
@@ -275,21 +290,24 @@ async function staleEntries(top: string, gitDir: string, start: ReviewStart): Pr
       (error: Error): Ended => ({ ok: false, reason: `reading the index: ${error.message}` }),
     );
     for (const ended of [await listing.ended, await listed.ended, piped]) if (!ended.ok) return ended;
-    const tree = await outputOf(top, ['write-tree', '--missing-ok'], listedIndex);
+    const tree = await outputOf(top, ['write-tree', '--missing-ok'], { env: listedIndex, until });
     if (!tree.ok) return tree;
     if (!/^[0-9a-f]{40,64}$/.test(tree.text)) return { ok: false, reason: 'git write-tree: no tree' };
     // The copy takes those entries, keeping its own file times where the object is the same.
-    const reset = await git(top, ['read-tree', '--reset', tree.text], copied).ended;
+    const reset = await git(top, ['read-tree', '--reset', tree.text], { env: copied, until }).ended;
     if (!reset.ok) return reset;
-    const refreshed = await git(top, ['update-index', '-q', '--ignore-submodules', '--refresh'], copied)
-      .ended;
+    const refresh = ['update-index', '-q', '--ignore-submodules', '--refresh'];
+    const refreshed = await git(top, refresh, { env: copied, until }).ended;
     if (!refreshed.ok) return refreshed;
-    return pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all'], { env: copied });
+    return pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all'], {
+      env: copied,
+      until,
+    });
   };
   const [differ, visible] = await Promise.all([
     differing(),
     // What the index itself shows changed (unrefreshed: more than `git status` shows, never less).
-    pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all']),
+    pathsOf(top, ['diff-files', '--name-only', '-z', '--ignore-submodules=all'], { until }),
   ]);
   if (!differ.ok) return { kind: 'unknown', reason: differ.reason };
   if (!visible.ok) return { kind: 'unknown', reason: visible.reason };
@@ -310,20 +328,21 @@ async function newlyIgnored(
   top: string,
   gitDir: string,
   start: ReviewStart,
+  until: number,
 ): Promise<UnseenChanges['ignored']> {
   const none = { kind: 'paths', paths: [], count: 0 } as const;
   // Each path's times looked at as git names it (a few thousand a chunk of its output).
   const ignored = await pathsOf(
     cwd,
     ['ls-files', '-z', '--others', '--ignored', '--exclude-standard', '--directory'],
-    { keep: (path) => path !== './' && changedSince(join(cwd, path), start.since) },
+    { until, keep: (path) => path !== './' && changedSince(join(cwd, path), start.since) },
   );
   if (!ignored.ok) return { kind: 'unknown', reason: ignored.reason };
   const fresh = ignored.paths;
   const unread = ignored.full ? undefined : `more than ${MAX_PATHS} ignored paths changed`;
   if (fresh.length === 0) return unread === undefined ? none : { kind: 'unknown', reason: unread };
   const common = commonDirOf(gitDir);
-  const check = git(cwd, ['check-ignore', '-v', '-z', '--no-index', '--stdin']);
+  const check = git(cwd, ['check-ignore', '-v', '-z', '--no-index', '--stdin'], { until });
   check.stdin.end(`${fresh.join('\0')}\0`);
   // `<source>\0<line>\0<pattern>\0<path>\0` for each path ignored.
   const fields: string[] = [];
@@ -363,14 +382,15 @@ async function newlyIgnored(
 export async function unseenChanges(cwd: string, start: ReviewStart): Promise<UnseenChanges | undefined> {
   const gitDir = gitDirOf(cwd);
   if (gitDir === undefined) return undefined;
-  const top = await outputOf(cwd, ['rev-parse', '--show-toplevel']);
+  const until = Date.now() + LOOK_TIMEOUT_MS;
+  const top = await outputOf(cwd, ['rev-parse', '--show-toplevel'], { until });
   if (!top.ok) {
     const unknown = { kind: 'unknown', reason: top.reason } as const;
     return { stale: unknown, ignored: unknown };
   }
   const [stale, ignored] = await Promise.all([
-    staleEntries(top.text, gitDir, start),
-    newlyIgnored(cwd, top.text, gitDir, start),
+    staleEntries(top.text, gitDir, start, until),
+    newlyIgnored(cwd, top.text, gitDir, start, until),
   ]);
   const fromCwd = (path: string): string => relative(cwd, join(top.text, path));
   return {
