@@ -465,7 +465,7 @@ git status --short && echo step-forge`,
     expect(git('status', '--short').stdout).not.toMatch(/README|vendor-cache/);
     expect(readFileSync(join(home, 'README.md'), 'utf8')).toMatch(/touch pwned/);
     expect(hookWarnings).toEqual([
-      `the run hid changes from your review in ${home}: it changed "README.md" in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`touch -- README.md\` makes git read them again); it created "vendor-cache/", ignored by rules it wrote in "vendor-cache/.gitignore", so \`git status\` does not show them (\`git status --ignored\` does; \`git check-ignore -v <path>\` names the rule). Check them before you run or commit what is there`,
+      `the run hid changes from your review in ${home}: it changed "README.md" in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`touch -- README.md\` makes git read them again); it created "vendor-cache/", ignored by rules it wrote in "vendor-cache/.gitignore", so \`git status\` does not show them (\`git status --ignored\` does; remove those rules, or the paths, to undo it). Check them before you run or commit what is there`,
     ]);
     // What it says undoes it.
     expect(git('-c', 'core.fsmonitor=false', 'status').status).toBe(0);

@@ -298,7 +298,7 @@ it('names new files a new .gitignore hides with itself, not those the rules the 
   const unseen = await unseenChanges(dir, start!);
   await start!.release();
   expect(hiddenChangesWarning(dir, before, { ...before, unseen })).toBe(
-    `the run hid changes from your review in ${dir}: it created "evil/", "lib/.gitignore", "lib/sitecustomize.py", ignored by rules it wrote in "evil/.gitignore", "lib/.gitignore", so \`git status\` does not show them (\`git status --ignored\` does; \`git check-ignore -v <path>\` names the rule). Check them before you run or commit what is there`,
+    `the run hid changes from your review in ${dir}: it created "evil/", "lib/.gitignore", "lib/sitecustomize.py", ignored by rules it wrote in "evil/.gitignore", "lib/.gitignore", so \`git status\` does not show them (\`git status --ignored\` does; remove those rules, or the paths, to undo it). Check them before you run or commit what is there`,
   );
 });
 

@@ -221,7 +221,7 @@ function unseenParts(unseen: UnseenChanges | undefined): string[] {
   const ignored = unseen?.ignored;
   if (ignored?.kind === 'paths' && ignored.count > 0)
     parts.push(
-      `created ${listed(ignored.paths, ignored.count)}, ignored by rules it wrote in ${listed(ignored.rules ?? [])}, so \`git status\` does not show them (\`git status --ignored\` does; \`git check-ignore -v <path>\` names the rule)`,
+      `created ${listed(ignored.paths, ignored.count)}, ignored by rules it wrote in ${listed(ignored.rules ?? [])}, so \`git status\` does not show them (\`git status --ignored\` does; remove those rules, or the paths, to undo it)`,
     );
   else if (ignored?.kind === 'unknown')
     parts.push(
