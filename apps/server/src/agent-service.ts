@@ -49,6 +49,7 @@ import { z } from 'zod';
 import type { ClusterRunQueue } from './cluster-mode.js';
 import type { Config } from './config.js';
 import { TerminalShare, type ServerPtys } from './agent-ptys.js';
+import { reviewStart, unseenChanges } from './unseen-changes.js';
 import {
   gitOperations,
   gitOperationsWarning,
@@ -717,6 +718,9 @@ export class AgentService {
         : embeddedRepositories(realCwd).catch(() => undefined);
     const operationsBefore =
       this.#options.sandbox.backend === 'none' ? undefined : safely(() => gitOperations(realCwd));
+    // The index as the run found it, copied before its first command (setup runs hooks).
+    const reviewBefore =
+      this.#options.sandbox.backend === 'none' ? undefined : reviewStart(realCwd).catch(() => undefined);
     const known = new Set((this.#options.readOnly ?? []).map(({ path }) => path));
     const bySandbox = (this.#options.sandbox.protectedPaths?.(realCwd) ?? []).filter(
       ({ path }) => !known.has(path),
@@ -748,10 +752,13 @@ export class AgentService {
       startedAt: Date.now(),
       controller,
       // Before the first turn: the run's MCP servers, told to clients as agent.setup (`aleph run` prints it).
-      done: this.#setup(
-        { cwd, runId, sessionId, model, prompt: params.prompt, resumed: cluster?.resume },
-        publish,
-      )
+      done: Promise.resolve(reviewBefore)
+        .then(() =>
+          this.#setup(
+            { cwd, runId, sessionId, model, prompt: params.prompt, resumed: cluster?.resume },
+            publish,
+          ),
+        )
         .then(async ({ mcp, systemPrompt, session, opening }) => {
           if (opening.kind === 'refused') {
             // A SessionStart or UserPromptSubmit hook ended the run before its first turn.
@@ -843,10 +850,15 @@ export class AgentService {
             return result;
           }
           const before = await embeddedBefore;
-          const index =
+          const start = await reviewBefore;
+          const [index, unseen] =
             this.#options.sandbox.backend === 'none'
-              ? undefined
-              : await embeddedRepositories(realCwd).catch(() => undefined);
+              ? [undefined, undefined]
+              : await Promise.all([
+                  embeddedRepositories(realCwd).catch(() => undefined),
+                  start && unseenChanges(realCwd, start).catch(() => undefined),
+                ]);
+          await start?.release(); // before agent.done: a server stopped after it would leave the copy
           const nested = before === undefined ? undefined : embeddedWarning(realCwd, before, index);
           if (nested !== undefined) {
             logger.warn({ runId, cwd: realCwd }, nested.message);
@@ -862,7 +874,7 @@ export class AgentService {
               : hiddenChangesWarning(
                   realCwd,
                   { index: before, operations: operationsBefore },
-                  { index, operations: operationsAfter },
+                  { index, operations: operationsAfter, unseen },
                 ),
             await historyWarning(realCwd, operationsBefore, operationsAfter),
           ]) {
@@ -919,6 +931,8 @@ export class AgentService {
         }),
     };
     if (endWindow !== undefined) void record.done.then(endWindow, endWindow);
+    const release = (): Promise<void> | undefined => reviewBefore?.then((start) => start?.release());
+    void record.done.then(release, release);
     this.#runs.set(runId, record);
     this.#pruneFinished();
     logger.info({ runId, sessionId, cwd, sandbox }, 'run started');

@@ -437,6 +437,44 @@ files = ["../hooks/extra.json"]
     expect(git('reset', '-q', '--hard', head).status).toBe(0);
   }, 180_000);
 
+  it("an index rewritten to say a changed file is not, and a .gitignore hiding itself, are named at the run's end", async (context) => {
+    requireVariant(context);
+    // The model's own program: README.md changed and added, its entry made to name HEAD's object again.
+    const forge = `python3 - <<'EOF'
+import hashlib, struct, subprocess
+old = bytes.fromhex(subprocess.check_output(['git', 'rev-parse', 'HEAD:README.md']).decode().strip())
+data = bytearray(open('.git/index', 'rb').read())
+at = 12
+for _ in range(struct.unpack('>I', data[8:12])[0]):
+    size = struct.unpack('>H', data[at + 60:at + 62])[0] & 0xfff
+    if data[at + 62:at + 62 + size] == b'README.md':
+        data[at + 40:at + 60] = old
+    at += (62 + size + 8) // 8 * 8
+data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+open('.git/index', 'wb').write(data)
+EOF`;
+    const outputs = await hostileRun([
+      `echo 'touch pwned' >> README.md && touch -d '1 hour ago' README.md && git add README.md && ${forge}
+git status --short && echo step-forge`,
+      "mkdir vendor-cache && echo '*' > vendor-cache/.gitignore && echo 'import os' > vendor-cache/conftest.py && git status --short && echo step-ignore",
+    ]);
+    expect(outputs[0]).toMatch(/^step-forge/m);
+    expect(outputs[0]).not.toMatch(/README/);
+    expect(outputs[1]).not.toMatch(/vendor-cache/);
+    // The user's review, unconfined: nothing of either.
+    expect(git('status', '--short').stdout).not.toMatch(/README|vendor-cache/);
+    expect(readFileSync(join(home, 'README.md'), 'utf8')).toMatch(/touch pwned/);
+    expect(hookWarnings).toEqual([
+      `the run hid changes from your review in ${home}: it changed "README.md" in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`touch -- README.md\` makes git read them again); it created "vendor-cache/", ignored by rules it wrote in "vendor-cache/.gitignore", so \`git status\` does not show them (\`git status --ignored\` does; remove those rules, or the paths, to undo it). Check them before you run or commit what is there`,
+    ]);
+    // What it says undoes it.
+    expect(git('-c', 'core.fsmonitor=false', 'status').status).toBe(0);
+    spawnSync('touch', ['--', join(home, 'README.md')]);
+    expect(git('status', '--short').stdout).toMatch(/^ M README\.md$/m);
+    expect(git('checkout', '--', 'README.md').status).toBe(0);
+    rmSync(join(home, 'vendor-cache'), { recursive: true, force: true });
+  }, 180_000);
+
   // A real host datagram socket receiving is in @aleph/sandbox's limits test; here, through the tool.
   it('the datagram route to a host socket is closed with the network off', async (context) => {
     requireVariant(context);

@@ -4,13 +4,21 @@
 // files read-only (a rebase inside writes them); the server compares them before and after the run.
 // So it does for what hides a change from the user's review: an entry of the index marked
 // skip-worktree or assume-unchanged, a pattern added to `info/exclude`, a replace ref (`git show`
-// then shows another commit than the one `git push` sends).
+// then shows another commit than the one `git push` sends); and it words what unseen-changes.ts
+// finds (index entries whose file times say a changed file is not, paths new rules ignore).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, opendirSync, type Dir } from 'node:fs';
 import { join } from 'node:path';
-import { commonDirOf, gitDirOf, readModelWritableFile, type EmbeddedRepositories } from '@aleph/sandbox';
+import {
+  commonDirOf,
+  gitDirOf,
+  MAX_HIDDEN_NAMED,
+  readModelWritableFile,
+  type EmbeddedRepositories,
+} from '@aleph/sandbox';
 import { quote } from './confined-writes.js';
+import type { UnseenChanges } from './unseen-changes.js';
 
 /** Where git keeps an operation's state, and the todo list in it. */
 const STATES = [
@@ -148,12 +156,79 @@ export function gitOperationsWarning(
   return `the run left a git operation in progress in ${cwd} (${after.inProgress.join(', ')})${execs}: check \`git status\` and the todo list before continuing it, or abort it (\`git rebase --abort\`, \`git cherry-pick --abort\`)`;
 }
 
-/** Up to ten names, JSON-quoted, and how many more. */
-const listed = (names: readonly string[]): string =>
-  `${names
-    .slice(0, 10)
-    .map((name) => JSON.stringify(name))
-    .join(', ')}${names.length > 10 ? ` and ${names.length - 10} more` : ''}`;
+/** Up to ten names, JSON-quoted, and how many more (of `count`, when more are known than named). */
+const listed = (names: readonly string[], count = names.length): string => {
+  const shown = names.slice(0, 10);
+  const rest = count - shown.length;
+  return `${shown.map((name) => JSON.stringify(name)).join(', ')}${rest > 0 ? ` and ${rest} more` : ''}`;
+};
+
+/** Whether git's index sorts `path` before `last` (its names' bytes). */
+const sortsBefore = (path: string, last: string): boolean =>
+  Buffer.compare(Buffer.from(path), Buffer.from(last)) < 0;
+
+/** The index's entries the run newly marked skip-worktree or assume-unchanged. */
+function markedParts(before: EmbeddedRepositories | undefined, after: EmbeddedRepositories): string[] {
+  const parts: string[] = [];
+  const earlier = new Set(before?.hidden ?? []);
+  // Past the last name the start kept (when it counted more), a name may be an old one.
+  const last =
+    before !== undefined && before.hiddenCount > before.hidden.length ? before.hidden.at(-1) : undefined;
+  const hidden = after.hidden.filter(
+    (path) => !earlier.has(path) && (last === undefined || sortsBefore(path, last)),
+  );
+  const more = Math.max(0, after.hiddenCount - (before?.hiddenCount ?? 0) - hidden.length);
+  if (hidden.length > 0 || more > 0) {
+    const which =
+      hidden.length > 0
+        ? `${listed(hidden)}${more > 0 ? ` and ${more} more entries` : ''}`
+        : `${more} entries`;
+    const undo =
+      hidden.length > 0
+        ? quote([
+            'git',
+            'update-index',
+            '--no-skip-worktree',
+            '--no-assume-unchanged',
+            '--',
+            ...hidden.slice(0, 10),
+          ])
+        : "git ls-files -v | grep -v '^H'";
+    parts.push(
+      `marked ${which} skip-worktree or assume-unchanged, so their changes do not show (\`${undo}\`)`,
+    );
+  } else if (before !== undefined && before.hiddenDigest !== after.hiddenDigest && after.hiddenCount > 0) {
+    // As many marked as before, the named ones the same: one unmarked and another marked past them.
+    parts.push(
+      `changed which of its ${after.hiddenCount} index entries are marked skip-worktree or assume-unchanged (past the ${MAX_HIDDEN_NAMED} named here), so a change to one may not show (\`git ls-files -v | grep -v '^H'\` lists them)`,
+    );
+  }
+  return parts;
+}
+
+/** Files behind index entries whose file times say they are unchanged, new paths ignored by rules the run wrote. */
+function unseenParts(unseen: UnseenChanges | undefined): string[] {
+  const parts: string[] = [];
+  const stale = unseen?.stale;
+  if (stale?.kind === 'paths' && stale.count > 0)
+    parts.push(
+      `changed ${listed(stale.paths, stale.count)} in a way the index does not see (their entries match their size and file times), so \`git status\` and \`git diff\` do not show it (\`${quote(['touch', '--', ...stale.paths])}\` makes git read them again)`,
+    );
+  else if (stale?.kind === 'unknown')
+    parts.push(
+      `left files that could not be compared with the index (${stale.reason}), so whether it hid a change there is not known`,
+    );
+  const ignored = unseen?.ignored;
+  if (ignored?.kind === 'paths' && ignored.count > 0)
+    parts.push(
+      `created ${listed(ignored.paths, ignored.count)}, ignored by rules it wrote in ${listed(ignored.rules ?? [])}, so \`git status\` does not show them (\`git status --ignored\` does; remove those rules, or the paths, to undo it)`,
+    );
+  else if (ignored?.kind === 'unknown')
+    parts.push(
+      `left ignored paths not all examined (${ignored.reason}), so whether a rule it wrote hides one is not known`,
+    );
+  return parts;
+}
 
 /**
  * What the run did that hides a change from the user's `git status`, `git diff` or `git show`, in a
@@ -162,34 +237,16 @@ const listed = (names: readonly string[]): string =>
 export function hiddenChangesWarning(
   cwd: string,
   before: { index?: EmbeddedRepositories | undefined; operations?: GitOperations | undefined },
-  after: { index?: EmbeddedRepositories | undefined; operations?: GitOperations | undefined },
+  after: {
+    index?: EmbeddedRepositories | undefined;
+    operations?: GitOperations | undefined;
+    unseen?: UnseenChanges | undefined;
+  },
 ): string | undefined {
-  const parts: string[] = [];
-  if (after.index !== undefined) {
-    const earlier = new Set(before.index?.hidden ?? []);
-    const hidden = after.index.hidden.filter((path) => !earlier.has(path));
-    const more = Math.max(0, after.index.hiddenCount - (before.index?.hiddenCount ?? 0) - hidden.length);
-    if (hidden.length > 0 || more > 0) {
-      const which =
-        hidden.length > 0
-          ? `${listed(hidden)}${more > 0 ? ` and ${more} more entries` : ''}`
-          : `${more} entries`;
-      const undo =
-        hidden.length > 0
-          ? quote([
-              'git',
-              'update-index',
-              '--no-skip-worktree',
-              '--no-assume-unchanged',
-              '--',
-              ...hidden.slice(0, 10),
-            ])
-          : "git ls-files -v | grep -v '^H'";
-      parts.push(
-        `marked ${which} skip-worktree or assume-unchanged, so their changes do not show (\`${undo}\`)`,
-      );
-    }
-  }
+  const parts = [
+    ...(after.index === undefined ? [] : markedParts(before.index, after.index)),
+    ...unseenParts(after.unseen),
+  ];
   if (after.operations !== undefined) {
     const excludedBefore = new Set(before.operations?.excluded ?? []);
     const excluded = after.operations.excluded.filter((line) => !excludedBefore.has(line));

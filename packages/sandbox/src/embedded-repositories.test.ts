@@ -2,6 +2,7 @@
 // a repository the model made and staged as a gitlink is named with the program keys of its config,
 // a submodule git cloned is not.
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,13 @@ import {
 /** Each repository's path and program keys (its fingerprint is compared between looks, not shown). */
 const named = (found: EmbeddedRepositories | undefined) =>
   found?.repositories.map(({ path, programs }) => ({ path, programs }));
-const NONE = { repositories: [], unexamined: 0, hidden: [], hiddenCount: 0 };
+const NONE = {
+  repositories: [],
+  unexamined: 0,
+  hidden: [],
+  hiddenCount: 0,
+  hiddenDigest: createHash('sha256').digest('hex'), // of no paths
+};
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-embedded-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -196,4 +203,13 @@ it('names the entries marked skip-worktree or assume-unchanged, whose changes gi
   const counted = await embeddedRepositories(project);
   expect(counted?.hidden).toHaveLength(MAX_HIDDEN_NAMED);
   expect(counted?.hiddenCount).toBe(MAX_HIDDEN_NAMED + 13);
+  // One past the named ones unmarked and another marked: the names and the count stay, the digest not.
+  writeFileSync(join(project, 'z'), 'z\n');
+  git(project, 'add', 'z');
+  git(project, 'update-index', '--no-skip-worktree', many.at(-1)!);
+  git(project, 'update-index', '--assume-unchanged', 'z');
+  const swapped = await embeddedRepositories(project);
+  expect(swapped?.hidden).toEqual(counted?.hidden);
+  expect(swapped?.hiddenCount).toBe(counted?.hiddenCount);
+  expect(swapped?.hiddenDigest).not.toBe(counted?.hiddenDigest);
 });

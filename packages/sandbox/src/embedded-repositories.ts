@@ -85,6 +85,8 @@ export interface EmbeddedRepositories {
   readonly hidden: readonly string[];
   /** How many entries are so marked in all. */
   readonly hiddenCount: number;
+  /** A digest of all their paths: it differs when the set does, past the first `MAX_HIDDEN_NAMED` too. */
+  readonly hiddenDigest: string;
 }
 
 /** At most this many of the index's hidden entries are named. */
@@ -100,7 +102,7 @@ export const MAX_HIDDEN_NAMED = 64;
  */
 export async function embeddedRepositories(cwd: string): Promise<EmbeddedRepositories | undefined> {
   // A process costs its caller a fork (~10 ms of a large server's event loop): none outside a repository.
-  const none = { repositories: [], unexamined: 0, hidden: [], hiddenCount: 0 };
+  const none = { repositories: [], unexamined: 0, hidden: [], hiddenCount: 0, hiddenDigest: NO_HIDDEN };
   if (gitDirOf(cwd) === undefined) return none;
   const listed = await gitlinks(cwd);
   if (!listed.ok) return /not a git repository/i.test(listed.stderr) ? none : undefined;
@@ -125,17 +127,25 @@ export async function embeddedRepositories(cwd: string): Promise<EmbeddedReposit
     unexamined: listed.more,
     hidden: listed.hidden,
     hiddenCount: listed.hiddenCount,
+    hiddenDigest: listed.hiddenDigest,
   };
 }
+
+const NO_HIDDEN = createHash('sha256').digest('hex');
 
 /**
  * The first `MAX_EXAMINED_GITLINKS` gitlinks' paths of `cwd`'s index and how many more there are,
  * and the entries marked hidden from `git status`, from `git ls-files -v --stage -z` read as it comes.
  */
-function gitlinks(
-  cwd: string,
-): Promise<
-  | { ok: true; paths: string[]; more: number; hidden: string[]; hiddenCount: number }
+function gitlinks(cwd: string): Promise<
+  | {
+      ok: true;
+      paths: string[];
+      more: number;
+      hidden: string[];
+      hiddenCount: number;
+      hiddenDigest: string;
+    }
   | { ok: false; stderr: string }
 > {
   return new Promise((done) => {
@@ -149,6 +159,7 @@ function gitlinks(
     const hidden: string[] = [];
     let more = 0;
     let hiddenCount = 0;
+    const digest = createHash('sha256');
     let rest = Buffer.alloc(0);
     let stderr = '';
     const pathOf = (entry: Buffer): string => {
@@ -163,6 +174,7 @@ function gitlinks(
         if (tag === 0x53 || (tag >= 0x61 && tag <= 0x7a)) {
           if (hidden.length < MAX_HIDDEN_NAMED) hidden.push(pathOf(data.subarray(0, end)));
           hiddenCount += 1;
+          digest.update(data.subarray(data.indexOf(0x09) + 1, end + 1)); // the path and its NUL
         }
         if (data.subarray(2, 9).toString('latin1') === '160000 ') {
           if (paths.length < MAX_EXAMINED_GITLINKS) paths.push(pathOf(data.subarray(0, end)));
@@ -183,7 +195,7 @@ function gitlinks(
       clearTimeout(timer);
       done(
         code === 0
-          ? { ok: true, paths, more, hidden, hiddenCount }
+          ? { ok: true, paths, more, hidden, hiddenCount, hiddenDigest: digest.digest('hex') }
           : { ok: false, stderr: stderr || `git exited ${code}` },
       );
     });
