@@ -87,7 +87,8 @@ export interface McpServerStatus {
   readonly name: string;
   readonly transport: McpServerConfig['transport'];
   readonly source: string;
-  readonly state: 'ready' | 'failed';
+  /** `closed`: the hub was closed (its servers ended, no tools offered). */
+  readonly state: 'ready' | 'failed' | 'closed';
   /** The model's names of its tools. */
   readonly tools: readonly string[];
   readonly error?: string;

@@ -87,6 +87,11 @@ describe('real servers from npm', () => {
     const outside = await call(hub, 'mcp__filesystem__read_text_file', { path: '/etc/hostname' });
     expect(outside.isError).toBe(true);
     expect(outside.output).toMatch(/denied|outside/i);
+    await hub.close();
+    expect(hub.statuses).toEqual([
+      { name: 'filesystem', transport: 'stdio', source: hub.statuses[0]?.source, state: 'closed', tools: [] },
+    ]);
+    expect(hub.tools).toEqual([]);
   });
 
   it('server-everything over stdio: echo, an image as a placeholder, the environment without the secrets', async () => {

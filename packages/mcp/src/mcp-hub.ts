@@ -19,6 +19,7 @@ export type { McpCommandWrapper, McpHubOptions, McpServerStatus, McpTool } from 
 /** Starts every server at once; `tools` are those of the servers that started. */
 export class McpHub implements AsyncDisposable {
   readonly #connections: McpConnection[];
+  #closed = false;
 
   private constructor(connections: McpConnection[]) {
     this.#connections = connections;
@@ -42,6 +43,7 @@ export class McpHub implements AsyncDisposable {
   }
 
   get tools(): McpTool[] {
+    if (this.#closed) return [];
     return this.#connections.flatMap((connection) =>
       connection.failure === undefined ? connection.tools : [],
     );
@@ -50,16 +52,18 @@ export class McpHub implements AsyncDisposable {
   get statuses(): McpServerStatus[] {
     return this.#connections.map(({ config, failure, tools, pid }) => ({
       name: config.name,
-      ...(pid === undefined ? {} : { pid }),
+      ...(pid === undefined || this.#closed ? {} : { pid }),
       transport: config.transport,
       source: config.source,
-      state: failure === undefined ? 'ready' : 'failed',
-      tools: failure === undefined ? tools.map((tool) => tool.name) : [],
+      state: this.#closed ? 'closed' : failure === undefined ? 'ready' : 'failed',
+      tools: failure === undefined && !this.#closed ? tools.map((tool) => tool.name) : [],
       ...(failure === undefined ? {} : { error: failure }),
     }));
   }
 
+  /** Ends every server (a stdio server's process group with it); the hub offers no tool after. */
   async close(): Promise<void> {
+    this.#closed = true;
     await Promise.all(this.#connections.map((connection) => connection.close()));
   }
 

@@ -19,7 +19,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   gateway: { lines: 4197, files: 26 },
   sandbox: { lines: 3496, files: 12 },
   server: { lines: 7769, files: 32 },
-  mcp: { lines: 1414, files: 8 },
+  mcp: { lines: 1419, files: 8 },
   console: { lines: 3281, files: 10 },
   cluster: { lines: 3513, files: 15 },
 };
