@@ -165,9 +165,29 @@ export function shownText(text: string): string {
   });
 }
 
-/** Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. */
+/**
+ * Replies longer than this are shown as text, not markdown: marked's emphasis takes time in the
+ * square of the length (a 60 KB reply of `_a` held the page 3 s; a 1 MB one, minutes).
+ */
+export const MARKDOWN_MAX_CHARS = 20_000;
+
+/**
+ * Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. Text
+ * marked cannot render (past its nesting: 2,000 `>` overflow its stack) or too long is shown as text.
+ */
 export function renderMarkdown(text: string): DocumentFragment {
-  const html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
+  const asText = (): DocumentFragment => {
+    const fragment = document.createDocumentFragment();
+    fragment.append(h('p', { class: 'as-text' }, shownText(text)));
+    return fragment;
+  };
+  if (text.length > MARKDOWN_MAX_CHARS) return asText();
+  let html: string;
+  try {
+    html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
+  } catch {
+    return asText();
+  }
   const fragment = DOMPurify.sanitize(html, {
     RETURN_DOM_FRAGMENT: true,
     FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
