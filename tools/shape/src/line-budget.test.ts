@@ -14,7 +14,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 export const CEILING: Readonly<Record<string, Ceiling>> = {
   power: { lines: 240, files: 5 },
   pty: { lines: 3577, files: 18 },
-  verification: { lines: 3040, files: 25 },
+  verification: { lines: 3042, files: 25 },
   harness: { lines: 3004, files: 12 },
   gateway: { lines: 4197, files: 26 },
   sandbox: { lines: 3543, files: 12 },
