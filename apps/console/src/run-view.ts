@@ -165,9 +165,29 @@ export function shownText(text: string): string {
   });
 }
 
-/** Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. */
+/**
+ * Replies longer than this are shown as text, not markdown: marked's emphasis takes time in the
+ * square of the length (a 60 KB reply of `_a` held the page 3 s; a 1 MB one, minutes).
+ */
+export const MARKDOWN_MAX_CHARS = 20_000;
+
+/**
+ * Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. Text
+ * marked cannot render (past its nesting: 2,000 `>` overflow its stack) or too long is shown as text.
+ */
 export function renderMarkdown(text: string): DocumentFragment {
-  const html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
+  const asText = (): DocumentFragment => {
+    const fragment = document.createDocumentFragment();
+    fragment.append(h('p', { class: 'as-text' }, shownText(text)));
+    return fragment;
+  };
+  if (text.length > MARKDOWN_MAX_CHARS) return asText();
+  let html: string;
+  try {
+    html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
+  } catch {
+    return asText();
+  }
   const fragment = DOMPurify.sanitize(html, {
     RETURN_DOM_FRAGMENT: true,
     FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
@@ -218,6 +238,9 @@ export function describeCuts(event: LogEvent, cuts: readonly Cut[]): string {
   return `… ${parts.join(', ')} not shown`;
 }
 
+/** The most changed lines an edit's diff looks for (see describeArgs). */
+const MAX_EDIT_LINES = 1000;
+
 /** A tool call's arguments, as people read them: the command, the path, an edit as a diff. */
 function describeArgs(name: string, args: unknown): { summary: string; body: HTMLElement } {
   const record = (typeof args === 'object' && args !== null ? args : {}) as Record<string, unknown>;
@@ -226,7 +249,14 @@ function describeArgs(name: string, args: unknown): { summary: string; body: HTM
   const json = JSON.stringify(args, null, 2) ?? String(args);
   if (name === 'edit_file' && text('old_string') !== undefined && text('new_string') !== undefined) {
     const diff = h('pre', { class: 'diff', 'aria-label': `Edit of ${text('path') ?? 'a file'}` });
-    for (const part of diffLines(text('old_string')!, text('new_string')!)) {
+    const [before, after] = [text('old_string')!, text('new_string')!];
+    // Past MAX_EDIT_LINES changed lines the edit is shown whole, removed then added: the diff takes
+    // time in the product of its length and its changes (60,000 changed lines: minutes).
+    const parts = diffLines(before, after, { maxEditLength: MAX_EDIT_LINES }) ?? [
+      { removed: true, added: false, value: before },
+      { removed: false, added: true, value: after },
+    ];
+    for (const part of parts) {
       const sign = part.added ? '+' : part.removed ? '-' : ' ';
       const lines = part.value.replace(/\n$/, '').split('\n');
       diff.append(

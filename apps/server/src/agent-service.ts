@@ -526,6 +526,11 @@ export class AgentService {
       .sort((a, b) => (a.startedAt ?? 0) - (b.startedAt ?? 0))
       .slice(-MAX_FINISHED_RUNS);
     for (const summary of summaries) {
+      if (summary.unreadable !== undefined)
+        this.#options.logger.warn(
+          { sessionId: summary.sessionId },
+          `session log could not be read, not listed: ${summary.unreadable}`,
+        );
       const corrupt = summary.corruptLines ?? [];
       if (corrupt.length > 0)
         this.#options.logger.warn(

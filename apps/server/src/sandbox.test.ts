@@ -351,6 +351,29 @@ describe.skipIf(process.platform !== 'linux')('[sandbox] through a real agent ru
     expect(outputs[0]).toMatch(/^0\n(.|\n)*scanned/);
   });
 
+  it("credential stores the server's environment moves out of the home (CLAUDE_CONFIG_DIR, KUBECONFIG, XDG_CONFIG_HOME…) are unreadable", async () => {
+    const moved = join(root, 'moved-stores');
+    mkdirSync(join(moved, 'claude'), { recursive: true });
+    mkdirSync(join(moved, 'xdg', 'gh'), { recursive: true });
+    writeFileSync(join(moved, 'claude', '.credentials.json'), 'claude-oauth-secret\n');
+    writeFileSync(join(moved, 'kubeconfig'), 'kube-secret\n');
+    writeFileSync(join(moved, 'xdg', 'gh', 'hosts.yml'), 'gh-secret\n');
+    writeFileSync(join(moved, 'gcp.json'), 'gcp-secret\n');
+    const server = await startServerProcess(config('required'), {
+      ...SECRETS,
+      CLAUDE_CONFIG_DIR: join(moved, 'claude'),
+      KUBECONFIG: join(moved, 'kubeconfig'),
+      XDG_CONFIG_HOME: join(moved, 'xdg'),
+      GOOGLE_APPLICATION_CREDENTIALS: join(moved, 'gcp.json'),
+    });
+    servers.push(server);
+    const client = await connectGateway(server.url, { token: server.token });
+    clients.push(client);
+    const { outputs } = await agentRun(client, [`grep -rs . ${moved}; echo scanned`]);
+    expect(outputs[0]).toMatch(/scanned/);
+    expect(outputs[0]).not.toMatch(/secret/);
+  });
+
   it("pty.list shows an agent's sandboxed command as the command, not the sandbox's command line; no stand-in is left", async () => {
     const { client } = await start(config('required'));
     const command = `echo listed-${marker()}`;

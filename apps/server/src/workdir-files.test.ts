@@ -183,6 +183,21 @@ describe('protection by identity: renames, copies and links change nothing', () 
       });
     }
   });
+
+  // Resolving a path takes time in the square of its length, on the server's only thread.
+  it('a path longer than the system takes (4096 characters) is refused by every file tool, before anything is made', async () => {
+    const { dir, call } = project(() => {});
+    const path = `${'a/'.repeat(2100)}f`;
+    const longer = {
+      isError: true,
+      output: `refused: a path of ${path.length} characters; the longest taken is 4096`,
+    };
+    expect(await call('write_file', { path, content: 'x' })).toEqual(longer);
+    expect(await call('edit_file', { path, old_string: 'x', new_string: 'y' })).toEqual(longer);
+    expect(await call('read_file', { path })).toEqual(longer);
+    expect(await call('list_files', { path })).toEqual(longer);
+    expect(readdirSync(dir)).toEqual([]);
+  });
 });
 
 describe('atomic writes', () => {

@@ -111,10 +111,20 @@ export const deniedBy = (real: string, denied: readonly DeniedEntry[]): DeniedEn
   denied.find(({ path }) => real === path || real.startsWith(path === sep ? path : path + sep));
 
 /**
+ * The longest path resolved, as the system bounds one (PATH_MAX): resolving takes time in the square
+ * of its length on the server's thread (a 200 KB path held every run and terminal for a minute).
+ */
+export const MAX_PATH_CHARS = 4096;
+
+/**
  * Resolves `path` inside `root`, following every symlink (dangling ones to where they point).
  * A path under one the sandbox denies is refused too: the file tools run in-process, unconfined.
  */
 export function confine(root: string, path: string, denied: readonly DeniedEntry[] = []): string {
+  if (path.length > MAX_PATH_CHARS)
+    throw new RefusedPath(
+      `refused: a path of ${path.length} characters; the longest taken is ${MAX_PATH_CHARS}`,
+    );
   const realRoot = realpathSync(root);
   let target = resolve(realRoot, path);
   for (let hops = 0; ; hops += 1) {

@@ -6,6 +6,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -105,6 +106,27 @@ describe('file session store', () => {
     expect(loaded.events.map((event) => (event as { content: string }).content)).toEqual(['first', 'x']);
     expect(loaded.events).not.toContain(null);
     expect(loaded).toMatchObject({ tornTail: false, corruptLines: [2, 3, 4, 5, 6, 7] });
+  });
+
+  // One run's replies and tool results, escaped as JSON, reach a GB of log: past the longest string
+  // V8 makes, such a log cannot be read as one. The other sessions are still listed.
+  it('lists the other runs when one log cannot be read (past the longest string), naming it unreadable', async () => {
+    const store = createFileSessionStore(dir);
+    const ended = await store.create();
+    await store.append(ended, { type: 'user', content: 'finished task', cwd: '/work/p' });
+    await store.append(ended, { type: 'terminate', reason: { kind: 'model_stop' } });
+    await store.end?.(ended);
+    const huge = join(dir, 'huge-session.jsonl');
+    writeFileSync(huge, '');
+    truncateSync(huge, 0x20000000 + 1024); // sparse: no disk used
+    const byId = new Map((await createFileSessionStore(dir).summaries!()).map((s) => [s.sessionId, s]));
+    expect(byId.get(ended)).toMatchObject({ state: 'ended', prompt: 'finished task' });
+    expect(byId.get('huge-session')).toEqual({
+      sessionId: 'huge-session',
+      state: 'ended',
+      terminateReason: { kind: 'interrupted' },
+      unreadable: expect.stringMatching(/could not read session huge-session/),
+    });
   });
 
   it('lists runs from disk after a crash: a log with no terminate is interrupted; corrupt lines are reported', async () => {

@@ -397,10 +397,22 @@ class FileSessionStore implements SessionStore {
     // A few logs at a time: thousands of sessions must not mean thousands of open files.
     for (let start = 0; start < ids.length; start += 16) {
       const batch = ids.slice(start, start + 16);
-      const loads = await Promise.all(batch.map((id) => this.load(id)));
-      batch.forEach((id, index) =>
-        summaries.push(summarize(id, loads[index] as SessionLoad, this.#logs.has(id))),
-      );
+      // A log that cannot be read (past the longest string there is: one run's replies reach a GB)
+      // is listed as unreadable, not thrown: every other session is still listed, the server starts.
+      const loads = await Promise.all(batch.map((id) => this.load(id).catch((error: Error) => error)));
+      batch.forEach((id, index) => {
+        const load = loads[index] as SessionLoad | Error;
+        summaries.push(
+          load instanceof Error
+            ? {
+                sessionId: id,
+                state: 'ended',
+                terminateReason: { kind: 'interrupted' },
+                unreadable: load.message,
+              }
+            : summarize(id, load, this.#logs.has(id)),
+        );
+      });
     }
     return summaries;
   }

@@ -307,6 +307,8 @@ export interface SessionSummary {
   readonly endedAt?: number;
   readonly cwd?: string;
   readonly corruptLines?: readonly number[];
+  /** Why its log could not be read at all (a log past the longest string there is); nothing else is known. */
+  readonly unreadable?: string;
 }
 
 /**

@@ -167,6 +167,50 @@ export const PROTECTED_HOME_PATHS = [
 ] as const;
 
 /**
+ * The same stores where the environment moves them out of the home (the server's environment, as
+ * it started): a base folder's variable re-roots the protected home paths under the folder it
+ * stands for (`XDG_CONFIG_HOME=/cfg`: `/cfg/gh`; `CLAUDE_CONFIG_DIR`: its `.credentials.json`,
+ * `projects`, and the `.claude.json` Claude Code keeps there), a store's own variable names it.
+ */
+const RELOCATED_HOME_FOLDERS: Readonly<Record<string, string>> = {
+  CLAUDE_CONFIG_DIR: '.claude',
+  XDG_CONFIG_HOME: '.config',
+  XDG_DATA_HOME: '.local/share',
+  XDG_CACHE_HOME: '.cache',
+  CARGO_HOME: '.cargo',
+  DOCKER_CONFIG: '.docker',
+  GRADLE_USER_HOME: '.gradle',
+};
+
+/** Variables naming a credential store (a file or a folder) itself; `KUBECONFIG` is a `:`-separated list. */
+const CREDENTIAL_PATH_VARIABLES =
+  `KUBECONFIG AWS_SHARED_CREDENTIALS_FILE AWS_CONFIG_FILE GOOGLE_APPLICATION_CREDENTIALS
+  CLOUDSDK_CONFIG AZURE_CONFIG_DIR GH_CONFIG_DIR CODEX_HOME GNUPGHOME PASSWORD_STORE_DIR NPM_CONFIG_USERCONFIG
+  npm_config_userconfig NETRC PGPASSFILE TF_CLI_CONFIG_FILE VAULT_CONFIG_PATH DOCKER_AUTH_CONFIG HISTFILE`.split(
+    /\s+/,
+  );
+
+/** The protected paths `env` moves out of `home` (absolute, not the root, not /proc or /dev). */
+function relocatedCredentialPaths(env: Readonly<Record<string, string | undefined>>, home: string): string[] {
+  const usable = (path: string | undefined): path is string =>
+    path !== undefined && isAbsolute(path) && path !== sep && !inSandboxOwnFilesystem(path);
+  const paths = new Set<string>();
+  for (const [variable, standsFor] of Object.entries(RELOCATED_HOME_FOLDERS)) {
+    const folder = env[variable];
+    if (!usable(folder) || folder === join(home, standsFor)) continue;
+    for (const relative of PROTECTED_HOME_PATHS)
+      if (relative.startsWith(`${standsFor}/`)) paths.add(join(folder, relative.slice(standsFor.length + 1)));
+    if (variable === 'CLAUDE_CONFIG_DIR') paths.add(join(folder, '.claude.json'));
+  }
+  for (const variable of CREDENTIAL_PATH_VARIABLES) {
+    const value = env[variable] ?? '';
+    for (const path of variable === 'KUBECONFIG' ? value.split(':') : [value])
+      if (usable(path)) paths.add(path);
+  }
+  return [...paths];
+}
+
+/**
  * Denied as well when the command runs as root (uid 0 inside keeps the owner's read bit of
  * root-owned files): the system's password hashes, its SSH host keys and TLS private keys.
  */
@@ -393,11 +437,15 @@ export function deniedByPath(policy: ResolvedPolicy): DeniedPath[] {
   return [...now, ...absent];
 }
 
-export function resolvePolicy(policy: SandboxPolicy, home: string = homedir()): ResolvedPolicy {
-  const denyPaths: ResolvedPolicy['denyPaths'][number][] = PROTECTED_HOME_PATHS.map((relative) => ({
-    path: join(home, relative),
-    source: 'protected',
-  }));
+export function resolvePolicy(
+  policy: SandboxPolicy,
+  home: string = homedir(),
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): ResolvedPolicy {
+  const denyPaths: ResolvedPolicy['denyPaths'][number][] = [
+    ...PROTECTED_HOME_PATHS.map((relative) => join(home, relative)),
+    ...relocatedCredentialPaths(env, home),
+  ].map((path) => ({ path, source: 'protected' }));
   if (process.getuid?.() === 0) {
     for (const path of PROTECTED_ROOT_PATHS) denyPaths.push({ path, source: 'protected' });
   }

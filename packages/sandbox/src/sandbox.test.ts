@@ -252,6 +252,49 @@ describe.skipIf(!linux)('bubblewrap (required)', () => {
     expect(ran.stdout).toContain('claude-md-readable');
   });
 
+  it('cannot read the credential stores the environment moves out of the home; the rest of those folders stays readable', async () => {
+    const moved = join(root, 'moved');
+    const files: Record<string, string> = {
+      'claude/.credentials.json': 'claude-oauth-secret',
+      'claude/.claude.json': 'claude-json-secret',
+      'claude/projects/p/s.jsonl': 'claude-transcript-secret',
+      'claude/CLAUDE.md': 'moved-claude-md-readable',
+      'xdg/gh/hosts.yml': 'gh-moved-secret',
+      'xdg/nvim/init.lua': 'moved-config-readable',
+      'kube/a': 'kube-a-secret',
+      'kube/b': 'kube-b-secret',
+      'gcp.json': 'gcp-key-secret',
+      'aws/credentials': 'aws-moved-secret',
+      'gnupg/private-keys-v1.d/k.key': 'gpg-moved-secret',
+    };
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(join(moved, path, '..'), { recursive: true });
+      writeFileSync(join(moved, path), `${text}\n`);
+    }
+    const box = createSandbox(
+      { network: 'off' },
+      {
+        mode: 'required',
+        home,
+        env: {
+          ...process.env,
+          CLAUDE_CONFIG_DIR: join(moved, 'claude'),
+          XDG_CONFIG_HOME: join(moved, 'xdg'),
+          KUBECONFIG: `${join(moved, 'kube', 'a')}:${join(moved, 'kube', 'b')}`,
+          GOOGLE_APPLICATION_CREDENTIALS: join(moved, 'gcp.json'),
+          AWS_SHARED_CREDENTIALS_FILE: join(moved, 'aws', 'credentials'),
+          GNUPGHOME: join(moved, 'gnupg'),
+        },
+      },
+    );
+    const ran = await run(
+      box.wrap({ file: '/bin/sh', args: ['-c', `grep -rsh . ${moved}`], cwd: work, env: process.env }),
+    );
+    expect(ran.stdout).not.toMatch(/secret/);
+    expect(ran.stdout).toContain('moved-claude-md-readable');
+    expect(ran.stdout).toContain('moved-config-readable');
+  });
+
   // As root, uid 0 inside keeps the owner's read bit of root-owned files (CI runs as root).
   it.runIf(process.getuid?.() === 0 && existsSync('/etc/shadow'))(
     "as root, cannot read the system's password hashes; the rest of /etc stays readable",

@@ -384,7 +384,7 @@ function limitsOf(
 
 /** Builds the sandbox for a policy; throws SandboxError for a bad policy or, in `required` mode, no backend. */
 export function createSandbox(policy: SandboxPolicy, options: CreateSandboxOptions): ConfiguredSandbox {
-  const resolved = resolvePolicy(policy, options.home ?? homedir());
+  const resolved = resolvePolicy(policy, options.home ?? homedir(), options.env ?? process.env);
   const { mode, nice = 0 } = options;
   if (!(Number.isInteger(nice) && nice >= 0 && nice <= 19))
     throw new SandboxError('limit_invalid', `nice must be an integer from 0 to 19, got ${nice}`);

@@ -427,4 +427,10 @@ describe('parseVerdict (reporting only)', () => {
   ])('%j → %s', (text, expected) => {
     expect(parseVerdict(text)).toBe(expected);
   });
+
+  // It runs on the server's thread at each run's end, over a reply of up to 4 MiB the model wrote.
+  it('reads a reply of 200,000 spaces after VERDICT: (no verdict) without trying every split of them', () => {
+    expect(parseVerdict(`VERDICT:${' '.repeat(200_000)}x`)).toBeNull();
+    expect(parseVerdict(`VERDICT:${' '.repeat(200_000)}**  PASS`)).toBe('PASS');
+  }, 5_000);
 });
