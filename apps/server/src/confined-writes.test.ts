@@ -158,6 +158,22 @@ describe('ConfinedWrites', () => {
     ).toHaveLength(2);
   });
 
+  it('a window whose start could not be written is written with the next entry, which a restart remembers', () => {
+    const { state, project, sub } = folders('lost-line');
+    const elsewhere = join(state, '..', 'elsewhere');
+    mkdirSync(elsewhere);
+    const writes = new ConfinedWrites(state);
+    const file = join(state, 'confined-writes.jsonl');
+    mkdirSync(file); // the file cannot be written now (EISDIR): the next start line is lost
+    const end = writes.begin('unrecorded', project);
+    rmSync(file, { recursive: true });
+    writeFileSync(join(sub, 'during.json'), '{}');
+    writes.begin('other', elsewhere)(); // the file can be written again
+    // A restart while the run is still open (the process killed): its window is known.
+    expect(new ConfinedWrites(state).changedDuringRun(join(sub, 'during.json'))?.runId).toBe('unrecorded');
+    end();
+  });
+
   it('a state dir removed while the server runs is made again for the next window, which a restart remembers', () => {
     const { state, project, sub } = folders('state-removed');
     const writes = new ConfinedWrites(state);

@@ -198,6 +198,8 @@ export class ConfinedWrites {
   readonly #file: string;
   readonly #windows: WriteWindow[] = [];
   readonly #open = new Map<string, Start>();
+  /** An entry could not be written: the file is rewritten whole at the next one. */
+  #lost = false;
   readonly #now: () => number;
   /** Files found moved into place: by their path and change time (`path\0ms`), what was found. */
   readonly #moved = new Map<string, RunChange>();
@@ -450,6 +452,12 @@ export class ConfinedWrites {
 
   #append(entry: object): void {
     this.#share?.(entry);
+    // An earlier line was lost (or left half written, which would take this one with it): the file
+    // is written whole from what this process knows, its open windows too, as soon as it can be.
+    if (this.#lost) {
+      this.#lost = !this.#rewrite();
+      return;
+    }
     const line = `${JSON.stringify(entry)}\n`;
     try {
       appendFileSync(this.#file, line, { mode: 0o600 });
@@ -461,25 +469,30 @@ export class ConfinedWrites {
         mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
         appendFileSync(this.#file, line, { mode: 0o600 });
       } catch {
-        // A state dir that cannot be written: the windows of this process are still known to it.
+        // A state dir that cannot be written: the windows of this process are still known to it,
+        // and the next entry writes them all.
+        this.#lost = true;
       }
     }
   }
 
-  #rewrite(): void {
+  /** Writes the file whole (by a rename): whether it could. */
+  #rewrite(): boolean {
     const lines = [
       ...this.#windows.flatMap(({ runId, to, ...start }) => [
         JSON.stringify({ run: runId, ...start }),
         JSON.stringify({ run: runId, to }),
       ]),
+      ...[...this.#open].map(([runId, start]) => JSON.stringify({ run: runId, ...start })),
       ...[...this.#moved].map(([moved, change]) => JSON.stringify({ moved, change })),
     ];
     try {
       mkdirSync(dirname(this.#file), { recursive: true, mode: 0o700 });
       writeFileSync(`${this.#file}.tmp`, lines.length > 0 ? `${lines.join('\n')}\n` : '', { mode: 0o600 });
       renameSync(`${this.#file}.tmp`, this.#file);
+      return true;
     } catch {
-      // Kept as it was: read again at the next start.
+      return false; // kept as it was: read again at the next start
     }
   }
 }
