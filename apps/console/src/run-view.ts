@@ -166,33 +166,74 @@ export function shownText(text: string): string {
 }
 
 /**
- * Replies longer than this are shown as text, not markdown: marked's emphasis takes time in the
- * square of the length (a 60 KB reply of `_a` held the page 3 s; a 1 MB one, minutes).
+ * Markdown is rendered in pieces of about this many characters, each cut at a line's end outside a
+ * fenced code block (at a blank line where there is one): marked's inline parsing takes time in the
+ * square of a paragraph's length (60 KB of `_a` held the page 3 s; 1 MB, minutes).
  */
-export const MARKDOWN_MAX_CHARS = 20_000;
+const MARKDOWN_PIECE_CHARS = 8_000;
+/** A reply longer than this is shown as text, not markdown. */
+export const MARKDOWN_MAX_CHARS = 250_000;
+const FENCE = /^ {0,3}(```|~~~)/;
+
+/** `text` in pieces (see MARKDOWN_PIECE_CHARS); `plain`: a line past a piece outside a fence. */
+function markdownPieces(text: string): { text: string; plain: boolean }[] {
+  const pieces: { text: string; plain: boolean }[] = [];
+  let lines: string[] = [];
+  let size = 0;
+  let fenced = false;
+  let blank = -1; // where the last blank line outside a fence ends, in `lines`
+  let plain = false;
+  const cut = (at: number): void => {
+    pieces.push({ text: lines.slice(0, at).join('\n'), plain });
+    lines = lines.slice(at);
+    size = lines.reduce((sum, line) => sum + line.length + 1, 0);
+    plain = lines.some((line) => line.length > MARKDOWN_PIECE_CHARS);
+    blank = -1;
+  };
+  for (const line of text.split('\n')) {
+    if (FENCE.test(line)) fenced = !fenced;
+    else if (!fenced && line.length > MARKDOWN_PIECE_CHARS) plain = true;
+    lines.push(line);
+    size += line.length + 1;
+    if (!fenced && line.trim() === '') blank = lines.length;
+    if (size >= MARKDOWN_PIECE_CHARS && !fenced) cut(blank > 0 ? blank : lines.length);
+  }
+  if (lines.length > 0) pieces.push({ text: lines.join('\n'), plain });
+  return pieces;
+}
 
 /**
- * Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. Text
- * marked cannot render (past its nesting: 2,000 `>` overflow its stack) or too long is shown as text.
+ * Markdown as sanitised DOM: no script, handler, style, form or image; links open elsewhere. A piece
+ * marked cannot render (past its nesting: 2,000 `>` overflow its stack) or holding a line too long
+ * to parse, and a reply too long, are shown as text.
  */
 export function renderMarkdown(text: string): DocumentFragment {
-  const asText = (): DocumentFragment => {
-    const fragment = document.createDocumentFragment();
-    fragment.append(h('p', { class: 'as-text' }, shownText(text)));
+  const fragment = document.createDocumentFragment();
+  const asText = (piece: string): HTMLElement => h('p', { class: 'as-text' }, shownText(piece));
+  if (text.length > MARKDOWN_MAX_CHARS) {
+    fragment.append(asText(text));
     return fragment;
-  };
-  if (text.length > MARKDOWN_MAX_CHARS) return asText();
-  let html: string;
-  try {
-    html = marked.parse(shownText(text), { async: false, gfm: true, breaks: true });
-  } catch {
-    return asText();
   }
-  const fragment = DOMPurify.sanitize(html, {
-    RETURN_DOM_FRAGMENT: true,
-    FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
-    FORBID_ATTR: ['style'],
-  });
+  for (const piece of markdownPieces(text)) {
+    if (piece.plain) {
+      fragment.append(asText(piece.text));
+      continue;
+    }
+    let html: string;
+    try {
+      html = marked.parse(shownText(piece.text), { async: false, gfm: true, breaks: true });
+    } catch {
+      fragment.append(asText(piece.text));
+      continue;
+    }
+    fragment.append(
+      DOMPurify.sanitize(html, {
+        RETURN_DOM_FRAGMENT: true,
+        FORBID_TAGS: ['img', 'style', 'form', 'input', 'button', 'textarea', 'select', 'svg', 'math'],
+        FORBID_ATTR: ['style'],
+      }),
+    );
+  }
   for (const link of fragment.querySelectorAll('a')) {
     if (!/^https?:/i.test(link.getAttribute('href') ?? '')) link.removeAttribute('href');
     link.setAttribute('target', '_blank');

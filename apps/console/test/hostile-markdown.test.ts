@@ -20,6 +20,8 @@ const available = chromiumAvailable();
 
 const DEEP = `${'>'.repeat(3000)} END-OF-DEEP`;
 const WIDE = `${'_a'.repeat(260_000)} END-OF-WIDE`;
+// Quadratic emphasis under the length drawn as text, in lines: rendered piece by piece.
+const TALL = `${Array.from({ length: 60 }, () => '_a'.repeat(2_000)).join('\n')}\nEND-OF-TALL`;
 const lines = (prefix: string) =>
   Array.from({ length: 60_000 }, (_, index) => `${prefix}${index}`).join('\n');
 const EDIT = { path: 'big.txt', old_string: lines('a'), new_string: lines('b') };
@@ -31,7 +33,8 @@ function hostile(): () => Reply {
     turns += 1;
     if (turns === 1) return { text: DEEP, call: todo };
     if (turns === 2) return { text: WIDE, call: todo };
-    if (turns === 3) return { call: { name: 'edit_file', args: EDIT } };
+    if (turns === 3) return { text: TALL, call: todo };
+    if (turns === 4) return { call: { name: 'edit_file', args: EDIT } };
     return { text: 'All done here.\nVERDICT: PASS' };
   };
 }
@@ -47,7 +50,7 @@ describe.skipIf(!available)('replies that break markdown', () => {
     work = realpathSync(mkdtempSync(join(tmpdir(), 'aleph-console-markdown-')));
     llm = await startFakeLlm(hostile());
     [server, browser] = await Promise.all([
-      startConsoleServer(consoleConfig({ baseUrl: llm.baseUrl, workdir: work, maxIterations: 6 })),
+      startConsoleServer(consoleConfig({ baseUrl: llm.baseUrl, workdir: work, maxIterations: 7 })),
       launchChromium(),
     ]);
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
@@ -74,6 +77,9 @@ describe.skipIf(!available)('replies that break markdown', () => {
         .evaluate((element) => element.textContent ?? '', undefined, { timeout: 30_000 });
     expect(await text('END-OF-DEEP')).toBe(DEEP);
     expect(await text('END-OF-WIDE')).toBe(WIDE);
+    const tall = timeline.locator('li.assistant', { hasText: 'END-OF-TALL' });
+    expect(await tall.locator('.markdown p:not(.as-text)').count()).toBeGreaterThan(0); // markdown
+    expect(await tall.locator('.markdown .as-text').count()).toBe(0);
     await timeline.locator('li.assistant', { hasText: 'All done here.' }).waitFor({ timeout: 5_000 });
     const edit = timeline.locator('li.tool', { hasText: 'edit_file' });
     await edit.locator('summary').click();

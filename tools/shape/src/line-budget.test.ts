@@ -20,7 +20,7 @@ export const CEILING: Readonly<Record<string, Ceiling>> = {
   sandbox: { lines: 3543, files: 12 },
   server: { lines: 7797, files: 32 },
   mcp: { lines: 1419, files: 8 },
-  console: { lines: 3315, files: 10 },
+  console: { lines: 3356, files: 10 },
   cluster: { lines: 3513, files: 15 },
 };
 
