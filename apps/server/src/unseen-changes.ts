@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform, type Readable, type Writable } from 'node:stream';
-import { commonDirOf, gitDirOf, isWithin } from '@aleph/sandbox';
+import { commonDirOf, gitDirOf, gitEnvironment, isWithin } from '@aleph/sandbox';
 
 /** The whole look at a run's end gives up (its git children killed) past this. */
 const LOOK_TIMEOUT_MS = 30_000;
@@ -55,19 +55,6 @@ export interface UnseenChanges {
   readonly ignored: UnseenPaths & { readonly rules?: readonly string[] };
 }
 
-/** Only PATH (its absolute entries) and HOME of this process's environment, no optional locks. */
-function gitEnv(extra: Record<string, string>): Record<string, string> {
-  const env: Record<string, string> = { GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C', ...extra };
-  for (const name of ['PATH', 'HOME'] as const) {
-    const value = process.env[name];
-    if (value !== undefined) env[name] = value;
-  }
-  // A relative entry (`node_modules/.bin`) would be looked up in the project: a `git` the model wrote.
-  if (env['PATH'] !== undefined)
-    env['PATH'] = env['PATH'].split(delimiter).filter(isAbsolute).join(delimiter);
-  return env;
-}
-
 type Ended = { ok: true } | { ok: false; reason: string };
 
 interface GitChild {
@@ -88,7 +75,7 @@ interface GitOptions {
 function git(cwd: string, args: readonly string[], options: GitOptions): GitChild {
   const child = spawn('git', ['-c', 'core.fsmonitor=false', ...args], {
     cwd,
-    env: gitEnv(options.env ?? {}),
+    env: gitEnvironment(options.env ?? {}),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let timedOut = false;

@@ -39,9 +39,12 @@ export interface EmbeddedRepository {
 
 type Ran = { ok: true; stdout: Buffer } | { ok: false; stderr: string };
 
-/** Only PATH (its absolute entries) and HOME of this process's environment, no optional locks. */
-function gitEnv(): Record<string, string> {
-  const env: Record<string, string> = { GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C' };
+/**
+ * The environment for git run on a project the model could write: only PATH (its absolute entries)
+ * and HOME of this process's, no optional locks, the C locale, and `extra`.
+ */
+export function gitEnvironment(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = { GIT_OPTIONAL_LOCKS: '0', LC_ALL: 'C', ...extra };
   for (const name of ['PATH', 'HOME'] as const) {
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
@@ -59,7 +62,7 @@ function git(cwd: string, args: readonly string[]): Promise<Ran> {
       ['-c', 'core.fsmonitor=false', ...args],
       {
         cwd,
-        env: gitEnv(),
+        env: gitEnvironment(),
         encoding: 'buffer',
         maxBuffer: MAX_OUTPUT_BYTES,
         timeout: GIT_TIMEOUT_MS,
@@ -151,7 +154,7 @@ function gitlinks(cwd: string): Promise<
   return new Promise((done) => {
     const child = spawn('git', ['-c', 'core.fsmonitor=false', 'ls-files', '-v', '--stage', '-z'], {
       cwd,
-      env: gitEnv(),
+      env: gitEnvironment(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const timer = setTimeout(() => child.kill('SIGKILL'), GIT_TIMEOUT_MS);

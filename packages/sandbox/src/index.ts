@@ -38,6 +38,7 @@ export {
 export {
   embeddedRepositories,
   gitDirOf,
+  gitEnvironment,
   MAX_EXAMINED_GITLINKS,
   MAX_HIDDEN_NAMED,
   type EmbeddedRepositories,
