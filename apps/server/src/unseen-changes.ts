@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform, type Readable, type Writable } from 'node:stream';
-import { commonDirOf, gitDirOf, gitEnvironment, isWithin } from '@aleph/sandbox';
+import { commonDirOf, gitDirOf, gitEnvironment, hiddenTag, isWithin, nulRecords } from '@aleph/sandbox';
 
 /** The whole look at a run's end gives up (its git children killed) past this. */
 const LOOK_TIMEOUT_MS = 30_000;
@@ -110,27 +110,6 @@ function git(cwd: string, args: readonly string[], options: GitOptions): GitChil
 }
 
 /**
- * Calls `each` with every NUL-terminated record of `stream` (a Buffer without the NUL), as it comes.
- * `each` returning false stops the reading (the caller kills the process).
- */
-function records(stream: Readable, each: (record: Buffer) => boolean): void {
-  let rest = Buffer.alloc(0);
-  let stopped = false;
-  stream.on('data', (chunk: Buffer) => {
-    if (stopped) return;
-    let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
-    for (let end = data.indexOf(0); end >= 0; end = data.indexOf(0)) {
-      if (!each(data.subarray(0, end))) {
-        stopped = true;
-        return;
-      }
-      data = data.subarray(end + 1);
-    }
-    rest = Buffer.from(data);
-  });
-}
-
-/**
  * The NUL-separated paths `git <args>` prints that `keep` keeps (each asked as it comes), the first
  * MAX_PATHS kept; `full` when that was all. Those not kept are only bounded by git's time.
  */
@@ -142,7 +121,7 @@ async function pathsOf(
   const run = git(cwd, args, options);
   const paths: string[] = [];
   let full = true;
-  records(run.stdout, (record) => {
+  nulRecords(run.stdout, (record) => {
     const path = record.toString('utf8');
     if (!(options.keep?.(path) ?? true)) return true;
     if (paths.length === MAX_PATHS) {
@@ -217,9 +196,6 @@ function changedSince(path: string, since: number): boolean {
 const alternate = (path: string): string =>
   path.includes(delimiter) || path.startsWith('"') ? JSON.stringify(path) : path;
 
-/** The tag `ls-files -v` gives an entry marked skip-worktree (`S`) or assume-unchanged (lower case). */
-const marked = (tag: number): boolean => tag === 0x53 || (tag >= 0x61 && tag <= 0x7a);
-
 /**
  * Tracked files of the repository at `top` that differ from their index entry while `git status` and
  * `git diff` show nothing for them (paths from `top`). Entries marked skip-worktree or
@@ -265,7 +241,7 @@ async function staleEntries(
           // `<tag> <mode> <object> <stage>\t<path>`: --index-info reads it without the tag.
           const record = data.subarray(0, end + 1);
           const tab = record.indexOf(0x09);
-          if (!marked(record[0]!) && tab > 2 && record[tab - 1] === 0x30) out.push(record.subarray(2));
+          if (!hiddenTag(record[0]!) && tab > 2 && record[tab - 1] === 0x30) out.push(record.subarray(2));
           data = data.subarray(end + 1);
         }
         rest = Buffer.from(data);
@@ -336,7 +312,7 @@ async function newlyIgnored(
   const rules = new Map<string, boolean>();
   const found: string[] = [];
   const sources = new Set<string>();
-  records(check.stdout, (record) => {
+  nulRecords(check.stdout, (record) => {
     fields.push(record.toString('utf8'));
     if (fields.length < 4) return true;
     const [source = '', , , path = ''] = fields.splice(0, 4);

@@ -9,6 +9,7 @@
 // HOME from this process's environment, and a time bound (a config that is a FIFO must not hold
 // the caller).
 import { execFile, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { createHash } from 'node:crypto';
 import { lstatSync, realpathSync, type Stats } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -136,6 +137,30 @@ export async function embeddedRepositories(cwd: string): Promise<EmbeddedReposit
 
 const NO_HIDDEN = createHash('sha256').digest('hex');
 
+/** The tag `git ls-files -v` gives an entry marked skip-worktree (`S`) or assume-unchanged (lower case). */
+export const hiddenTag = (tag: number): boolean => tag === 0x53 || (tag >= 0x61 && tag <= 0x7a);
+
+/**
+ * Calls `each` with every NUL-terminated record of `stream` (a Buffer without the NUL), as it comes
+ * (git's `-z` output). `each` returning false stops the reading (the caller ends the process).
+ */
+export function nulRecords(stream: Readable, each: (record: Buffer) => boolean): void {
+  let rest = Buffer.alloc(0);
+  let stopped = false;
+  stream.on('data', (chunk: Buffer) => {
+    if (stopped) return;
+    let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
+    for (let end = data.indexOf(0); end >= 0; end = data.indexOf(0)) {
+      if (!each(data.subarray(0, end))) {
+        stopped = true;
+        return;
+      }
+      data = data.subarray(end + 1);
+    }
+    rest = Buffer.from(data);
+  });
+}
+
 /**
  * The first `MAX_EXAMINED_GITLINKS` gitlinks' paths of `cwd`'s index and how many more there are,
  * and the entries marked hidden from `git status`, from `git ls-files -v --stage -z` read as it comes.
@@ -163,29 +188,23 @@ function gitlinks(cwd: string): Promise<
     let more = 0;
     let hiddenCount = 0;
     const digest = createHash('sha256');
-    let rest = Buffer.alloc(0);
     let stderr = '';
     const pathOf = (entry: Buffer): string => {
       const text = entry.toString('utf8');
       return text.slice(text.indexOf('\t') + 1);
     };
-    child.stdout.on('data', (chunk: Buffer) => {
-      let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
-      for (let end = data.indexOf(0); end >= 0; end = data.indexOf(0)) {
-        // `<tag> <mode> <object> <stage>\t<path>`: tag S is skip-worktree, a lower-case one assume-unchanged.
-        const tag = data[0]!;
-        if (tag === 0x53 || (tag >= 0x61 && tag <= 0x7a)) {
-          if (hidden.length < MAX_HIDDEN_NAMED) hidden.push(pathOf(data.subarray(0, end)));
-          hiddenCount += 1;
-          digest.update(data.subarray(data.indexOf(0x09) + 1, end + 1)); // the path and its NUL
-        }
-        if (data.subarray(2, 9).toString('latin1') === '160000 ') {
-          if (paths.length < MAX_EXAMINED_GITLINKS) paths.push(pathOf(data.subarray(0, end)));
-          else more += 1;
-        }
-        data = data.subarray(end + 1);
+    nulRecords(child.stdout, (entry) => {
+      // `<tag> <mode> <object> <stage>\t<path>`
+      if (hiddenTag(entry[0]!)) {
+        if (hidden.length < MAX_HIDDEN_NAMED) hidden.push(pathOf(entry));
+        hiddenCount += 1;
+        digest.update(entry.subarray(entry.indexOf(0x09) + 1)).update('\0'); // the path and its NUL
       }
-      rest = Buffer.from(data);
+      if (entry.subarray(2, 9).toString('latin1') === '160000 ') {
+        if (paths.length < MAX_EXAMINED_GITLINKS) paths.push(pathOf(entry));
+        else more += 1;
+      }
+      return true;
     });
     child.stderr.on('data', (chunk: Buffer) => {
       if (stderr.length < 64 * 1024) stderr += chunk.toString('utf8');

@@ -39,8 +39,10 @@ export {
   embeddedRepositories,
   gitDirOf,
   gitEnvironment,
+  hiddenTag,
   MAX_EXAMINED_GITLINKS,
   MAX_HIDDEN_NAMED,
+  nulRecords,
   type EmbeddedRepositories,
   type EmbeddedRepository,
 } from './embedded-repositories.js';
